@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The benchmarks below compare, in one run, a bare pipe to an agent with
+// the same agent behind `acptap record`. The agent is cat(1): it echoes
+// each line, so every byte crosses acptap twice (editor→agent, agent→editor)
+// and is recorded twice. scripts/bench prints the ratios.
+
+// stdioTarget starts the echo agent either bare or under acptap record and
+// returns its stdin and stdout.
+func stdioTarget(b *testing.B, viaAcptap bool) (io.WriteCloser, *bufio.Reader, func()) {
+	b.Helper()
+	var cmd *exec.Cmd
+	if viaAcptap {
+		db := filepath.Join(b.TempDir(), "bench.db")
+		cmd = exec.Command("acptap", "record", "--store", db, "--name", "bench", "--grace", "5s", "--", "cat")
+	} else {
+		cmd = exec.Command("cat")
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	stop := func() {
+		stdin.Close()
+		io.Copy(io.Discard, stdout)
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("%v: %v", cmd.Args, err)
+		}
+	}
+	return stdin, bufio.NewReaderSize(stdout, 64<<10), stop
+}
+
+func benchmarkThroughput(b *testing.B, viaAcptap bool) {
+	line := append(bytes.Repeat([]byte("x"), 1023), '\n')
+	stdin, stdout, stop := stdioTarget(b, viaAcptap)
+	defer stop()
+	b.SetBytes(int64(len(line)))
+	b.ResetTimer()
+	errc := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriterSize(stdin, 64<<10)
+		for range b.N {
+			if _, err := w.Write(line); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- w.Flush()
+	}()
+	buf := make([]byte, 64<<10)
+	for remaining := b.N * len(line); remaining > 0; {
+		n, err := stdout.Read(buf[:min(len(buf), remaining)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		remaining -= n
+	}
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+}
+
+// BenchmarkStdioThroughput moves 1 KiB lines through the echo agent.
+func BenchmarkStdioThroughput(b *testing.B) {
+	b.Run("pipe", func(b *testing.B) { benchmarkThroughput(b, false) })
+	b.Run("acptap", func(b *testing.B) { benchmarkThroughput(b, true) })
+}
+
+func benchmarkPingPong(b *testing.B, viaAcptap bool) {
+	req := []byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"sess_0123456789","prompt":[{"type":"text","text":"hello"}]}}` + "\n")
+	stdin, stdout, stop := stdioTarget(b, viaAcptap)
+	defer stop()
+	rtts := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if _, err := stdin.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := stdout.ReadSlice('\n'); err != nil {
+			b.Fatal(err)
+		}
+		rtts = append(rtts, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(rtts)
+	b.ReportMetric(float64(rtts[len(rtts)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(rtts[len(rtts)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkStdioPingPong measures the round trip of one request line and
+// its echo, one at a time.
+func BenchmarkStdioPingPong(b *testing.B) {
+	b.Run("pipe", func(b *testing.B) { benchmarkPingPong(b, false) })
+	b.Run("acptap", func(b *testing.B) { benchmarkPingPong(b, true) })
+}

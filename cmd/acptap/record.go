@@ -1,0 +1,205 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/acptap/acptap/stdiotap"
+	"github.com/acptap/acptap/store"
+)
+
+type recordOptions struct {
+	IO        *IO
+	StorePath string
+	Name      string
+	Force     bool
+	Grace     time.Duration
+	Argv      []string
+	// ForwardSignals relays SIGINT/SIGTERM/SIGHUP to the agent. Off for
+	// in-process tests, which must not install signal handlers.
+	ForwardSignals bool
+}
+
+func recordCommand(stdio *IO) *cli.Command {
+	return &cli.Command{
+		Name:      "record",
+		Usage:     "run an agent, pass its stdio through and record it",
+		ArgsUsage: "-- AGENT [ARGS...]",
+		Description: "Put `acptap record --name NAME -- my-agent --acp` where the editor's agent settings say\n" +
+			"`my-agent --acp`. stdin and stdout stay the agent's, byte for byte; acptap's own\n" +
+			"messages go to stderr; the exit status is the agent's.",
+		Flags: []cli.Flag{
+			storeFlag(),
+			&cli.StringFlag{Name: "name", Usage: "recording `NAME` (default: generated and printed to stderr)"},
+			&cli.BoolFlag{Name: "force", Usage: "replace an existing recording of the same name"},
+			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "after the editor closes stdin, how long the agent may take to exit before it is terminated"},
+		},
+		Action: func(c *cli.Context) error {
+			return runRecord(&recordOptions{
+				IO:             stdio,
+				StorePath:      c.String("store"),
+				Name:           c.String("name"),
+				Force:          c.Bool("force"),
+				Grace:          c.Duration("grace"),
+				Argv:           c.Args().Slice(),
+				ForwardSignals: true,
+			})
+		},
+	}
+}
+
+func runRecord(opts *recordOptions) error {
+	if len(opts.Argv) == 0 {
+		return usageErrorf("record: no agent command; usage: acptap record [flags] -- AGENT [ARGS...]")
+	}
+	if opts.Grace <= 0 {
+		return usageErrorf("record: --grace must be positive, got %v", opts.Grace)
+	}
+	if _, err := exec.LookPath(opts.Argv[0]); errors.Is(err, exec.ErrNotFound) {
+		return usageErrorf("record: agent %q not found; check the command after -- (is it installed and on PATH?)", opts.Argv[0])
+	} else if err != nil {
+		return usageErrorf("record: cannot run agent: %v; check the command after --", err)
+	}
+	name := opts.Name
+	if name == "" {
+		name = generateName(opts.Argv[0], time.Now())
+	}
+	if err := store.ValidName(name); err != nil {
+		return usageErrorf("record: %v; pass another --name", err)
+	}
+	st, err := openStore(opts.StorePath, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	cwd, _ := os.Getwd()
+	env := os.Environ()
+	rec := store.Recording{
+		Name:     name,
+		Created:  time.Now(),
+		Version:  version(),
+		Argv:     opts.Argv,
+		Cwd:      cwd,
+		EnvNames: envNames(env),
+	}
+	w, err := st.Create(rec, opts.Force)
+	if errors.Is(err, store.ErrExists) {
+		return usageErrorf("record: %v; pass --force to replace it, or another --name", err)
+	}
+	if err != nil {
+		return usageErrorf("record: %v", err)
+	}
+	fmt.Fprintf(opts.IO.Err, "acptap: recording %q into %s\n", name, st.Path())
+
+	// Offsets count from just before the agent starts; the callback below
+	// may run before Start returns.
+	start := time.Now()
+	sess, err := stdiotap.Start(stdiotap.Config{
+		Argv:           opts.Argv,
+		Env:            env,
+		Stdin:          opts.IO.In,
+		Stdout:         opts.IO.Out,
+		Stderr:         opts.IO.Err,
+		Grace:          opts.Grace,
+		ForwardSignals: opts.ForwardSignals,
+		OnLine: func(l stdiotap.Line) {
+			w.Append(frameEvent(l, start))
+		},
+	})
+	if err != nil {
+		w.Update(func(r *store.Recording) {
+			r.Done = true
+			r.ExitCode = ExitUsage
+			r.Error = err.Error()
+		})
+		if ferr := w.Finish(); ferr != nil {
+			fmt.Fprintf(opts.IO.Err, "acptap: saving recording %q: %v\n", name, ferr)
+		}
+		return usageErrorf("record: %v", err)
+	}
+	exit, waitErr := sess.Wait()
+	w.Update(func(r *store.Recording) {
+		r.Done = true
+		r.ExitCode = exit.Code
+		if exit.Signal != 0 {
+			r.Signal = exit.Signal.String()
+		}
+		if waitErr != nil {
+			r.Error = waitErr.Error()
+		}
+		r.Duration = time.Since(start)
+	})
+	if err := w.Finish(); err != nil {
+		return usageErrorf("record: saving recording %q: %v; what was committed before the failure is kept", name, err)
+	}
+	if waitErr != nil {
+		fmt.Fprintf(opts.IO.Err, "acptap: agent: %v\n", waitErr)
+	}
+	return exitCode(exit.Code)
+}
+
+// frameEvent turns a framed stdio line into a store event.
+func frameEvent(l stdiotap.Line, start time.Time) store.Event {
+	e := store.Event{Kind: store.KindFrame, Offset: l.At.Sub(start), Data: l.Data}
+	switch l.Stream {
+	case stdiotap.Stdin:
+		e.Lane = store.LaneEditor
+	case stdiotap.Stdout:
+		e.Lane = store.LaneAgent
+	default:
+		e.Lane = store.LaneStderr
+	}
+	if e.Offset < 0 {
+		e.Offset = 0
+	}
+	if l.NoNewline {
+		e.Flags |= store.FlagNoNewline
+	}
+	if l.Continued {
+		e.Flags |= store.FlagContinued
+	}
+	return e
+}
+
+var nameUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// generateName makes a recording name from the agent's program name and the
+// time, with a random suffix so that two agents started in the same second
+// don't collide.
+func generateName(program string, now time.Time) string {
+	base := strings.Trim(nameUnsafe.ReplaceAllString(filepath.Base(program), "-"), ".-")
+	if base == "" {
+		base = "agent"
+	}
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s-%s-%s", base, now.Format("20060102-150405"), hex.EncodeToString(b[:]))
+}
+
+// envNames returns the sorted names of env, never the values: values may be
+// secrets.
+func envNames(env []string) []string {
+	names := make([]string, 0, len(env))
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); ok && k != "" {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+)
+
+type rmOptions struct {
+	IO        *IO
+	StorePath string
+	Names     []string
+}
+
+func rmCommand(stdio *IO) *cli.Command {
+	return &cli.Command{
+		Name:      "rm",
+		Usage:     "delete recordings",
+		ArgsUsage: "NAME...",
+		Flags:     []cli.Flag{storeFlag()},
+		Action: func(c *cli.Context) error {
+			return runRm(&rmOptions{IO: stdio, StorePath: c.String("store"), Names: c.Args().Slice()})
+		},
+	}
+}
+
+func runRm(opts *rmOptions) error {
+	if len(opts.Names) == 0 {
+		return usageErrorf("rm: no recording named; usage: acptap rm NAME...")
+	}
+	st, err := openStore(opts.StorePath, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	// Check every name first so that a typo deletes nothing.
+	for _, name := range opts.Names {
+		if _, err := st.Get(name); err != nil {
+			return recordingError(err, opts.StorePath)
+		}
+	}
+	for _, name := range opts.Names {
+		if err := st.Delete(name); err != nil {
+			return recordingError(err, opts.StorePath)
+		}
+		fmt.Fprintf(opts.IO.Err, "acptap: deleted %q\n", name)
+	}
+	return nil
+}

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/acptap/acptap/acp"
+	"github.com/acptap/acptap/store"
+)
+
+type showOptions struct {
+	IO        *IO
+	StorePath string
+	Name      string
+	JSON      bool
+	Color     bool
+}
+
+func showCommand(stdio *IO) *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "list recordings, or print one recording's timeline",
+		ArgsUsage: "[NAME]",
+		Flags: []cli.Flag{
+			storeFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line per event (per recording without NAME)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 1 {
+				return usageErrorf("show: too many arguments %q; usage: acptap show [--json] [NAME]", c.Args().Slice())
+			}
+			return runShow(&showOptions{
+				IO:        stdio,
+				StorePath: c.String("store"),
+				Name:      c.Args().First(),
+				JSON:      c.Bool("json"),
+				Color:     isTerminal(stdio.Out),
+			})
+		},
+	}
+}
+
+func runShow(opts *showOptions) error {
+	st, err := openStore(opts.StorePath, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	out := bufio.NewWriterSize(opts.IO.Out, 64<<10)
+	defer out.Flush()
+	if opts.Name == "" {
+		recs, err := st.List()
+		if err != nil {
+			return usageErrorf("show: %v", err)
+		}
+		if opts.JSON {
+			return listJSON(out, recs)
+		}
+		return listTable(out, recs)
+	}
+	rec, err := st.Get(opts.Name)
+	if err != nil {
+		return recordingError(err, opts.StorePath)
+	}
+	var emit func(store.Event) error
+	if opts.JSON {
+		enc := json.NewEncoder(out)
+		enc.SetEscapeHTML(false)
+		emit = func(e store.Event) error { return enc.Encode(eventJSON(e)) }
+	} else {
+		writeHeader(out, rec)
+		emit = func(e store.Event) error {
+			_, err := io.WriteString(out, timelineLine(e, opts.Color))
+			return err
+		}
+	}
+	if err := st.Events(opts.Name, emit); err != nil {
+		return recordingError(err, opts.StorePath)
+	}
+	return nil
+}
+
+// recordingJSON is one line of `show --json` without a name.
+type recordingJSON struct {
+	Name       string    `json:"name"`
+	Created    time.Time `json:"created"`
+	Argv       []string  `json:"argv"`
+	Cwd        string    `json:"cwd"`
+	Frames     int       `json:"frames"`
+	Exchanges  int       `json:"exchanges"`
+	DurationMs int64     `json:"duration_ms"`
+	Done       bool      `json:"done"`
+	ExitCode   int       `json:"exit_code"`
+	Signal     string    `json:"signal,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Version    string    `json:"version"`
+	Format     int       `json:"format"`
+}
+
+func listJSON(w io.Writer, recs []store.Recording) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for _, r := range recs {
+		if err := enc.Encode(recordingJSON{
+			Name: r.Name, Created: r.Created, Argv: r.Argv, Cwd: r.Cwd,
+			Frames: r.Frames, Exchanges: r.Exchanges, DurationMs: r.Duration.Milliseconds(),
+			Done: r.Done, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
+			Version: r.Version, Format: r.Format,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func listTable(w io.Writer, recs []store.Recording) error {
+	if len(recs) == 0 {
+		_, err := fmt.Fprintln(w, "no recordings; make one with: acptap record --name NAME -- AGENT [ARGS...]")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tCREATED\tAGENT\tFRAMES\tLLM\tDURATION\tSTATUS")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, r.Created.Local().Format("2006-01-02 15:04:05"),
+			truncate(strings.Join(r.Argv, " "), 48), r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
+	}
+	return tw.Flush()
+}
+
+// status says how a recording ended.
+func status(r store.Recording) string {
+	switch {
+	case !r.Done:
+		return "incomplete (recording, or acptap was killed)"
+	case r.Error != "" && r.Frames == 0:
+		return "failed: " + r.Error
+	case r.Signal != "":
+		return fmt.Sprintf("exit %d (%s)", r.ExitCode, r.Signal)
+	}
+	return fmt.Sprintf("exit %d", r.ExitCode)
+}
+
+func writeHeader(w io.Writer, r store.Recording) {
+	fmt.Fprintf(w, "recording %s: %s\n", r.Name, strings.Join(r.Argv, " "))
+	fmt.Fprintf(w, "  created %s in %s, %d frames, %d LLM exchanges, %s, %s\n",
+		r.Created.Local().Format("2006-01-02 15:04:05"), r.Cwd, r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
+}
+
+// eventJSON is one line of `show --json NAME`; see DESIGN.md.
+type eventJSONLine struct {
+	Seq       uint64          `json:"seq"`
+	TMs       int64           `json:"t_ms"`
+	Lane      string          `json:"lane"`
+	Raw       *string         `json:"raw,omitempty"`
+	RawB64    string          `json:"raw_b64,omitempty"`
+	Newline   *bool           `json:"newline,omitempty"`   // present (false) only for a last line without '\n'
+	Continued bool            `json:"continued,omitempty"` // the next frame of this lane continues the line
+	Kind      string          `json:"kind,omitempty"`      // ACP envelope: request, notification, response, error, junk
+	Method    string          `json:"method,omitempty"`
+	ID        json.RawMessage `json:"id,omitempty"`
+	Update    string          `json:"update,omitempty"` // sessionUpdate of session/update
+}
+
+func eventJSON(e store.Event) any {
+	line := eventJSONLine{Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String()}
+	if utf8.Valid(e.Data) {
+		s := string(e.Data)
+		line.Raw = &s
+	} else {
+		line.RawB64 = base64.StdEncoding.EncodeToString(e.Data)
+	}
+	if e.Flags&store.FlagNoNewline != 0 {
+		f := false
+		line.Newline = &f
+	}
+	line.Continued = e.Flags&store.FlagContinued != 0
+	if e.Lane == store.LaneEditor || e.Lane == store.LaneAgent {
+		m := acp.Parse(e.Data)
+		line.Kind = m.Kind.String()
+		line.Method = m.Method
+		line.ID = m.ID
+		line.Update = m.UpdateKind
+	}
+	return line
+}
+
+const (
+	colorReset  = "\x1b[0m"
+	colorDim    = "\x1b[2m"
+	colorRed    = "\x1b[31m"
+	colorGreen  = "\x1b[32m"
+	colorYellow = "\x1b[33m"
+	colorCyan   = "\x1b[36m"
+)
+
+// timelineLine renders one event as a line of the human timeline.
+func timelineLine(e store.Event, color bool) string {
+	paint := func(c, s string) string {
+		if !color {
+			return s
+		}
+		return c + s + colorReset
+	}
+	var laneColor string
+	switch e.Lane {
+	case store.LaneEditor:
+		laneColor = colorCyan
+	case store.LaneAgent:
+		laneColor = colorGreen
+	case store.LaneStderr:
+		laneColor = colorYellow
+	}
+	var desc string
+	switch e.Lane {
+	case store.LaneEditor, store.LaneAgent:
+		desc = describeACP(e.Data, paint)
+	default:
+		desc = quoteLine(e.Data, 100)
+	}
+	var notes []string
+	if len(e.Data) >= 4096 {
+		notes = append(notes, byteSize(len(e.Data)))
+	}
+	if e.Flags&store.FlagNoNewline != 0 {
+		notes = append(notes, "no newline")
+	}
+	if e.Flags&store.FlagContinued != 0 {
+		notes = append(notes, "continues")
+	}
+	if len(notes) > 0 {
+		desc += " " + paint(colorDim, "["+strings.Join(notes, ", ")+"]")
+	}
+	return fmt.Sprintf("%6d %10s  %s  %s\n", e.Seq, fmtOffset(e.Offset), paint(laneColor, fmt.Sprintf("%-6s", e.Lane)), desc)
+}
+
+func describeACP(line []byte, paint func(string, string) string) string {
+	m := acp.Parse(line)
+	switch m.Kind {
+	case acp.Request:
+		return fmt.Sprintf("request  %s id=%s%s", m.Method, m.ID, paramsHint(m))
+	case acp.Notification:
+		s := "notify   " + m.Method
+		if m.UpdateKind != "" {
+			s += " " + m.UpdateKind
+		}
+		return s + paramsHint(m)
+	case acp.Response:
+		return fmt.Sprintf("result   id=%s%s", m.ID, resultHint(m.Result))
+	case acp.Error:
+		return paint(colorRed, fmt.Sprintf("error    id=%s %d %s", m.ID, m.ErrorCode, truncate(m.ErrorMessage, 80)))
+	}
+	return paint(colorRed, "junk     "+quoteLine(line, 80))
+}
+
+// paramsHint picks the most telling detail of a request or notification:
+// the text of message chunks, the title of tool calls, the path of fs calls.
+func paramsHint(m acp.Message) string {
+	var p struct {
+		Path   string `json:"path"`
+		Prompt []struct {
+			Text string `json:"text"`
+		} `json:"prompt"`
+		Update struct {
+			Content json.RawMessage `json:"content"`
+			Title   string          `json:"title"`
+			Status  string          `json:"status"`
+		} `json:"update"`
+		ToolCall struct {
+			Title string `json:"title"`
+		} `json:"toolCall"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil {
+		return ""
+	}
+	var text struct {
+		Text string `json:"text"`
+	}
+	switch {
+	case len(p.Prompt) > 0:
+		return " " + strconv.Quote(truncate(p.Prompt[0].Text, 60))
+	case p.Path != "":
+		return " " + p.Path
+	case p.ToolCall.Title != "":
+		return " " + strconv.Quote(truncate(p.ToolCall.Title, 60))
+	case p.Update.Title != "":
+		return " " + strconv.Quote(truncate(p.Update.Title, 60))
+	case json.Unmarshal(p.Update.Content, &text) == nil && text.Text != "":
+		return " " + strconv.Quote(truncate(text.Text, 60))
+	case p.Update.Status != "":
+		return " " + p.Update.Status
+	}
+	return ""
+}
+
+func resultHint(result json.RawMessage) string {
+	var r struct {
+		SessionID  string `json:"sessionId"`
+		StopReason string `json:"stopReason"`
+		Outcome    struct {
+			Outcome  string `json:"outcome"`
+			OptionID string `json:"optionId"`
+		} `json:"outcome"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return ""
+	}
+	switch {
+	case r.SessionID != "":
+		return " sessionId=" + r.SessionID
+	case r.StopReason != "":
+		return " stopReason=" + r.StopReason
+	case r.Outcome.Outcome != "":
+		return " " + strings.TrimSpace(r.Outcome.Outcome+" "+r.Outcome.OptionID)
+	}
+	return ""
+}
+
+func fmtOffset(d time.Duration) string {
+	return fmt.Sprintf("+%.3fs", d.Seconds())
+}
+
+// quoteLine shows a line as a Go-quoted string, cut to max runes, so that
+// control bytes and invalid UTF-8 stay visible and on one line.
+func quoteLine(b []byte, max int) string {
+	if len(b) > 4*max {
+		b = b[:4*max]
+	}
+	s := strconv.Quote(string(b))
+	if utf8.RuneCountInString(s) > max {
+		s = string([]rune(s)[:max]) + "…"
+	}
+	return s
+}
+
+func truncate(s string, max int) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	return string([]rune(s)[:max-1]) + "…"
+}
+
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"errors"
+	"io/fs"
+
+	"github.com/acptap/acptap/store"
+)
+
+// openStore opens the store at path and turns its failures into one-line
+// usage errors that say how to fix them.
+func openStore(path string, readOnly bool) (*store.Store, error) {
+	s, err := store.Open(path, &store.Options{ReadOnly: readOnly})
+	if err == nil {
+		return s, nil
+	}
+	var fix string
+	switch {
+	case errors.Is(err, store.ErrIsDir):
+		fix = "pass a file path with --store"
+	case errors.Is(err, store.ErrNotStore):
+		fix = "pass the path of an acptap store, or a new file, with --store"
+	case errors.Is(err, store.ErrLocked):
+		fix = "another acptap process is using it; wait for it to end or pass another --store"
+	case errors.Is(err, store.ErrUnknownFormat):
+		fix = "it was written by a newer acptap; upgrade acptap"
+	case errors.Is(err, store.ErrNoStore):
+		fix = "record one with acptap record, or pass --store (or set ACPTAP_STORE)"
+	case errors.Is(err, fs.ErrPermission):
+		fix = "pass a writable path with --store"
+	default:
+		fix = "check the --store path"
+	}
+	return nil, usageErrorf("%v; %s", err, fix)
+}
+
+// recordingError turns a store error about one recording into a usage error
+// with a fix.
+func recordingError(err error, storePath string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return usageErrorf("%v; list the recordings with: acptap show --store %s", err, storePath)
+	case errors.Is(err, store.ErrUnknownFormat):
+		return usageErrorf("%v; it was written by a newer acptap; upgrade acptap", err)
+	}
+	return usageErrorf("%v", err)
+}
