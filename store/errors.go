@@ -1,0 +1,36 @@
+package store
+
+import "errors"
+
+// Errors returned by this package, always wrapped with the store's path or
+// the recording's name; test for them with errors.Is.
+var (
+	// ErrNotFound means there is no recording of that name.
+	ErrNotFound = errors.New("no such recording")
+
+	// ErrExists means a recording of that name exists already.
+	ErrExists = errors.New("recording already exists")
+
+	// ErrBusy means the recording is being written by a Writer of this Store.
+	ErrBusy = errors.New("recording is being written")
+
+	// ErrLocked means another process held the store's lock for longer
+	// than Options.Timeout.
+	ErrLocked = errors.New("store is locked by another process")
+
+	// ErrNotStore means the file exists but is not an acptap store.
+	ErrNotStore = errors.New("not an acptap store")
+
+	// ErrIsDir means the store's path is a directory.
+	ErrIsDir = errors.New("is a directory")
+
+	// ErrUnknownFormat means the store, a recording or an event was written
+	// in a format newer than this package knows.
+	ErrUnknownFormat = errors.New("unknown format, written by a newer acptap")
+
+	// ErrNoStore means a read-only open found no store at the path.
+	ErrNoStore = errors.New("no store here")
+
+	// ErrClosed means the Store was closed or the Writer finished.
+	ErrClosed = errors.New("closed")
+)

@@ -1,0 +1,100 @@
+package store
+
+import (
+	"fmt"
+	"time"
+)
+
+// FormatVersion is the version of the on-disk layout this package writes.
+// A store or recording carrying a larger version is refused with
+// ErrUnknownFormat rather than misread.
+const FormatVersion = 1
+
+// Lane says which stream an event belongs to.
+type Lane uint8
+
+const (
+	LaneEditor Lane = iota + 1 // editor → agent (the agent's stdin)
+	LaneAgent                  // agent → editor (the agent's stdout)
+	LaneStderr                 // the agent's stderr
+	LaneLLM                    // agent ↔ LLM HTTP exchanges
+)
+
+var laneNames = [...]string{LaneEditor: "editor", LaneAgent: "agent", LaneStderr: "stderr", LaneLLM: "llm"}
+
+// String returns the lane's name as used by `acptap show --json`.
+func (l Lane) String() string {
+	if int(l) < len(laneNames) && laneNames[l] != "" {
+		return laneNames[l]
+	}
+	return fmt.Sprintf("lane(%d)", uint8(l))
+}
+
+// ParseLane is the inverse of Lane.String.
+func ParseLane(s string) (Lane, error) {
+	for i, n := range laneNames {
+		if n != "" && n == s {
+			return Lane(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown lane %q (want editor, agent, stderr or llm)", s)
+}
+
+// Kind says how an event's Data is to be read.
+type Kind uint8
+
+const (
+	// KindFrame is one line of stdio: Data is the line without its '\n'.
+	KindFrame Kind = iota + 1
+	// KindExchange is one LLM HTTP exchange: Data is its JSON encoding,
+	// defined by the HTTP tap.
+	KindExchange
+)
+
+// Flag qualifies a frame.
+type Flag uint8
+
+const (
+	// FlagNoNewline marks a line that ended at EOF without a '\n'.
+	FlagNoNewline Flag = 1 << iota
+	// FlagContinued marks a piece of a line longer than the framer's limit:
+	// the next frame of the same lane continues it.
+	FlagContinued
+	// FlagIncomplete marks an exchange written while still in flight; a
+	// later write of the same Seq replaces it with the finished exchange.
+	FlagIncomplete
+)
+
+// Event is one recorded thing: a stdio line or an LLM exchange.
+type Event struct {
+	Seq    uint64        // position in the recording, shared by all lanes; starts at 1
+	Kind   Kind          // how to read Data
+	Lane   Lane          // which stream
+	Offset time.Duration // time since the recording started (monotonic clock)
+	Flags  Flag          // qualifiers
+	Data   []byte        // the payload, see Kind
+}
+
+// Recording is the metadata of one recording.
+type Recording struct {
+	Name     string    `json:"name"`
+	Format   int       `json:"format"`  // FormatVersion of the writer
+	Created  time.Time `json:"created"` // wall clock at start
+	Version  string    `json:"version"` // acptap version that wrote it
+	Argv     []string  `json:"argv"`    // agent command line
+	Cwd      string    `json:"cwd"`     // working directory of the agent
+	EnvNames []string  `json:"env_names,omitempty"`
+
+	// Set when the recording ends. While Done is false the recording is
+	// either still being written or was interrupted (acptap was killed);
+	// everything committed so far is readable either way.
+	Done     bool          `json:"done"`
+	ExitCode int           `json:"exit_code"`        // the agent's exit status, 128+n when killed by signal n
+	Signal   string        `json:"signal,omitempty"` // the signal that killed the agent, if any
+	Error    string        `json:"error,omitempty"`  // why the agent could not run, if it could not
+	Duration time.Duration `json:"duration"`
+
+	// Kept current by the writer at every commit.
+	Frames    int `json:"frames"`    // KindFrame events
+	Exchanges int `json:"exchanges"` // KindExchange events
+}
