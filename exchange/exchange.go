@@ -1,0 +1,82 @@
+// Package exchange defines the recorded form of one agent↔LLM HTTP exchange.
+package exchange
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Route names how the agent reached the tap.
+const (
+	RouteProxy   = "proxy"    // through HTTP(S)_PROXY, with CONNECT and TLS interception for https
+	RouteBaseURL = "base-url" // through a rewritten base-URL variable (Exchange.BaseURLVar)
+)
+
+// Exchange is one HTTP request of the agent and the response it got, as
+// recorded. Secrets are removed before an Exchange is stored; bodies are
+// kept decoded, with the original Content-Encoding noted.
+type Exchange struct {
+	Route      string `json:"route"`                  // RouteProxy or RouteBaseURL
+	BaseURLVar string `json:"base_url_var,omitempty"` // the variable of a RouteBaseURL exchange
+
+	Method string `json:"method"`
+	URL    string `json:"url"` // the upstream URL, absolute
+	Proto  string `json:"proto,omitempty"`
+
+	RequestHeaders  http.Header `json:"request_headers"`
+	RequestBody     []byte      `json:"request_body"`               // decoded
+	RequestEncoding string      `json:"request_encoding,omitempty"` // the request's Content-Encoding as sent
+
+	Status           int         `json:"status"` // 0 when no response arrived
+	ResponseHeaders  http.Header `json:"response_headers,omitempty"`
+	ResponseEncoding string      `json:"response_encoding,omitempty"` // the response's Content-Encoding as received
+	// Chunks are the decoded response body in the pieces in which it
+	// arrived, each with its time since the request started, so that a
+	// replay can hand a client the same bytes at the same boundaries.
+	Chunks []Chunk `json:"chunks,omitempty"`
+
+	TTFB     time.Duration `json:"ttfb"`     // request start → response headers
+	Duration time.Duration `json:"duration"` // request start → end of the response body
+	// Error is why the exchange did not complete: the upstream was down,
+	// TLS failed, the stream was reset. Empty when it completed.
+	Error string `json:"error,omitempty"`
+}
+
+// Chunk is one piece of a response body.
+type Chunk struct {
+	At   time.Duration `json:"at"` // since the request started
+	Data []byte        `json:"data"`
+}
+
+// Body returns the whole decoded response body.
+func (e *Exchange) Body() []byte {
+	n := 0
+	for _, c := range e.Chunks {
+		n += len(c.Data)
+	}
+	b := make([]byte, 0, n)
+	for _, c := range e.Chunks {
+		b = append(b, c.Data...)
+	}
+	return b
+}
+
+// Marshal encodes e for the store.
+func Marshal(e *Exchange) ([]byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encoding exchange %s %s: %w", e.Method, e.URL, err)
+	}
+	return b, nil
+}
+
+// Unmarshal decodes an exchange written by Marshal.
+func Unmarshal(data []byte) (*Exchange, error) {
+	var e Exchange
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("decoding exchange: %w", err)
+	}
+	return &e, nil
+}
