@@ -98,6 +98,8 @@ func newApp(stdio *IO) *cli.App {
 			recordCommand(stdio),
 			showCommand(stdio),
 			rmCommand(stdio),
+			demoCommand(stdio),
+			demoAgentCommand(stdio),
 		),
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/redact"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
@@ -103,6 +104,7 @@ func runRecord(opts *recordOptions) error {
 	}
 	fmt.Fprintf(opts.IO.Err, "acptap: recording %q into %s\n", name, st.Path())
 
+	secrets := redact.New(env)
 	// Offsets count from just before the agent starts; the callback below
 	// may run before Start returns.
 	start := time.Now()
@@ -115,6 +117,9 @@ func runRecord(opts *recordOptions) error {
 		Grace:          opts.Grace,
 		ForwardSignals: opts.ForwardSignals,
 		OnLine: func(l stdiotap.Line) {
+			// Agents do print their keys (debug logs, echoed config):
+			// secrets are masked on every lane, not only in HTTP.
+			l.Data = secrets.Bytes(l.Data)
 			w.Append(frameEvent(l, start))
 		},
 	})

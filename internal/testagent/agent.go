@@ -1,0 +1,535 @@
+// Package testagent is a small, scriptable ACP agent that the acptap tests run as a real child process.
+//
+// By default each prompt turn is deterministic (an optional file read
+// behind a permission request, then "You said: <prompt>" in chunks). With
+// an OpenAI base URL it becomes an LLM-backed agent instead: each turn is a
+// streaming Chat Completions call whose deltas are relayed as they arrive,
+// with a read_file tool, so that record and replay can be tested against
+// the traffic real agents produce. See Main for the flags.
+package testagent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// config is the parsed command line.
+type config struct {
+	read          string        // file to read in each scripted turn, "" for none
+	noPermission  bool          // read without asking
+	chunkSize     int           // bytes per scripted answer chunk
+	chunkDelay    time.Duration // pause between scripted answer chunks
+	junk          bool          // print a non-JSON line at startup
+	stderrLog     bool          // log each received message to stderr
+	ignoreEOF     bool          // keep running after stdin EOF until signalled
+	ignoreSIGTERM bool          // ignore SIGTERM (only SIGINT or SIGKILL stop the agent)
+	exit          int           // exit at once with this code; -1 for not
+	message       *string       // scripted answer text, nil for "You said: <prompt>"
+	stringIDs     bool          // mint UUID strings as request ids
+	thought       string        // agent_thought_chunk sent first, "" for none
+	llm           string        // OpenAI base URL, "" for the scripted mode
+	model         string        // model of the main LLM calls
+	titleCall     bool          // race a title-generation call against the first turn
+	ca            string        // extra CA certificates (PEM) to trust
+	retries       int           // retries of a failed LLM request
+}
+
+const usage = `usage: testagent [flags]
+
+An ACP agent on stdin/stdout for tests. Scripted by default; an LLM agent
+(OpenAI Chat Completions, streaming) when --llm or OPENAI_BASE_URL is set.
+Stops on stdin EOF (unless --ignore-eof), SIGINT or SIGTERM (exit 128+signal).
+
+`
+
+func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*config, error) {
+	cfg := &config{}
+	fs := flag.NewFlagSet("testagent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&cfg.read, "read", "", "read `PATH` (relative to the session cwd) through the editor in each turn (scripted mode)")
+	fs.BoolVar(&cfg.noPermission, "no-permission", false, "read without session/request_permission")
+	fs.IntVar(&cfg.chunkSize, "chunk-size", 8, "bytes per answer chunk (scripted mode)")
+	fs.DurationVar(&cfg.chunkDelay, "chunk-delay", 0, "pause between answer chunks (scripted mode)")
+	fs.BoolVar(&cfg.junk, "junk", false, "print a non-JSON line to stdout at startup")
+	fs.BoolVar(&cfg.stderrLog, "stderr-log", false, "log each received message to stderr")
+	fs.BoolVar(&cfg.ignoreEOF, "ignore-eof", false, "keep running after stdin EOF until signalled")
+	fs.BoolVar(&cfg.ignoreSIGTERM, "ignore-sigterm", false, "ignore SIGTERM")
+	fs.IntVar(&cfg.exit, "exit", -1, "exit with code `N` before reading anything")
+	message := fs.String("message", "", "answer `TEXT` instead of \"You said: <prompt>\" (scripted mode)")
+	fs.BoolVar(&cfg.stringIDs, "string-ids", false, "use UUID strings as the agent's request ids")
+	fs.StringVar(&cfg.thought, "thought", "", "send an agent_thought_chunk with `TEXT` first in each turn (scripted mode)")
+	fs.StringVar(&cfg.llm, "llm", "", "OpenAI base `URL` (default $OPENAI_BASE_URL); enables the LLM mode")
+	fs.StringVar(&cfg.model, "model", "test-model", "model `NAME` of the LLM calls")
+	fs.BoolVar(&cfg.titleCall, "title-call", false, "race a title-generation LLM call against the first turn")
+	fs.StringVar(&cfg.ca, "ca", "", "also trust the CA certificates in PEM `FILE`")
+	fs.IntVar(&cfg.retries, "retries", 0, "retry a failed LLM request (429, 5xx, connection error) up to `N` times")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "message" {
+			cfg.message = message
+		}
+	})
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.chunkSize < 1 {
+		return nil, fmt.Errorf("--chunk-size must be at least 1, not %d", cfg.chunkSize)
+	}
+	if cfg.retries < 0 {
+		return nil, fmt.Errorf("--retries must not be negative")
+	}
+	if cfg.llm == "" {
+		cfg.llm = getenv("OPENAI_BASE_URL")
+	}
+	if cfg.llm != "" {
+		u, err := url.Parse(cfg.llm)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("LLM base URL %q is not an http(s) URL", cfg.llm)
+		}
+	}
+	return cfg, nil
+}
+
+// Main runs the agent with the given command line (without the program
+// name) on stdin and stdout, logging to stderr, and returns the process
+// exit status: 0 after stdin EOF once running turns are over, 128+n when
+// stopped by signal n, 2 on a usage error, 1 when reading stdin fails.
+// Once stdin is closed, requests to the editor fail and a turn waiting on
+// one ends as cancelled.
+//
+// Scripted mode (the default), per prompt turn:
+//
+//	--thought TEXT    send an agent_thought_chunk with TEXT first
+//	--read PATH       read PATH (relative to the session cwd) through the
+//	                  editor: tool_call, session/request_permission,
+//	                  fs/read_text_file, tool_call_update
+//	--message TEXT    answer TEXT instead of "You said: <prompt>"
+//	--chunk-size N    answer in agent_message_chunks of N bytes, cut at rune
+//	                  boundaries (default 8)
+//	--chunk-delay D   pause D between chunks (default 0)
+//
+// LLM mode, when --llm or $OPENAI_BASE_URL is set:
+//
+//	--llm URL         OpenAI base URL; requests go to URL/chat/completions
+//	--model NAME      model of the turns' requests (default "test-model")
+//	--title-call      race a "title-model" request against the first turn's
+//	--ca FILE         also trust the CA certificates in FILE
+//	--retries N       retry a request failing with 429, 5xx or a transport
+//	                  error up to N times (default 0)
+//
+// The API key is $OPENAI_API_KEY. HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and
+// NO_PROXY (either case) are honoured, for loopback targets too, and the
+// certificates in $SSL_CERT_FILE are trusted besides the system roots.
+//
+// Both modes:
+//
+//	--no-permission   read files without session/request_permission
+//	--string-ids      the agent's own request ids are UUID strings
+//	--junk            print a non-JSON line to stdout at startup
+//	--stderr-log      log each received message to stderr
+//	--ignore-eof      keep running after stdin EOF until signalled
+//	--ignore-sigterm  ignore SIGTERM
+//	--exit N          exit with status N before reading anything
+//
+// Main handles SIGINT and SIGTERM while it runs.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	cfg, err := parseFlags(args, stderr, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "testagent: %v\n", err)
+		return 2
+	}
+	logger := log.New(stderr, "testagent: ", 0)
+	if cfg.exit >= 0 {
+		logger.Printf("exiting with status %d as asked", cfg.exit)
+		return cfg.exit
+	}
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	if cfg.junk {
+		// Real agents print banners and warnings on stdout; editors skip them.
+		fmt.Fprintln(stdout, "testagent 1.0 starting up (this line is not JSON-RPC)")
+	}
+
+	a := &agent{
+		cfg:      cfg,
+		c:        newConn(stdout, cfg.stringIDs),
+		log:      logger,
+		sessions: make(map[string]*session),
+	}
+	if cfg.llm != "" {
+		a.llm, err = newLLMClient(cfg, getenv, logger)
+		if err != nil {
+			logger.Print(err)
+			return 2
+		}
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	a.ctx = ctx
+
+	readDone := make(chan error, 1)
+	go func() { readDone <- a.readLoop(stdin) }()
+
+	var turnsDone chan struct{} // closed when the turns are over after stdin EOF
+	for {
+		select {
+		case err := <-readDone:
+			readDone = nil
+			// Nothing can answer the agent's requests any more; turns that
+			// need no answer run to their end.
+			a.c.closeInput()
+			if err != nil {
+				logger.Printf("reading stdin: %v", err)
+				stop()
+				a.turns.Wait()
+				return 1
+			}
+			if cfg.ignoreEOF {
+				a.debugf("stdin closed; running on until signalled")
+				continue
+			}
+			turnsDone = make(chan struct{})
+			go func() {
+				a.turns.Wait()
+				close(turnsDone)
+			}()
+		case <-turnsDone:
+			return 0
+		case sig := <-sigs:
+			if sig == syscall.SIGTERM && cfg.ignoreSIGTERM {
+				logger.Printf("ignoring %v", sig)
+				continue
+			}
+			logger.Printf("stopping on %v", sig)
+			stop()
+			a.mu.Lock()
+			a.stopping = true // no turn starts after this, so Wait can't miss one
+			a.mu.Unlock()
+			a.turns.Wait()
+			return 128 + int(sig.(syscall.Signal))
+		}
+	}
+}
+
+// agent is the state of one agent process.
+type agent struct {
+	cfg *config
+	c   *conn
+	log *log.Logger
+	llm *llmClient      // nil in the scripted mode
+	ctx context.Context // ends when the agent stops; parent of every turn
+
+	turns sync.WaitGroup // running prompt turns
+
+	mu       sync.Mutex // guards sessions, titled, stopping and adding to turns
+	sessions map[string]*session
+	titled   bool // whether the title call was made
+	stopping bool // the agent is stopping on a signal: no new turns
+}
+
+// session is one ACP session.
+type session struct {
+	id  string
+	cwd string
+
+	mu     sync.Mutex         // guards cancel
+	cancel context.CancelFunc // ends the running turn; nil when idle
+
+	// history is the LLM conversation so far. Only the running turn uses
+	// it; s.mu orders one turn's writes before the next turn's reads.
+	history []chatMessage
+}
+
+func (a *agent) debugf(format string, args ...any) {
+	if a.cfg.stderrLog {
+		a.log.Printf(format, args...)
+	}
+}
+
+// readLoop reads stdin line by line until EOF, handling each message in
+// turn. It returns nil at EOF.
+func (a *agent) readLoop(stdin io.Reader) error {
+	r := bufio.NewReaderSize(stdin, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if len(line) > 0 {
+			a.handleLine(line)
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (a *agent) handleLine(line []byte) {
+	line = bytes.TrimRight(line, "\r\n")
+	if len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+	if !json.Valid(line) {
+		a.debugf("recv a line that is not JSON")
+		a.c.replyError(nullID, codeParseError, "parse error: line is not JSON")
+		return
+	}
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		a.c.replyError(nullID, codeInvalidRequest, "invalid request: %v", err)
+		return
+	}
+	id := m.ID
+	if id != nil && !validID(id) {
+		a.c.replyError(nullID, codeInvalidRequest, "invalid request: id must be a string, a number or null")
+		return
+	}
+	if m.JSONRPC != "2.0" {
+		if id == nil {
+			id = nullID
+		}
+		a.c.replyError(id, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+		return
+	}
+	switch {
+	case m.Method == "" && id != nil && (m.Result != nil || m.Error != nil):
+		a.debugf("recv response %s", id)
+		if !a.c.deliver(&m) {
+			a.debugf("dropping response %s: no request of that id is waiting", id)
+		}
+	case m.Method == "":
+		if id == nil {
+			id = nullID
+		}
+		a.c.replyError(id, codeInvalidRequest, "invalid request: no method, result or error")
+	default:
+		a.debugf("recv %s", m.Method)
+		a.dispatch(&m)
+	}
+}
+
+// dispatch handles a request (m.ID set) or notification from the editor.
+func (a *agent) dispatch(m *message) {
+	switch m.Method {
+	case "initialize":
+		a.initialize(m)
+	case "session/new":
+		a.newSession(m)
+	case "session/prompt":
+		a.prompt(m)
+	case "session/cancel":
+		a.cancel(m)
+	default:
+		if m.ID != nil {
+			a.c.replyError(m.ID, codeMethodNotFound, "method not found: %s", m.Method)
+		}
+	}
+}
+
+// decodeParams decodes m's params into v, answering with an invalid-params
+// error (for requests) when they don't fit.
+func (a *agent) decodeParams(m *message, v any) bool {
+	err := errors.New("params missing")
+	if m.Params != nil {
+		err = json.Unmarshal(m.Params, v)
+	}
+	if err != nil {
+		if m.ID != nil {
+			a.c.replyError(m.ID, codeInvalidParams, "invalid params for %s: %v", m.Method, err)
+		} else {
+			a.log.Printf("ignoring %s: invalid params: %v", m.Method, err)
+		}
+		return false
+	}
+	return true
+}
+
+func (a *agent) initialize(m *message) {
+	if m.ID == nil {
+		return
+	}
+	var p struct {
+		ProtocolVersion int `json:"protocolVersion"`
+	}
+	if !a.decodeParams(m, &p) {
+		return
+	}
+	a.c.reply(m.ID, map[string]any{
+		"protocolVersion": 1,
+		"agentCapabilities": map[string]any{
+			"loadSession": false,
+			"promptCapabilities": map[string]any{
+				"image":           false,
+				"audio":           false,
+				"embeddedContext": false,
+			},
+		},
+		"authMethods": []any{},
+	})
+}
+
+func (a *agent) newSession(m *message) {
+	if m.ID == nil {
+		return
+	}
+	var p struct {
+		Cwd        string            `json:"cwd"`
+		MCPServers []json.RawMessage `json:"mcpServers"`
+	}
+	if !a.decodeParams(m, &p) {
+		return
+	}
+	if !filepath.IsAbs(p.Cwd) {
+		a.c.replyError(m.ID, codeInvalidParams, "invalid params for session/new: cwd %q is not an absolute path", p.Cwd)
+		return
+	}
+	s := &session{id: "sess_" + randHex(12), cwd: filepath.Clean(p.Cwd)}
+	a.mu.Lock()
+	a.sessions[s.id] = s
+	a.mu.Unlock()
+	a.c.reply(m.ID, map[string]any{"sessionId": s.id})
+}
+
+func (a *agent) session(id string) *session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sessions[id]
+}
+
+// contentBlock is an ACP content block; only text blocks are produced or
+// read by this agent.
+type contentBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func (a *agent) prompt(m *message) {
+	if m.ID == nil {
+		a.log.Printf("ignoring session/prompt sent as a notification")
+		return
+	}
+	var p struct {
+		SessionID string         `json:"sessionId"`
+		Prompt    []contentBlock `json:"prompt"`
+	}
+	if !a.decodeParams(m, &p) {
+		return
+	}
+	s := a.session(p.SessionID)
+	if s == nil {
+		a.c.replyError(m.ID, codeInvalidParams, "invalid params for session/prompt: unknown session %q", p.SessionID)
+		return
+	}
+	var texts []string
+	for _, b := range p.Prompt {
+		if b.Type == "text" {
+			texts = append(texts, b.Text)
+		}
+	}
+
+	a.mu.Lock()
+	stopping := a.stopping
+	if !stopping {
+		a.turns.Add(1)
+	}
+	a.mu.Unlock()
+	if stopping {
+		a.c.replyError(m.ID, codeInternalError, "the agent is stopping")
+		return
+	}
+
+	// The turn's context exists before this returns, so that a
+	// session/cancel read right after the prompt finds it.
+	ctx, cancel := context.WithCancel(a.ctx)
+	s.mu.Lock()
+	busy := s.cancel != nil
+	if !busy {
+		s.cancel = cancel
+	}
+	s.mu.Unlock()
+	if busy {
+		cancel()
+		a.turns.Done()
+		a.c.replyError(m.ID, codeInvalidRequest, "session %s is already running a prompt turn", s.id)
+		return
+	}
+
+	go func() {
+		defer a.turns.Done()
+		reason := a.turn(ctx, s, strings.Join(texts, "\n"))
+		// The session is idle before the editor learns it: its next
+		// prompt may follow the answer at once.
+		s.mu.Lock()
+		s.cancel = nil
+		s.mu.Unlock()
+		cancel()
+		a.c.reply(m.ID, map[string]any{"stopReason": reason})
+	}()
+}
+
+func (a *agent) cancel(m *message) {
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	if !a.decodeParams(m, &p) {
+		return
+	}
+	if s := a.session(p.SessionID); s != nil {
+		s.mu.Lock()
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.mu.Unlock()
+	}
+	if m.ID != nil {
+		// session/cancel is a notification; answer an editor that sent it
+		// as a request all the same.
+		a.c.reply(m.ID, struct{}{})
+	}
+}
+
+// update sends a session/update notification.
+func (a *agent) update(s *session, update any) {
+	a.c.notify("session/update", map[string]any{"sessionId": s.id, "update": update})
+}
+
+type chunkUpdate struct {
+	SessionUpdate string       `json:"sessionUpdate"`
+	Content       contentBlock `json:"content"`
+}
+
+func (a *agent) messageChunk(s *session, text string) {
+	a.update(s, chunkUpdate{"agent_message_chunk", contentBlock{"text", text}})
+}
+
+func (a *agent) thoughtChunk(s *session, text string) {
+	a.update(s, chunkUpdate{"agent_thought_chunk", contentBlock{"text", text}})
+}

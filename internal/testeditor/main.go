@@ -1,0 +1,161 @@
+package testeditor
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const usage = `usage: testeditor [flags] -- AGENT [ARGS...]
+
+Runs AGENT as an ACP agent and drives one session through it: initialize,
+session/new, then each prompt, answering permission and fs requests. Prints
+each turn's answer on stdout and "agent exit: N" on stderr. Exits 0 when
+every turn ended and the agent exited, 1 otherwise, 2 on a usage error.
+
+`
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ", ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// Main runs the editor with the given command line (without the program
+// name) and returns its exit status: 0 when every turn ended (whatever the
+// agent's exit status, which is printed to stderr as "agent exit: N"), 1
+// with a one-line error when not, 2 on a usage error.
+//
+// Flags:
+//
+//	--prompt TEXT      a prompt, repeatable, "-" to read it from stdin (default "hello")
+//	--cwd DIR          the session cwd (default the current directory)
+//	--reject           reject permission requests instead of allowing them
+//	--cancel-after N   send session/cancel after N session/update notifications of the first turn
+//	--timeout D        give up after D overall (default 30s; 0 for never)
+//	--exit-wait D      after closing the agent's stdin, wait D for it to exit before SIGTERM, and D again before SIGKILL (default 5s)
+//	--string-ids       use UUID strings as request ids
+//	--transcript FILE  write the transcript to FILE as NDJSON
+//
+// SIGINT and SIGTERM stop the session as the timeout does.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("testeditor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	var prompts stringList
+	fs.Var(&prompts, "prompt", "send `TEXT` as a prompt; repeatable; - reads it from stdin (default \"hello\")")
+	cwd := fs.String("cwd", "", "session working `DIR` (default the current directory)")
+	reject := fs.Bool("reject", false, "reject permission requests")
+	cancelAfter := fs.Int("cancel-after", 0, "send session/cancel after `N` session/update notifications of the first turn")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long overall; 0 for never")
+	exitWait := fs.Duration("exit-wait", DefaultExitWait, "how long to wait for the agent to exit after closing its stdin (and after SIGTERM)")
+	stringIDs := fs.Bool("string-ids", false, "use UUID strings as request ids")
+	transcript := fs.String("transcript", "", "write the transcript to `FILE` as NDJSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "testeditor: no agent command; usage: testeditor [flags] -- AGENT [ARGS...]")
+		return 2
+	}
+	if *cancelAfter < 0 || *timeout < 0 || *exitWait < 0 {
+		fmt.Fprintln(stderr, "testeditor: --cancel-after, --timeout and --exit-wait must not be negative")
+		return 2
+	}
+	fromStdin := false
+	for i, p := range prompts {
+		if p != "-" {
+			continue
+		}
+		if fromStdin {
+			fmt.Fprintln(stderr, "testeditor: --prompt - given twice")
+			return 2
+		}
+		fromStdin = true
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "testeditor: reading the prompt from stdin: %v\n", err)
+			return 1
+		}
+		prompts[i] = strings.TrimSuffix(string(b), "\n")
+	}
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	if *timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, *timeout, fmt.Errorf("--timeout %v expired", *timeout))
+		defer stop()
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case sig := <-sigs:
+			cancel(fmt.Errorf("got %v", sig))
+		case <-ctx.Done():
+		}
+	}()
+
+	tr, err := Run(ctx, Options{
+		Argv:        fs.Args(),
+		Stderr:      stderr,
+		Cwd:         *cwd,
+		Prompts:     prompts,
+		Reject:      *reject,
+		CancelAfter: *cancelAfter,
+		StringIDs:   *stringIDs,
+		ExitWait:    *exitWait,
+	})
+	for _, t := range tr.Turns {
+		if t.StopReason != "" {
+			fmt.Fprintln(stdout, t.Text)
+		}
+	}
+	switch tr.Signal {
+	case "SIGTERM":
+		fmt.Fprintf(stderr, "testeditor: the agent did not exit within %v of its stdin closing; sent SIGTERM\n", *exitWait)
+	case "SIGKILL":
+		fmt.Fprintf(stderr, "testeditor: the agent did not exit within %v of its stdin closing, nor of SIGTERM; sent SIGKILL\n", *exitWait)
+	}
+	if tr.ExitCode >= 0 {
+		fmt.Fprintf(stderr, "agent exit: %d\n", tr.ExitCode)
+	}
+	if *transcript != "" {
+		if werr := writeTranscript(*transcript, tr); werr != nil {
+			fmt.Fprintf(stderr, "testeditor: %v\n", werr)
+			return 1
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "testeditor: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func writeTranscript(path string, tr *Transcript) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := tr.WriteNDJSON(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}
