@@ -84,6 +84,10 @@ type Recording struct {
 	Argv     []string  `json:"argv"`    // agent command line
 	Cwd      string    `json:"cwd"`     // working directory of the agent
 	EnvNames []string  `json:"env_names,omitempty"`
+	// Home and Tmp are the agent's HOME and TMPDIR, so that a replay can
+	// tell paths under them from real content.
+	Home string `json:"home,omitempty"`
+	Tmp  string `json:"tmp,omitempty"`
 
 	// Set when the recording ends. While Done is false the recording is
 	// either still being written or was interrupted (acptap was killed);

@@ -22,6 +22,8 @@ import (
 // scripted editor and a raw byte agent, installed on PATH for the tests and
 // the scripts, so that everything runs as real processes over real pipes.
 func TestMain(m *testing.M) {
+	// Race-built helper processes otherwise linger a second at exit.
+	os.Setenv("GORACE", "atexit_sleep_ms=0")
 	testscript.Main(m, map[string]func(){
 		"acptap": func() {
 			os.Exit(Main(os.Args, &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))

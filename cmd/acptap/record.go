@@ -94,6 +94,8 @@ func runRecord(opts *recordOptions) error {
 		Argv:     opts.Argv,
 		Cwd:      cwd,
 		EnvNames: envNames(env),
+		Home:     os.Getenv("HOME"),
+		Tmp:      os.TempDir(),
 	}
 	w, err := st.Create(rec, opts.Force)
 	if errors.Is(err, store.ErrExists) {

@@ -76,7 +76,12 @@ func runShow(opts *showOptions) error {
 	if opts.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetEscapeHTML(false)
-		emit = func(e store.Event) error { return enc.Encode(eventJSON(e)) }
+		emit = func(e store.Event) error {
+			if e.Lane == store.LaneLLM {
+				return enc.Encode(llmEventJSONLine(e))
+			}
+			return enc.Encode(eventJSON(e))
+		}
 	} else {
 		writeHeader(out, rec)
 		emit = func(e store.Event) error {
@@ -219,16 +224,20 @@ func timelineLine(e store.Event, color bool) string {
 		laneColor = colorGreen
 	case store.LaneStderr:
 		laneColor = colorYellow
+	case store.LaneLLM:
+		laneColor = colorCyan
 	}
 	var desc string
 	switch e.Lane {
 	case store.LaneEditor, store.LaneAgent:
 		desc = describeACP(e.Data, paint)
+	case store.LaneLLM:
+		desc = describeExchange(e, paint)
 	default:
 		desc = quoteLine(e.Data, 100)
 	}
 	var notes []string
-	if len(e.Data) >= 4096 {
+	if len(e.Data) >= 4096 && e.Lane != store.LaneLLM {
 		notes = append(notes, byteSize(len(e.Data)))
 	}
 	if e.Flags&store.FlagNoNewline != 0 {

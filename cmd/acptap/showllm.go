@@ -1,0 +1,153 @@
+package main
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/store"
+	"github.com/acptap/acptap/wire"
+)
+
+// llmEventJSON is one LLM exchange in `show --json NAME`; see DESIGN.md.
+type llmEventJSON struct {
+	Seq             uint64        `json:"seq"`
+	TMs             int64         `json:"t_ms"`
+	Lane            string        `json:"lane"`
+	Route           string        `json:"route"`
+	BaseURLVar      string        `json:"base_url_var,omitempty"`
+	Method          string        `json:"method"`
+	URL             string        `json:"url"`
+	Proto           string        `json:"proto,omitempty"`
+	Status          int           `json:"status"`
+	RequestHeaders  http.Header   `json:"request_headers"`
+	RequestBody     *string       `json:"request_body,omitempty"`
+	RequestBodyB64  string        `json:"request_body_b64,omitempty"`
+	RequestEncoding string        `json:"request_encoding,omitempty"`
+	ResponseHeaders http.Header   `json:"response_headers"`
+	ResponseBody    *string       `json:"response_body,omitempty"`
+	ResponseB64     string        `json:"response_body_b64,omitempty"`
+	ResponseEnc     string        `json:"response_encoding,omitempty"`
+	Chunks          int           `json:"chunks"`
+	TTFBMs          float64       `json:"ttfb_ms"`
+	DurationMs      float64       `json:"duration_ms"`
+	Error           string        `json:"error,omitempty"`
+	Incomplete      bool          `json:"incomplete,omitempty"` // the exchange was still in flight when the recording stopped
+	Format          string        `json:"format"`
+	Message         *wire.Message `json:"message,omitempty"` // the response reassembled: text, reasoning, tool calls, usage
+}
+
+// decodeExchange reads an LLM event; a broken one is shown, not fatal.
+func decodeExchange(e store.Event) (*exchange.Exchange, error) {
+	if e.Kind != store.KindExchange {
+		return nil, fmt.Errorf("event %d: not an exchange (kind %d)", e.Seq, e.Kind)
+	}
+	return exchange.Unmarshal(e.Data)
+}
+
+// reassemble parses the response body in its wire format, if it has one.
+func reassemble(ex *exchange.Exchange) (wire.Format, *wire.Message) {
+	f := wire.Detect(ex.Method, ex.URL, ex.ResponseHeaders)
+	if f == wire.Unknown || ex.Status == 0 {
+		return f, nil
+	}
+	m, err := wire.Reassemble(f, ex.Body())
+	if err != nil && m.Events == 0 && m.Text == "" && len(m.ToolCalls) == 0 {
+		return f, nil
+	}
+	return f, &m
+}
+
+func llmEventJSONLine(e store.Event) any {
+	ex, err := decodeExchange(e)
+	if err != nil {
+		return llmEventJSON{Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String(), Error: err.Error()}
+	}
+	f, msg := reassemble(ex)
+	line := llmEventJSON{
+		Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String(),
+		Route: ex.Route, BaseURLVar: ex.BaseURLVar, Method: ex.Method, URL: ex.URL, Proto: ex.Proto,
+		Status: ex.Status, RequestHeaders: ex.RequestHeaders, RequestEncoding: ex.RequestEncoding,
+		ResponseHeaders: ex.ResponseHeaders, ResponseEnc: ex.ResponseEncoding, Chunks: len(ex.Chunks),
+		TTFBMs: ms(ex.TTFB), DurationMs: ms(ex.Duration), Error: ex.Error,
+		Incomplete: e.Flags&store.FlagIncomplete != 0, Format: f.String(), Message: msg,
+	}
+	line.RequestBody, line.RequestBodyB64 = textOrB64(ex.RequestBody)
+	line.ResponseBody, line.ResponseB64 = textOrB64(ex.Body())
+	if line.RequestHeaders == nil {
+		line.RequestHeaders = http.Header{}
+	}
+	if line.ResponseHeaders == nil {
+		line.ResponseHeaders = http.Header{}
+	}
+	return line
+}
+
+func textOrB64(b []byte) (*string, string) {
+	if utf8.Valid(b) {
+		s := string(b)
+		return &s, ""
+	}
+	return nil, base64.StdEncoding.EncodeToString(b)
+}
+
+func ms(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
+}
+
+// describeExchange renders an LLM exchange for the timeline: a summary,
+// then the reassembled answer on indented lines.
+func describeExchange(e store.Event, paint func(string, string) string) string {
+	ex, err := decodeExchange(e)
+	if err != nil {
+		return paint(colorRed, "unreadable exchange: "+err.Error())
+	}
+	f, msg := reassemble(ex)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", ex.Method, ex.URL)
+	switch {
+	case e.Flags&store.FlagIncomplete != 0:
+		b.WriteString(paint(colorRed, " (in flight when the recording stopped)"))
+	case ex.Status != 0:
+		status := strconv.Itoa(ex.Status)
+		if ex.Status >= 400 {
+			status = paint(colorRed, status)
+		}
+		fmt.Fprintf(&b, " → %s  ttfb %s  %s", status, ex.TTFB.Round(time.Millisecond), ex.Duration.Round(time.Millisecond))
+	}
+	if f != wire.Unknown {
+		fmt.Fprintf(&b, "  %s", f)
+	}
+	if ex.Route == exchange.RouteBaseURL {
+		fmt.Fprintf(&b, "  via %s", ex.BaseURLVar)
+	}
+	if ex.Error != "" {
+		b.WriteString(paint(colorRed, "  error: "+truncate(ex.Error, 100)))
+	}
+	const indent = "\n                            "
+	if msg != nil {
+		if msg.Reasoning != "" {
+			b.WriteString(indent + "reasoning: " + strconv.Quote(truncate(msg.Reasoning, 100)))
+		}
+		if msg.Text != "" {
+			b.WriteString(indent + "text: " + strconv.Quote(truncate(msg.Text, 100)))
+		}
+		for _, tc := range msg.ToolCalls {
+			b.WriteString(indent + "tool: " + tc.Name + truncate(tc.Arguments, 100))
+		}
+		if msg.StopReason != "" || msg.Usage.TotalTokens > 0 {
+			fmt.Fprintf(&b, "%sstop: %s, tokens in %d out %d", indent, msg.StopReason, msg.Usage.InputTokens, msg.Usage.OutputTokens)
+		}
+		for _, m := range msg.Errors {
+			b.WriteString(indent + paint(colorRed, "stream error: "+truncate(m, 100)))
+		}
+	} else if body := ex.Body(); len(body) > 0 && ex.Status >= 400 {
+		b.WriteString(indent + "body: " + quoteLine(body, 100))
+	}
+	return b.String()
+}
