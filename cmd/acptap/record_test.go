@@ -11,11 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/acp"
 	"github.com/acptap/acptap/store"
 )
 
@@ -286,5 +288,49 @@ func TestStoreLockedByAnotherProcess(t *testing.T) {
 	out, err := exec.Command("acptap", "show", "--store", db).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "holder") || strings.Contains(string(out), "second") {
 		t.Errorf("show after the holder ended = %q, %v; want only holder listed", out, err)
+	}
+}
+
+// TestRecordKeepsCausalOrder checks that a response is never sequenced
+// before the request it answers, in either direction, over several real
+// sessions with permission requests and file reads.
+func TestRecordKeepsCausalOrder(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "s.db")
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		name := "causal" + strconv.Itoa(i)
+		cmd := exec.Command("testeditor", "--prompt", "one", "--prompt", "two", "--",
+			"acptap", "record", "--store", db, "--name", name, "--", "testagent", "--read", "notes.txt", "--string-ids")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("session %d: %v\n%s", i, err, out)
+		}
+		requested := map[string]map[string]bool{"editor": {}, "agent": {}}
+		responses := 0
+		for _, e := range showJSON(t, db, name) {
+			if e.Lane != "editor" && e.Lane != "agent" {
+				continue
+			}
+			m := acp.Parse(e.bytes(t))
+			switch m.Kind {
+			case acp.Request:
+				requested[e.Lane][acp.IDKey(m.ID)] = true
+			case acp.Response, acp.Error:
+				other := "agent"
+				if e.Lane == "agent" {
+					other = "editor"
+				}
+				if !requested[other][acp.IDKey(m.ID)] {
+					t.Errorf("session %d: %s response id %s at seq %d comes before the %s request it answers", i, e.Lane, m.ID, e.Seq, other)
+				}
+				responses++
+			}
+		}
+		if responses < 8 {
+			t.Errorf("session %d: %d responses recorded, want at least 8", i, responses)
+		}
 	}
 }

@@ -1,0 +1,358 @@
+package stdiotap
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A Session is a running agent and the pumps around its stdio.
+type Session struct {
+	pid     int
+	started time.Time
+	grace   time.Duration
+
+	agentStdin *os.File // our end of the agent's stdin
+	stdinOnce  sync.Once
+	stdoutR    *os.File // our end of the agent's stdout
+	stderrR    *os.File // our end of the agent's stderr
+	lanes      [3]*lane // indexed by Stream
+	outputs    sync.WaitGroup
+
+	// exited is closed once the agent has been reaped and state and
+	// waitErr are set.
+	exited  chan struct{}
+	state   *os.ProcessState
+	waitErr error
+
+	mu     sync.Mutex // guards reaped
+	reaped bool       // the agent's pid may name another process: signal nothing
+
+	pipeSigs chan os.Signal // SIGPIPE, caught and dropped
+	fwdSigs  chan os.Signal // nil unless Config.ForwardSignals
+	done     chan struct{}  // closed when Wait is done; stops the relay
+
+	waitOnce sync.Once
+	exit     Exit  // result of Wait, set by waitOnce
+	err      error // result of Wait, set by waitOnce
+}
+
+// Start starts the agent described by cfg and the pumps that forward its
+// stdio. The caller must call Wait.
+//
+// Start returns ErrNoCommand if cfg.Argv is empty, and an error wrapping
+// ErrNotFound and the lookup error, which names the command, if the
+// agent's executable cannot be found.
+func Start(cfg Config) (*Session, error) {
+	if len(cfg.Argv) == 0 {
+		return nil, ErrNoCommand
+	}
+	path, err := lookPath(cfg.Argv[0], cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	stdin := cfg.Stdin
+	if stdin == nil {
+		stdin = os.Stdin
+	}
+	stdout := cfg.Stdout
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	stderr := cfg.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	s := &Session{
+		grace:  cfg.Grace,
+		exited: make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if s.grace <= 0 {
+		s.grace = defaultGrace
+	}
+	maxLine := cfg.MaxLine
+	if maxLine <= 0 {
+		maxLine = defaultMaxLine
+	}
+	for i := range s.lanes {
+		s.lanes[i] = &lane{
+			framing: cfg.OnLine != nil,
+			fr:      framer{stream: Stream(i), max: maxLine, emit: cfg.OnLine},
+		}
+	}
+
+	// The child's ends are *os.File so that exec hands them to the agent
+	// as they are, without copying goroutines of its own.
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	var ends [3][2]*os.File // [stream]{read, write}
+	for i := range ends {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("stdiotap: create %v pipe: %w", Stream(i), err)
+		}
+		files = append(files, r, w)
+		ends[i] = [2]*os.File{r, w}
+	}
+	s.agentStdin, s.stdoutR, s.stderrR = ends[Stdin][1], ends[Stdout][0], ends[Stderr][0]
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        cfg.Argv,
+		Dir:         cfg.Dir,
+		Env:         cfg.Env,
+		Stdin:       ends[Stdin][0],
+		Stdout:      ends[Stdout][1],
+		Stderr:      ends[Stderr][1],
+		SysProcAttr: sysProcAttr(),
+	}
+
+	// Catch the signals before the agent exists, so that none arriving
+	// in between kills this process and leaves the agent unsignalled.
+	// Caught signals are reset to their default in the child.
+	s.pipeSigs = make(chan os.Signal, 1)
+	signal.Notify(s.pipeSigs, syscall.SIGPIPE)
+	if cfg.ForwardSignals {
+		s.fwdSigs = make(chan os.Signal, 4)
+		signal.Notify(s.fwdSigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	}
+
+	startErr := make(chan error, 1)
+	go s.run(cmd, startErr)
+	if err := <-startErr; err != nil {
+		s.stopSignals()
+		closeAll()
+		return nil, fmt.Errorf("stdiotap: start %s: %w", cfg.Argv[0], err)
+	}
+	for _, f := range []*os.File{ends[Stdin][0], ends[Stdout][1], ends[Stderr][1]} {
+		f.Close() // the agent has its copies; ours would hide its EOF
+	}
+	if s.fwdSigs != nil {
+		go s.relay()
+	}
+	s.outputs.Add(2)
+	go func() {
+		defer s.outputs.Done()
+		pump(s.stdoutR, stdout, s.lanes[Stdout], false)
+	}()
+	go func() {
+		defer s.outputs.Done()
+		pump(s.stderrR, stderr, s.lanes[Stderr], false)
+	}()
+	go func() {
+		pump(stdin, s.agentStdin, s.lanes[Stdin], true)
+		s.closeAgentStdin()
+		s.stop()
+	}()
+	return s, nil
+}
+
+// lookPath finds the executable for name the way the agent's exec will:
+// a name without a slash in PATH, a relative path relative to dir. It
+// returns the path to give exec.Cmd.Path.
+func lookPath(name, dir string) (string, error) {
+	if !strings.Contains(name, "/") {
+		return exec.LookPath(name)
+	}
+	p := name
+	if dir != "" && !filepath.IsAbs(name) {
+		p = filepath.Join(dir, name)
+	}
+	if _, err := exec.LookPath(p); err != nil {
+		return "", err
+	}
+	return name, nil // exec resolves a relative Path against Dir
+}
+
+// run starts cmd, reports the outcome on started, and, if the agent
+// started, reaps it and closes s.exited.
+//
+// Pdeathsig is sent when the thread that forked the agent exits, not
+// when this process does, and the Go runtime ends a thread when a
+// goroutine locked to it returns without unlocking. A goroutine locked
+// elsewhere could thus end the forking thread and take the agent with
+// it, unless the thread stays locked to this goroutine from the fork
+// until the agent is gone.
+func (s *Session) run(cmd *exec.Cmd, started chan<- error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	s.started = time.Now() // before the fork, so no Line.At precedes it
+	if err := cmd.Start(); err != nil {
+		started <- err
+		return
+	}
+	s.pid = cmd.Process.Pid
+	started <- nil
+
+	// Until the agent is reaped its pid, which is also its process group
+	// id, cannot be reused, so Signal may use it. Where the platform can
+	// wait for the agent to become a zombie without reaping it, Signal
+	// works up to its very end; elsewhere it stops a moment after.
+	if blockUntilWaitable(s.pid) {
+		s.markReaped()
+	}
+	err := cmd.Wait()
+	s.markReaped()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		s.waitErr = fmt.Errorf("stdiotap: wait for agent %d: %w", s.pid, err)
+	}
+	s.state = cmd.ProcessState
+	close(s.exited)
+}
+
+func (s *Session) markReaped() {
+	s.mu.Lock()
+	s.reaped = true
+	s.mu.Unlock()
+}
+
+// relay forwards the signals caught for Config.ForwardSignals.
+func (s *Session) relay() {
+	for {
+		select {
+		case sig := <-s.fwdSigs:
+			s.Signal(sig) // fails only once the agent is gone
+		case <-s.done:
+			return
+		}
+	}
+}
+
+func (s *Session) stopSignals() {
+	signal.Stop(s.pipeSigs)
+	if s.fwdSigs != nil {
+		signal.Stop(s.fwdSigs)
+	}
+}
+
+// closeAgentStdin closes our end of the agent's stdin, so the agent
+// reads EOF and a write blocked on it returns.
+func (s *Session) closeAgentStdin() {
+	s.stdinOnce.Do(func() { s.agentStdin.Close() })
+}
+
+// stop ends an agent that does not exit after its stdin was closed:
+// after Grace it sends SIGTERM to its process group, after another Grace
+// SIGKILL.
+func (s *Session) stop() {
+	t := time.NewTimer(s.grace)
+	defer t.Stop()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		select {
+		case <-s.exited:
+			return
+		case <-t.C:
+		}
+		s.Signal(sig) // fails only once the agent is gone
+		t.Reset(s.grace)
+	}
+}
+
+// Pid returns the agent's process id, which is also its process group id.
+func (s *Session) Pid() int { return s.pid }
+
+// Started returns the time just before the agent was started. No Line is
+// read before it.
+func (s *Session) Started() time.Time { return s.started }
+
+// Signal sends sig to the agent's process group. Once the agent has
+// exited it returns os.ErrProcessDone.
+func (s *Session) Signal(sig os.Signal) error {
+	ss, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("stdiotap: signal agent: unsupported signal %v", sig)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reaped {
+		return os.ErrProcessDone
+	}
+	if err := syscall.Kill(-s.pid, ss); err != nil {
+		return fmt.Errorf("stdiotap: signal agent group %d: %w", s.pid, err)
+	}
+	return nil
+}
+
+// Wait waits for the agent to exit and for its stdout and stderr to be
+// forwarded and framed to the end, and returns how the agent ended. An
+// agent that exits with a non-zero status or is killed by a signal is
+// not an error: the error is non-nil only if the agent's status could
+// not be obtained, and the Exit is then {Code: -1}.
+//
+// If a process that inherited the agent's stdout or stderr keeps them
+// open, Wait stops reading them after Config.Grace; if a write to
+// Config.Stdout or Config.Stderr is still blocked another Grace later,
+// Wait returns anyway and the rest of that stream is neither forwarded
+// nor framed. Bytes the editor sent that were forwarded but did not end
+// in a newline are framed with NoNewline. No OnLine call happens after
+// Wait returns. Wait may be called any number of times, concurrently.
+func (s *Session) Wait() (Exit, error) {
+	s.waitOnce.Do(s.finish)
+	return s.exit, s.err
+}
+
+func (s *Session) finish() {
+	<-s.exited
+	// Closing the agent's stdin first unblocks a forwarding write, which
+	// the stdin pump makes holding its lane's lock.
+	s.closeAgentStdin()
+
+	drained := make(chan struct{})
+	go func() {
+		s.outputs.Wait()
+		close(drained)
+	}()
+	t := time.NewTimer(s.grace)
+	select {
+	case <-drained:
+	case <-t.C:
+		// Something else holds the agent's stdout or stderr open. A
+		// deadline in the past makes blocked and future reads fail.
+		past := time.Unix(1, 0)
+		s.stdoutR.SetReadDeadline(past)
+		s.stderrR.SetReadDeadline(past)
+		t.Reset(s.grace)
+		select {
+		case <-drained:
+		case <-t.C:
+		}
+	}
+	t.Stop()
+
+	now := time.Now()
+	for _, l := range s.lanes {
+		l.close(now)
+	}
+	s.stopSignals()
+	close(s.done)
+	s.stdoutR.Close()
+	s.stderrR.Close()
+
+	s.exit, s.err = exitOf(s.state), s.waitErr
+}
+
+// exitOf describes how the process of ps ended.
+func exitOf(ps *os.ProcessState) Exit {
+	if ps == nil {
+		return Exit{Code: -1}
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return Exit{Code: 128 + int(ws.Signal()), Signal: ws.Signal()}
+	}
+	return Exit{Code: ps.ExitCode()}
+}

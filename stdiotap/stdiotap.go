@@ -1,0 +1,141 @@
+// Package stdiotap runs an agent as a child process, passing its standard
+// input, output and error through byte for byte while framing each
+// direction into lines for a recorder.
+package stdiotap
+
+import (
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+)
+
+// Stream names one of the agent's standard streams.
+type Stream uint8
+
+const (
+	Stdin  Stream = iota // editor → agent
+	Stdout               // agent → editor
+	Stderr               // the agent's diagnostics
+)
+
+var streamNames = [...]string{Stdin: "stdin", Stdout: "stdout", Stderr: "stderr"}
+
+// String returns "stdin", "stdout" or "stderr".
+func (s Stream) String() string {
+	if int(s) < len(streamNames) {
+		return streamNames[s]
+	}
+	return fmt.Sprintf("stream(%d)", uint8(s))
+}
+
+// A Line is one frame of a stream: a line without its '\n', or a piece of
+// a line longer than Config.MaxLine. Joining the Data of a stream's Lines,
+// with a '\n' after each Line that is neither Continued nor NoNewline,
+// gives back exactly the bytes of the stream.
+type Line struct {
+	Stream Stream
+
+	// At is when the read that completed the frame returned. It carries
+	// a monotonic clock reading, so At.Sub(Session.Started()) is immune
+	// to wall clock changes.
+	At time.Time
+
+	// Data is the line without its '\n'; empty, not nil, for a blank line.
+	// The receiver owns it.
+	Data []byte
+
+	// NoNewline reports that the stream ended without a final '\n'. Only
+	// the last Line of a stream can have it.
+	NoNewline bool
+
+	// Continued reports that the line is longer than Config.MaxLine:
+	// Data holds its first MaxLine bytes, and the next Line of the same
+	// stream continues it.
+	Continued bool
+}
+
+// Config says how to run an agent. Only Argv is required.
+type Config struct {
+	// Argv is the agent command. A name without a slash is looked up in
+	// this process's PATH, as os/exec does; a relative path with a slash
+	// is relative to Dir.
+	Argv []string
+
+	// Dir is the agent's working directory. If empty, the current
+	// directory is used.
+	Dir string
+
+	// Env is the agent's environment. If nil, os.Environ() is used.
+	Env []string
+
+	// Stdin is the editor's side of the agent's standard input. If nil,
+	// os.Stdin is used. A read from it that is still blocked when the
+	// agent exits does not delay Wait; whatever it returns later is
+	// discarded.
+	Stdin io.Reader
+
+	// Stdout receives the agent's standard output. If nil, os.Stdout is
+	// used. If a write fails (the editor went away: EPIPE), forwarding
+	// on this stream stops but reading does not: the agent's output is
+	// still drained and framed, so the agent never blocks on a full pipe.
+	// While the session runs SIGPIPE is caught, so that a broken standard
+	// output or error of this process fails with EPIPE rather than
+	// killing it.
+	Stdout io.Writer
+
+	// Stderr receives the agent's standard error. If nil, os.Stderr is
+	// used. Write failures are handled as for Stdout.
+	Stderr io.Writer
+
+	// OnLine, if not nil, is called with every framed Line after its
+	// bytes have been forwarded. It is called from the session's pump
+	// goroutines, one call at a time per stream but concurrently for
+	// different streams, and never after Wait has returned. It must not
+	// block: the stream it frames does not move while it runs. If nil,
+	// nothing is framed.
+	OnLine func(Line)
+
+	// Grace is how long the agent may take to exit on its own. Once the
+	// editor closes Stdin, the agent's stdin is closed; if the agent is
+	// still running after Grace (some agents never exit on stdin EOF)
+	// its process group gets SIGTERM, and after another Grace SIGKILL.
+	// After the agent has exited, Wait gives its stdout and stderr up to
+	// Grace to reach EOF (a process that inherited them may keep them
+	// open), then stops reading them, waits up to another Grace for the
+	// pumps, and returns. If zero or negative, 3s is used.
+	Grace time.Duration
+
+	// MaxLine is the longest Line.Data; a longer line is framed in
+	// pieces marked Continued. It bounds the memory held for one line.
+	// If zero or negative, 256 MiB is used.
+	MaxLine int
+
+	// ForwardSignals relays SIGINT, SIGTERM and SIGHUP received by this
+	// process to the agent's process group until Wait returns, instead
+	// of letting them terminate this process.
+	ForwardSignals bool
+}
+
+const (
+	defaultGrace   = 3 * time.Second
+	defaultMaxLine = 256 << 20
+)
+
+// Exit is how the agent ended.
+type Exit struct {
+	// Code is the agent's exit status, or 128 plus the signal number if
+	// a signal killed it, as a shell reports it.
+	Code int
+
+	// Signal is the signal that killed the agent, or 0 if it exited.
+	Signal syscall.Signal
+}
+
+// String returns "exit status 3" or "killed by SIGTERM".
+func (e Exit) String() string {
+	if e.Signal != 0 {
+		return "killed by " + signalName(e.Signal)
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
