@@ -28,7 +28,39 @@ type framer struct {
 }
 
 // write frames p, which was read at time at. p is not retained.
+//
+// Lines that lie wholly inside p are handed out as pieces of one copy of
+// p, so framing costs one allocation per read rather than one per line;
+// each piece has its capacity clipped so that a receiver appending to it
+// cannot write into its neighbour.
 func (f *framer) write(p []byte, at time.Time) {
+	var copied []byte // p copied, made on the first whole line in p
+	off := 0          // offset of p[0] in the original chunk
+	for len(p) > 0 {
+		if len(f.pending) == 0 {
+			if i := bytes.IndexByte(p, '\n'); i >= 0 && i <= f.max {
+				if copied == nil {
+					copied = make([]byte, len(p))
+					copy(copied, p)
+					off = 0
+				}
+				f.emit(Line{Stream: f.stream, At: at, Data: copied[off : off+i : off+i]})
+				p = p[i+1:]
+				off += i + 1
+				continue
+			}
+		}
+		n := f.writeSlow(p, at)
+		p = p[n:]
+		off += n
+	}
+}
+
+// writeSlow frames the start of p when the current line began in an
+// earlier read or is longer than max, and returns how many bytes of p it
+// consumed: through the end of the line, or all of p.
+func (f *framer) writeSlow(p []byte, at time.Time) int {
+	total := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		seg := p // this line's bytes within p
@@ -45,11 +77,12 @@ func (f *framer) write(p []byte, at time.Time) {
 		if i < 0 {
 			f.pending = grow(f.pending, len(seg), f.max)
 			f.pending = append(f.pending, seg...)
-			return
+			return total
 		}
 		f.emit(Line{Stream: f.stream, At: at, Data: f.take(seg)})
-		p = p[i+1:]
+		return total - len(p) + i + 1
 	}
+	return total
 }
 
 // flush emits the pending bytes, if any, as a line the stream ended

@@ -1,0 +1,198 @@
+package proxy_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acptap/acptap/proxy"
+	"github.com/acptap/acptap/store"
+)
+
+// benchNames are the ways to reach the upstream that the benchmarks
+// compare: directly; through a base-URL route of a tap recording into a
+// store.Writer on a temporary file; through httputil.ReverseProxy flushing
+// at once, the baseline; and through a tap recording nothing, which
+// separates the cost of forwarding from the cost of recording.
+var benchNames = []string{"direct", "tap", "reverseproxy", "tap-unrecorded"}
+
+// benchTargets returns, for an upstream at upstream, the URL base of each
+// of benchNames.
+func benchTargets(b *testing.B, upstream string) map[string]string {
+	b.Helper()
+	st, err := store.Open(filepath.Join(b.TempDir(), "bench.db"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := st.Create(store.Recording{Name: "bench"}, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tap, err := proxy.New(proxy.Config{CA: newCA(b), Recorder: w})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		tap.Close()
+		w.Finish()
+		st.Close()
+	})
+	local, err := tap.AddBaseURL("OPENAI_BASE_URL", upstream)
+	if err != nil {
+		b.Fatal(err)
+	}
+	unrecorded := newTap(b, proxy.Config{})
+	localUnrecorded, err := unrecorded.AddBaseURL("OPENAI_BASE_URL", upstream)
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	u, _ := url.Parse(upstream)
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		FlushInterval: -1,
+		// The tap's default Transport keeps as many idle connections.
+		Transport: &http.Transport{MaxIdleConns: 100, MaxIdleConnsPerHost: 64, DisableCompression: true},
+	}
+	rps := httptest.NewServer(rp)
+	b.Cleanup(rps.Close)
+	return map[string]string{"direct": upstream, "tap": local, "reverseproxy": rps.URL, "tap-unrecorded": localUnrecorded}
+}
+
+// benchClient is a keep-alive client with room for concurrent requests.
+func benchClient(b *testing.B) *http.Client {
+	tr := &http.Transport{MaxIdleConns: 100, MaxIdleConnsPerHost: 64, DisableCompression: true}
+	b.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// BenchmarkSSE measures an SSE stream's time to first byte and per-event
+// latency, each by round trip: the upstream sends the first event at once
+// and each further event when the client asks for it (over a channel), so
+// the time from asking to reading the event is the latency the path adds
+// to an event. One op is one event.
+func BenchmarkSSE(b *testing.B) {
+	const eventsPerStream = 100
+	event := []byte("data: " + `{"choices":[{"index":0,"delta":{"content":"token"}}],"obfuscation":"abcdef"}` + "\n\n")
+	next := make(chan bool) // true: send an event; false: end the stream
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(event)
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case more := <-next:
+				if !more {
+					return
+				}
+				w.Write(event)
+				w.(http.Flusher).Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	defer upstream.Close()
+	targets := benchTargets(b, upstream.URL)
+	for _, name := range benchNames {
+		b.Run(name, func(b *testing.B) {
+			client := benchClient(b)
+			var ttfbs, lats []time.Duration
+			readEvent := func(br *bufio.Reader) {
+				for {
+					line, err := br.ReadSlice('\n')
+					if err != nil {
+						b.Fatalf("reading the stream: %v", err)
+					}
+					if len(line) == 1 {
+						return
+					}
+				}
+			}
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				start := time.Now()
+				resp, err := client.Get(targets[name] + "/v1/chat/completions")
+				if err != nil {
+					b.Fatal(err)
+				}
+				br := bufio.NewReader(resp.Body)
+				readEvent(br)
+				ttfbs = append(ttfbs, time.Since(start))
+				done++
+				for i := 1; i < eventsPerStream && done < b.N; i++ {
+					t0 := time.Now()
+					next <- true
+					readEvent(br)
+					lats = append(lats, time.Since(t0))
+					done++
+				}
+				next <- false
+				io.Copy(io.Discard, br)
+				resp.Body.Close()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(percentile(ttfbs, 50)), "ttfb-ns")
+			if len(lats) > 0 {
+				b.ReportMetric(float64(percentile(lats, 50)), "event-p50-ns")
+				b.ReportMetric(float64(percentile(lats, 99)), "event-p99-ns")
+			}
+		})
+	}
+}
+
+// percentile returns the p-th percentile of ds.
+func percentile(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100]
+}
+
+// BenchmarkSmallRequests measures small non-streaming POSTs, 32 at a time.
+func BenchmarkSmallRequests(b *testing.B) {
+	reqBody := []byte(`{"model":"gpt-5-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 160) + `"}]}`)
+	respBody := []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("y", 200) + `"},"finish_reason":"stop"}]}`)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", fmt.Sprint(len(respBody)))
+		w.Write(respBody)
+	}))
+	defer upstream.Close()
+	targets := benchTargets(b, upstream.URL)
+	for _, name := range benchNames {
+		b.Run(name, func(b *testing.B) {
+			client := benchClient(b)
+			u := targets[name] + "/v1/chat/completions"
+			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Post(u, "application/json", bytes.NewReader(reqBody))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					n, _ := io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || n != int64(len(respBody)) {
+						b.Errorf("got %s with %d bytes", resp.Status, n)
+						return
+					}
+				}
+			})
+		})
+	}
+}

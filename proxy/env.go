@@ -1,0 +1,190 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// proxyVars point clients at the forward proxy; clients differ in which
+// spelling and which of them they read.
+var proxyVars = []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"}
+
+// bundleVars name a file of trusted roots that replaces a client's
+// defaults: OpenSSL, Go and Rust's native-tls (SSL_CERT_FILE), Python
+// requests, curl, and Codex.
+var bundleVars = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CODEX_CA_CERTIFICATE"}
+
+// systemBundles are the usual places of the system's roots, as crypto/x509
+// looks for them.
+var systemBundles = []string{
+	"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Gentoo, Arch
+	"/etc/pki/tls/certs/ca-bundle.crt",                  // Fedora, RHEL 6
+	"/etc/ssl/ca-bundle.pem",                            // openSUSE
+	"/etc/pki/tls/cacert.pem",                           // OpenELEC
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // CentOS, RHEL 7
+	"/etc/ssl/cert.pem",                                 // Alpine, macOS, BSDs
+}
+
+// Env returns env with the variables that make a child process use the
+// tap:
+//
+//   - HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, in upper and lower case, set
+//     to ProxyURL;
+//   - NO_PROXY and no_proxy listing only the tap's own listeners, so that
+//     no LLM host, not even a loopback one, bypasses the tap;
+//   - SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and
+//     CODEX_CA_CERTIFICATE naming a bundle of the system roots (those of
+//     env's SSL_CERT_FILE if it has a readable one) and the tap's CA;
+//   - NODE_EXTRA_CA_CERTS naming the CA certificate, with the certificates
+//     of env's NODE_EXTRA_CA_CERTS if it has one;
+//   - the variable of each base-URL route set to its local URL.
+//
+// Routes added later are not in the result. The files are written to a
+// temporary directory that Close removes.
+func (t *Tap) Env(env []string) ([]string, error) {
+	dir, routes, err := t.envDir()
+	if err != nil {
+		return nil, fmt.Errorf("setting up the agent's environment: %w", err)
+	}
+	getenv := func(name string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	caPEM, err := os.ReadFile(t.ca.CertFile())
+	if err != nil {
+		return nil, fmt.Errorf("setting up the agent's environment: %w", err)
+	}
+
+	roots := readRoots(getenv("SSL_CERT_FILE"))
+	if roots == nil {
+		t.logf("acptap: no system CA bundle found: the agent will trust the tap's CA only")
+	}
+	bundle, err := writeEnvFile(dir, "ca-bundle-*.pem", roots, caPEM)
+	if err != nil {
+		return nil, fmt.Errorf("setting up the agent's environment: %w", err)
+	}
+	nodeCAs := t.ca.CertFile()
+	if f := getenv("NODE_EXTRA_CA_CERTS"); f != "" {
+		if extra, err := os.ReadFile(f); err == nil {
+			if nodeCAs, err = writeEnvFile(dir, "node-ca-*.pem", extra, caPEM); err != nil {
+				return nil, fmt.Errorf("setting up the agent's environment: %w", err)
+			}
+		}
+	}
+
+	noProxy := []string{hostPort(t.proxyURL)}
+	for _, rt := range routes {
+		noProxy = append(noProxy, hostPort(rt.localURL))
+	}
+	var set [][2]string
+	for _, v := range proxyVars {
+		set = append(set, [2]string{v, t.proxyURL})
+	}
+	set = append(set, [2]string{"NO_PROXY", strings.Join(noProxy, ",")}, [2]string{"no_proxy", strings.Join(noProxy, ",")})
+	for _, v := range bundleVars {
+		set = append(set, [2]string{v, bundle})
+	}
+	set = append(set, [2]string{"NODE_EXTRA_CA_CERTS", nodeCAs})
+	for _, rt := range routes {
+		set = append(set, [2]string{rt.varName, rt.localURL})
+	}
+
+	out := make([]string, 0, len(env)+len(set))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(set, func(s [2]string) bool { return s[0] == name }) {
+			out = append(out, kv)
+		}
+	}
+	for _, s := range set {
+		out = append(out, s[0]+"="+s[1])
+	}
+	return out, nil
+}
+
+// envDir returns the directory for Env's files, creating it on first use,
+// and the routes, by variable name.
+func (t *Tap) envDir() (string, []*route, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return "", nil, ErrClosed
+	}
+	if t.tempDir == "" {
+		dir, err := os.MkdirTemp("", "acptap-tap-")
+		if err != nil {
+			return "", nil, err
+		}
+		t.tempDir = dir
+	}
+	routes := make([]*route, 0, len(t.routes))
+	for _, rt := range t.routes {
+		routes = append(routes, rt)
+	}
+	slices.SortFunc(routes, func(a, b *route) int {
+		return strings.Compare(a.varName+" "+a.localURL, b.varName+" "+b.localURL)
+	})
+	return t.tempDir, routes, nil
+}
+
+// readRoots returns the PEM bundle of the system roots: the file named by
+// sslCertFile if readable, else the first readable usual bundle; nil if
+// none is found.
+func readRoots(sslCertFile string) []byte {
+	files := systemBundles
+	if sslCertFile != "" {
+		files = append([]string{sslCertFile}, files...)
+	}
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && len(bytes.TrimSpace(b)) > 0 {
+			return b
+		}
+	}
+	return nil
+}
+
+// writeEnvFile writes the PEM parts, one after the other, to a new file in
+// dir and returns its path.
+func writeEnvFile(dir, pattern string, parts ...[]byte) (string, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range parts {
+		if len(p) == 0 {
+			continue
+		}
+		if _, err = f.Write(p); err == nil && p[len(p)-1] != '\n' {
+			_, err = f.Write([]byte{'\n'})
+		}
+		if err != nil {
+			break
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return filepath.Clean(f.Name()), nil
+}
+
+// hostPort returns the host:port of a URL of the tap.
+func hostPort(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return rawURL
+	}
+	return u.Host
+}

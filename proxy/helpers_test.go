@@ -1,0 +1,473 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/testagent"
+	"github.com/acptap/acptap/proxy"
+	"github.com/acptap/acptap/store"
+)
+
+// agentEnv, set to 1, makes the test binary run the test agent instead of
+// the tests, so that tests can run the agent as a real child process.
+const agentEnv = "PROXY_TEST_RUN_AGENT"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(agentEnv) == "1" {
+		os.Exit(testagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+	}
+	os.Exit(m.Run())
+}
+
+// hangGuard bounds every wait of the tests. It is not a timing assertion:
+// the tests wait for events that must happen, and fail instead of hanging
+// when they don't.
+const hangGuard = 20 * time.Second
+
+// fakeRecorder keeps the recorded events in memory.
+type fakeRecorder struct {
+	mu      sync.Mutex    // guards the fields below
+	seq     uint64        // the last Seq handed out
+	events  []store.Event // in Append order
+	changed chan struct{} // closed and replaced on each Append
+}
+
+func newFakeRecorder() *fakeRecorder {
+	return &fakeRecorder{changed: make(chan struct{})}
+}
+
+func (r *fakeRecorder) Reserve() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	return r.seq
+}
+
+func (r *fakeRecorder) Append(e store.Event) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Seq == 0 {
+		r.seq++
+		e.Seq = r.seq
+	}
+	r.events = append(r.events, e)
+	close(r.changed)
+	r.changed = make(chan struct{})
+	return e.Seq
+}
+
+// all returns the events appended so far.
+func (r *fakeRecorder) all() []store.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// waitFor waits until cond holds for the events appended so far.
+func (r *fakeRecorder) waitFor(t *testing.T, what string, cond func([]store.Event) bool) []store.Event {
+	t.Helper()
+	deadline := time.After(hangGuard)
+	for {
+		r.mu.Lock()
+		events, changed := slices.Clone(r.events), r.changed
+		r.mu.Unlock()
+		if cond(events) {
+			return events
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("gave up waiting for %s; recorded %d events", what, len(events))
+		}
+	}
+}
+
+// finished waits until n exchanges are finished and returns them in Seq
+// order, checking that each was first appended as incomplete.
+func (r *fakeRecorder) finished(t *testing.T, n int) []*exchange.Exchange {
+	t.Helper()
+	events := r.waitFor(t, fmt.Sprintf("%d finished exchanges", n), func(events []store.Event) bool {
+		return len(finalEvents(events)) >= n
+	})
+	finals := finalEvents(events)
+	if len(finals) != n {
+		t.Fatalf("got %d finished exchanges, want %d", len(finals), n)
+	}
+	var out []*exchange.Exchange
+	for _, e := range finals {
+		checkEvent(t, e)
+		first := slices.IndexFunc(events, func(x store.Event) bool { return x.Seq == e.Seq })
+		if events[first].Flags != store.FlagIncomplete {
+			t.Errorf("first event of seq %d has flags %v, want FlagIncomplete", e.Seq, events[first].Flags)
+		}
+		x, err := exchange.Unmarshal(e.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// finalEvents returns the last event of each Seq that has one without
+// FlagIncomplete, in Seq order.
+func finalEvents(events []store.Event) []store.Event {
+	last := map[uint64]store.Event{}
+	for _, e := range events {
+		last[e.Seq] = e
+	}
+	var out []store.Event
+	for _, e := range last {
+		if e.Flags&store.FlagIncomplete == 0 {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Event) int { return int(a.Seq) - int(b.Seq) })
+	return out
+}
+
+// decode decodes the exchange of an event.
+func decode(t *testing.T, e store.Event) *exchange.Exchange {
+	t.Helper()
+	x, err := exchange.Unmarshal(e.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func checkEvent(t *testing.T, e store.Event) {
+	t.Helper()
+	if e.Kind != store.KindExchange || e.Lane != store.LaneLLM {
+		t.Errorf("event %d has kind %v lane %v, want KindExchange on LaneLLM", e.Seq, e.Kind, e.Lane)
+	}
+	if e.Offset < 0 {
+		t.Errorf("event %d has offset %v, want >= 0", e.Seq, e.Offset)
+	}
+}
+
+// testCA is a CA for the tests' upstream TLS servers, independent of the
+// code under test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t testing.TB) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "upstream test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// serverCert returns a certificate for 127.0.0.1 and localhost, or for
+// the DNS names given.
+func (ca *testCA) serverCert(t testing.TB, names ...string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	if len(names) > 0 {
+		tmpl.DNSNames, tmpl.IPAddresses = names, nil
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// startTLS starts h as a TLS server with a certificate of ca, offering
+// HTTP/2 if h2.
+func (ca *testCA) startTLS(t testing.TB, h http.Handler, h2 bool) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = h2
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.serverCert(t)}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newCA returns a tap CA in a fresh directory.
+func newCA(t testing.TB) *proxy.CA {
+	t.Helper()
+	ca, err := proxy.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// caPool returns a pool with the tap CA's certificate.
+func caPool(t testing.TB, ca *proxy.CA) *x509.CertPool {
+	t.Helper()
+	pem, err := os.ReadFile(ca.CertFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s: no certificate", ca.CertFile())
+	}
+	return pool
+}
+
+// newTap starts a tap with cfg, filling in a fresh CA and the test's log;
+// it is closed when the test ends.
+func newTap(t testing.TB, cfg proxy.Config) *proxy.Tap {
+	t.Helper()
+	if cfg.CA == nil {
+		cfg.CA = newCA(t)
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = t.Logf
+	}
+	tap, err := proxy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tap.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return tap
+}
+
+// route says how a test client reaches an upstream through the tap.
+type route struct {
+	name     string
+	tls      bool   // the upstream speaks TLS
+	recorded string // the exchange.Route recorded
+	// via returns a client and the URL to request for the upstream at
+	// base (scheme://host:port), path appended.
+	via func(t testing.TB, tap *proxy.Tap, ca *proxy.CA, base, path string) (*http.Client, string)
+}
+
+// routes are the ways through the tap that the tests try.
+var routes = []route{
+	{name: "proxy-https", tls: true, recorded: exchange.RouteProxy, via: viaProxy(false)},
+	{name: "proxy-https-h2", tls: true, recorded: exchange.RouteProxy, via: viaProxy(true)},
+	{name: "proxy-http", tls: false, recorded: exchange.RouteProxy, via: viaProxy(false)},
+	{name: "base-url-https", tls: true, recorded: exchange.RouteBaseURL, via: viaBaseURL},
+	{name: "base-url-http", tls: false, recorded: exchange.RouteBaseURL, via: viaBaseURL},
+}
+
+// viaProxy reaches the upstream through the forward proxy, speaking HTTP/2
+// in intercepted tunnels if h2.
+func viaProxy(h2 bool) func(t testing.TB, tap *proxy.Tap, ca *proxy.CA, base, path string) (*http.Client, string) {
+	return func(t testing.TB, tap *proxy.Tap, ca *proxy.CA, base, path string) (*http.Client, string) {
+		pu, err := url.Parse(tap.ProxyURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &http.Transport{
+			// Unlike ProxyFromEnvironment, ProxyURL proxies loopback
+			// targets too.
+			Proxy:              http.ProxyURL(pu),
+			TLSClientConfig:    &tls.Config{RootCAs: caPool(t, ca)},
+			ForceAttemptHTTP2:  h2,
+			DisableCompression: true,
+		}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr}, base + path
+	}
+}
+
+// viaBaseURL reaches the upstream through a base-URL route.
+func viaBaseURL(t testing.TB, tap *proxy.Tap, _ *proxy.CA, base, path string) (*http.Client, string) {
+	local, err := tap.AddBaseURL("TEST_BASE_URL", base+"/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(local, "/v1") {
+		t.Fatalf("AddBaseURL(%q) = %q, want a URL ending in /v1", base+"/v1", local)
+	}
+	tr := &http.Transport{DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}, strings.TrimSuffix(local, "/v1") + path
+}
+
+// setup starts an upstream serving h (TLS if rt.tls, with HTTP/2 if h2)
+// and a tap recording into a fakeRecorder, and returns a client and URL
+// for path through rt.
+type setupResult struct {
+	tap      *proxy.Tap
+	rec      *fakeRecorder
+	client   *http.Client
+	url      string // the URL the client requests
+	upstream string // the URL the exchange records
+}
+
+func setup(t testing.TB, rt route, h http.Handler, path string, cfg proxy.Config) *setupResult {
+	t.Helper()
+	var srv *httptest.Server
+	if rt.tls {
+		upCA := newTestCA(t)
+		srv = upCA.startTLS(t, h, false)
+		cfg.UpstreamCAs = upCA.pool
+	} else {
+		srv = httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+	}
+	res := &setupResult{upstream: srv.URL + path}
+	if cfg.Recorder == nil {
+		res.rec = newFakeRecorder()
+		cfg.Recorder = res.rec
+	}
+	if cfg.CA == nil {
+		cfg.CA = newCA(t)
+	}
+	res.tap = newTap(t, cfg)
+	res.client, res.url = rt.via(t, res.tap, cfg.CA, srv.URL, path)
+	return res
+}
+
+// ackStream is an upstream's view of a client acknowledging what it has
+// received: the upstream waits for the acknowledgement of each piece
+// before it sends the next, which proves that the tap forwarded the piece
+// on its own.
+type ackStream struct {
+	mu    sync.Mutex // guards got
+	got   int        // bytes the client has received
+	moved chan struct{}
+}
+
+func newAckStream() *ackStream { return &ackStream{moved: make(chan struct{}, 1)} }
+
+// received is called by the client with the bytes received so far.
+func (a *ackStream) received(n int) {
+	a.mu.Lock()
+	a.got = n
+	a.mu.Unlock()
+	select {
+	case a.moved <- struct{}{}:
+	default:
+	}
+}
+
+// count returns the bytes the client has received.
+func (a *ackStream) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.got
+}
+
+// waitReceived waits until the client has received n bytes; it returns
+// false after hangGuard or when ctx ends.
+func (a *ackStream) waitReceived(ctx context.Context, n int) bool {
+	deadline := time.After(hangGuard)
+	for {
+		if a.count() >= n {
+			return true
+		}
+		select {
+		case <-a.moved:
+		case <-deadline:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// readAcking reads body to the end, calling ack with the bytes received so
+// far after every read.
+func readAcking(body io.Reader, ack func(int)) ([]byte, error) {
+	var got []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := body.Read(buf)
+		got = append(got, buf[:n]...)
+		if n > 0 {
+			ack(len(got))
+		}
+		if err == io.EOF {
+			return got, nil
+		}
+		if err != nil {
+			return got, err
+		}
+	}
+}
+
+// rawConnect opens a CONNECT tunnel to target through the tap's forward
+// proxy.
+func rawConnect(t testing.TB, tap *proxy.Tap, target string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	pu, err := url.Parse(tap.ProxyURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", pu.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(hangGuard))
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatalf("reading the CONNECT response: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT %s: %s, want 200", target, resp.Status)
+	}
+	return conn, br
+}

@@ -1,0 +1,451 @@
+// Package proxy is the loopback HTTP tap between an agent and its LLM: a forward proxy with TLS interception and base-URL reverse routes, streaming responses through unbuffered and recording each exchange.
+//
+// The agent reaches the tap in two ways (see Tap.Env): through
+// HTTPS_PROXY/HTTP_PROXY, where CONNECT tunnels are intercepted with
+// certificates of a local CA that the agent is made to trust, and through a
+// base-URL variable rewritten to a loopback listener of the tap
+// (Tap.AddBaseURL). Both end in the same handler, which forwards the request
+// as it was sent and writes and flushes each piece of the response to the
+// agent as soon as it arrives.
+//
+// Each exchange is recorded as a store.Event of kind KindExchange holding
+// an exchange.Exchange: once with FlagIncomplete as soon as its request has
+// been read, and again under the same Seq when it ends, completed or not.
+// Bodies are recorded decoded; a body that cannot be decoded is recorded as
+// received, with its encoding field left empty (its Content-Encoding header
+// still says how it was sent).
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/elazarl/goproxy"
+
+	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/store"
+)
+
+// Recorder receives the recorded exchanges; *store.Writer satisfies it.
+// Append must not block.
+type Recorder interface {
+	// Reserve returns the Seq of an event to be appended later.
+	Reserve() uint64
+	// Append records e; an event with the Seq of an earlier one replaces it.
+	Append(e store.Event) uint64
+}
+
+// KnownBaseURLs are the default upstreams of well-known base-URL variables,
+// for `--base-url VAR` without =UPSTREAM when VAR is not set.
+var KnownBaseURLs = map[string]string{
+	"OPENAI_BASE_URL":        "https://api.openai.com/v1", // OpenAI SDKs, Codex
+	"OPENAI_API_BASE":        "https://api.openai.com/v1", // older OpenAI clients, LiteLLM
+	"OPENAI_HOST":            "https://api.openai.com",    // Goose
+	"ANTHROPIC_BASE_URL":     "https://api.anthropic.com", // Anthropic SDKs, Claude Code
+	"ANTHROPIC_HOST":         "https://api.anthropic.com", // Goose
+	"GOOGLE_GEMINI_BASE_URL": "https://generativelanguage.googleapis.com",
+	"GROQ_BASE_URL":          "https://api.groq.com",
+	"OLLAMA_HOST":            "http://127.0.0.1:11434",
+}
+
+// Config configures a Tap. The zero value works.
+type Config struct {
+	// Transport sends requests upstream. If nil, an http.Transport is used
+	// that trusts the system roots plus UpstreamCAs, speaks HTTP/2 where
+	// the upstream offers it, uses no proxy from the environment, and
+	// leaves bodies encoded so that the agent gets the upstream's bytes.
+	// A Transport that decompresses transparently hands the agent the
+	// decompressed body instead.
+	Transport http.RoundTripper
+
+	// UpstreamCAs are roots trusted for upstream TLS besides the system
+	// ones, by the default Transport only. If nil, only the system roots.
+	UpstreamCAs *x509.CertPool
+
+	// CA signs the certificates of intercepted TLS connections. If nil,
+	// LoadOrCreateCA(DefaultCADir()) is used.
+	CA *CA
+
+	// Recorder receives the exchanges. If nil, nothing is recorded.
+	Recorder Recorder
+
+	// Redact is applied to every exchange before it reaches Recorder, and
+	// may change it in place. If nil, exchanges are recorded as they are.
+	Redact func(*exchange.Exchange)
+
+	// Start is the time event offsets count from. If zero, the time New
+	// was called.
+	Start time.Time
+
+	// Logf receives the tap's own one-line notices: failed exchanges,
+	// bodies recorded undecoded, TLS handshakes the agent refused. If nil,
+	// they are discarded.
+	Logf func(format string, args ...any)
+}
+
+// Tap is a running HTTP tap. Its methods are safe for concurrent use.
+type Tap struct {
+	transport http.RoundTripper
+	ca        *CA
+	recorder  Recorder // nil for none
+	redact    func(*exchange.Exchange)
+	start     time.Time
+	logf      func(format string, args ...any)
+	errorLog  *log.Logger // Logf as a log.Logger, for net/http and goproxy
+
+	proxyURL string
+	forward  *http.Server  // the forward proxy
+	goproxy  http.Handler  // CONNECT dispatch and non-proxy requests of the forward proxy
+	tunnels  *http.Server  // serves intercepted CONNECT tunnels
+	tunnelLn *connListener // hands tunnels to the tunnels server
+
+	ctx    context.Context // cancelled by Close, with ErrClosed; upstream requests end with it
+	cancel context.CancelCauseFunc
+
+	// active counts handlers and recording goroutines, which Close waits
+	// for. Add is called under mu while !closed, or by an active one.
+	active sync.WaitGroup
+
+	mu      sync.Mutex            // guards the fields below
+	closed  bool                  // Close was called
+	routes  map[string]*route     // base-URL routes by listener address
+	servers []*http.Server        // their servers
+	pending map[net.Conn]struct{} // CONNECT tunnels not yet handed to tunnels
+	tempDir string                // files written by Env; "" until then
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// route is a base-URL route: a loopback listener reverse-proxying to one
+// upstream.
+type route struct {
+	t        *Tap
+	varName  string
+	upstream *url.URL
+	localURL string
+}
+
+// New starts a tap listening on 127.0.0.1 for the forward proxy.
+func New(cfg Config) (*Tap, error) {
+	start := cfg.Start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	ca := cfg.CA
+	if ca == nil {
+		dir, err := DefaultCADir()
+		if err != nil {
+			return nil, fmt.Errorf("starting the HTTP tap: %w", err)
+		}
+		if ca, err = LoadOrCreateCA(dir); err != nil {
+			return nil, fmt.Errorf("starting the HTTP tap: %w", err)
+		}
+	}
+	transport := cfg.Transport
+	if transport == nil {
+		transport = newTransport(cfg.UpstreamCAs)
+	}
+	logf := cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("starting the HTTP tap: %w", err)
+	}
+	t := &Tap{
+		transport: transport,
+		ca:        ca,
+		recorder:  cfg.Recorder,
+		redact:    cfg.Redact,
+		start:     start,
+		logf:      logf,
+		errorLog:  log.New(logWriter(logf), "", 0),
+		proxyURL:  "http://" + ln.Addr().String(),
+		tunnelLn:  newConnListener(ln.Addr()),
+		routes:    make(map[string]*route),
+		pending:   make(map[net.Conn]struct{}),
+	}
+	t.ctx, t.cancel = context.WithCancelCause(context.Background())
+	t.goproxy = t.newGoproxy()
+	t.forward = &http.Server{
+		Handler:           http.HandlerFunc(t.serveForward),
+		ErrorLog:          t.errorLog,
+		ReadHeaderTimeout: readHeaderTimeout,
+	}
+	t.tunnels = &http.Server{
+		Handler:           http.HandlerFunc(t.serveTunnel),
+		ConnContext:       tunnelContext,
+		ErrorLog:          t.errorLog,
+		ReadHeaderTimeout: readHeaderTimeout,
+	}
+	go t.forward.Serve(ln)
+	go t.tunnels.Serve(t.tunnelLn)
+	return t, nil
+}
+
+// readHeaderTimeout bounds the reading of a request's header, which a
+// client sends at once; it does not limit idle connections or bodies.
+const readHeaderTimeout = time.Minute
+
+// newTransport returns the default Transport.
+func newTransport(extraRoots *x509.CertPool) *http.Transport {
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext:           dialer.DialContext,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   64, // agents run several streams to one host at once
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   tlsHandshakeTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+	if extraRoots != nil {
+		tr.DialTLSContext = dialTLS(dialer, extraRoots)
+	}
+	return tr
+}
+
+// tlsHandshakeTimeout bounds a TLS handshake with an upstream.
+const tlsHandshakeTimeout = 10 * time.Second
+
+// dialTLS returns a DialTLSContext that verifies the upstream's
+// certificate against the system roots or else extra. A CertPool cannot be
+// merged into the system's, so the chain is verified here, as crypto/tls
+// does, once against each; the dial address gives the name to verify,
+// which the ConnectionState lacks for an IP address.
+func dialTLS(dialer *net.Dialer, extra *x509.CertPool) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		conn := tls.Client(raw, &tls.Config{
+			ServerName:         host,
+			NextProtos:         []string{"h2", "http/1.1"},
+			MinVersion:         tls.VersionTLS12,
+			InsecureSkipVerify: true, // verified by VerifyConnection
+			VerifyConnection: func(cs tls.ConnectionState) error {
+				return verifyChain(cs.PeerCertificates, host, extra)
+			},
+		})
+		hctx, cancel := context.WithTimeout(ctx, tlsHandshakeTimeout)
+		defer cancel()
+		if err := conn.HandshakeContext(hctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
+}
+
+// verifyChain verifies a server's certificate chain for host against the
+// system roots, or else extra.
+func verifyChain(certs []*x509.Certificate, host string, extra *x509.CertPool) error {
+	if len(certs) == 0 {
+		return errors.New("tls: the server sent no certificate")
+	}
+	opts := x509.VerifyOptions{DNSName: host, Intermediates: x509.NewCertPool()}
+	for _, c := range certs[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	_, err := certs[0].Verify(opts) // nil Roots: the system's
+	if err == nil {
+		return nil
+	}
+	opts.Roots = extra
+	_, err2 := certs[0].Verify(opts)
+	if err2 == nil {
+		return nil
+	}
+	if errors.As(err, new(x509.UnknownAuthorityError)) {
+		// Unknown to the system: what the extra roots say is the news,
+		// such as a chain they accept for another host.
+		err = err2
+	}
+	return &tls.CertificateVerificationError{UnverifiedCertificates: certs, Err: err}
+}
+
+// logWriter adapts Logf to the io.Writer under a log.Logger.
+type logWriter func(format string, args ...any)
+
+func (f logWriter) Write(p []byte) (int, error) {
+	f("acptap: http tap: %s", strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// ProxyURL returns the forward proxy's URL, http://127.0.0.1:PORT.
+func (t *Tap) ProxyURL() string { return t.proxyURL }
+
+// AddBaseURL starts a loopback listener that reverse-proxies to upstream
+// and returns its URL: upstream's path on the listener's address
+// (https://api.openai.com/v1 gives http://127.0.0.1:PORT/v1). Request paths
+// are passed through unchanged, so clients that append to the base URL and
+// clients that resolve against it reach what they would reach upstream.
+// varName is the variable the URL is meant for; it is recorded with each
+// exchange and set by Env. An upstream without a scheme, as OLLAMA_HOST
+// allows, is taken as http.
+func (t *Tap) AddBaseURL(varName, upstream string) (localURL string, err error) {
+	if varName == "" || strings.ContainsAny(varName, "=\x00") {
+		return "", fmt.Errorf("adding base URL route: invalid variable name %q", varName)
+	}
+	u, err := parseUpstream(upstream)
+	if err != nil {
+		return "", fmt.Errorf("adding base URL route for %s: %w", varName, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("adding base URL route for %s: %w", varName, err)
+	}
+	addr := ln.Addr().String()
+	rt := &route{t: t, varName: varName, upstream: u, localURL: "http://" + addr + u.EscapedPath()}
+	srv := &http.Server{Handler: rt, ErrorLog: t.errorLog, ReadHeaderTimeout: readHeaderTimeout}
+
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		ln.Close()
+		return "", fmt.Errorf("adding base URL route for %s: %w", varName, ErrClosed)
+	}
+	t.routes[addr] = rt
+	t.servers = append(t.servers, srv)
+	t.mu.Unlock()
+	go srv.Serve(ln)
+	return rt.localURL, nil
+}
+
+// parseUpstream parses a base-URL upstream.
+func parseUpstream(s string) (*url.URL, error) {
+	raw := s
+	if !strings.Contains(s, "://") {
+		raw = "http://" + s
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrInvalidUpstream, s, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%w %q: scheme is not http or https", ErrInvalidUpstream, s)
+	case u.Host == "" || u.Hostname() == "":
+		return nil, fmt.Errorf("%w %q: no host", ErrInvalidUpstream, s)
+	case u.User != nil:
+		// They would end up in the recording.
+		return nil, fmt.Errorf("%w %q: credentials in the URL", ErrInvalidUpstream, s)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return nil, fmt.Errorf("%w %q: a query or fragment", ErrInvalidUpstream, s)
+	}
+	return u, nil
+}
+
+// ServeHTTP forwards a request of the route to its upstream, at the same
+// path.
+func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u := &url.URL{
+		Scheme:   rt.upstream.Scheme,
+		Host:     rt.upstream.Host,
+		Path:     r.URL.Path,
+		RawPath:  r.URL.RawPath,
+		RawQuery: r.URL.RawQuery,
+	}
+	rt.t.serveExchange(w, r, target{url: u, route: exchange.RouteBaseURL, varName: rt.varName})
+}
+
+// ownRoute returns the route listening at u's address, if any.
+func (t *Tap) ownRoute(u *url.URL) *route {
+	if u.Scheme != "http" {
+		return nil
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "80"
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.Equal(net.IPv4(127, 0, 0, 1))) {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.routes[net.JoinHostPort("127.0.0.1", port)]
+}
+
+// begin registers an exchange or a tunnel with Close; it returns false once
+// the tap is closed.
+func (t *Tap) begin() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.active.Add(1)
+	return true
+}
+
+// Close stops the tap: it closes its listeners and connections, ends the
+// exchanges in flight, which are recorded with an error, waits for their
+// recording to reach the Recorder, and removes the files written by Env.
+// Calls after the first return the same.
+func (t *Tap) Close() error {
+	t.closeOnce.Do(func() {
+		t.mu.Lock()
+		t.closed = true
+		servers := t.servers
+		pending := t.pending
+		t.pending = nil
+		dir := t.tempDir
+		t.mu.Unlock()
+
+		t.cancel(ErrClosed)
+		errs := []error{t.forward.Close(), t.tunnels.Close()}
+		for _, s := range servers {
+			errs = append(errs, s.Close())
+		}
+		for c := range pending {
+			c.Close()
+		}
+		t.active.Wait()
+		if dir != "" {
+			errs = append(errs, os.RemoveAll(dir))
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.closeErr = fmt.Errorf("closing the HTTP tap: %w", err)
+		}
+	})
+	return t.closeErr
+}
+
+// goproxyLogger routes goproxy's warnings to the tap's log.
+type goproxyLogger struct{ l *log.Logger }
+
+func (g goproxyLogger) Printf(format string, v ...any) { g.l.Printf(format, v...) }
+
+// newGoproxy returns the goproxy handler of the forward proxy, which
+// dispatches CONNECT requests to the tap's tunnels.
+func (t *Tap) newGoproxy() http.Handler {
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = goproxyLogger{t.errorLog}
+	gp.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "acptap: this is an HTTP proxy: send absolute-URI requests or CONNECT", http.StatusBadRequest)
+	})
+	gp.OnRequest().HandleConnectFunc(func(host string, _ *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+		return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: t.hijackTunnel}, host
+	})
+	return gp
+}

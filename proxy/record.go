@@ -1,0 +1,186 @@
+package proxy
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/store"
+)
+
+// record is the recording of one exchange. The forwarding path feeds it
+// what it sees and never waits for it: decoding, redaction and encoding run
+// on goroutines of their own, and the response body is kept as received
+// until the exchange ends. A nil *record records nothing.
+type record struct {
+	t     *Tap
+	seq   uint64
+	start time.Time
+	u     *url.URL          // the upstream URL, for notices
+	x     exchange.Exchange // written by the forwarding path until end, then by finish
+
+	reqDone   chan struct{} // closed once the request is decoded and its incomplete event appended
+	reqHeader http.Header   // the request header; set before reqDone is closed
+	reqBody   []byte        // the decoded request body; set before reqDone is closed
+	reqEnc    string        // its encoding as recorded; set before reqDone is closed
+
+	respCodings   []string   // the response's Content-Encoding, to undo
+	contentLength int        // the response's Content-Length, -1 if unknown, at most maxPresize
+	arena         []byte     // the response body as received
+	ends          []chunkEnd // the chunks of arena
+}
+
+// maxPresize bounds the arena allocated up front for a response of known
+// length.
+const maxPresize = 4 << 20
+
+// chunkEnd is where a chunk of the response body ends in the arena, and
+// when it arrived.
+type chunkEnd struct {
+	end int
+	at  time.Duration
+}
+
+// newRecord starts recording an exchange, reserving its Seq; it returns nil
+// when the tap has no Recorder.
+func (t *Tap) newRecord(start time.Time, method string, tg target) *record {
+	if t.recorder == nil {
+		return nil
+	}
+	return &record{
+		t:     t,
+		seq:   t.recorder.Reserve(),
+		start: start,
+		u:     tg.url,
+		x: exchange.Exchange{
+			Route:      tg.route,
+			BaseURLVar: tg.varName,
+			Method:     method,
+			URL:        tg.url.String(),
+		},
+	}
+}
+
+// request records the request header and body as sent upstream, and
+// appends the exchange as incomplete. h and body must not change
+// afterwards; the record copies them.
+func (r *record) request(h http.Header, body []byte) {
+	if r == nil {
+		return
+	}
+	req := r.x // the request line, before the response is known
+	r.reqDone = make(chan struct{})
+	r.t.active.Add(1)
+	go func() {
+		defer r.t.active.Done()
+		sent, codings := contentEncoding(h)
+		decoded, err := decodeBody(body, codings)
+		switch {
+		case err != nil:
+			r.t.logf("acptap: recording the request body of %s %s://%s%s undecoded: %v", req.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
+			decoded, sent = bytes.Clone(body), ""
+		case len(codings) == 0 || len(body) == 0:
+			// body is the upstream request's too; the recording must be
+			// free to change its copy.
+			decoded = bytes.Clone(body)
+		}
+		r.reqHeader, r.reqBody, r.reqEnc = h.Clone(), decoded, sent
+
+		// Redact changes what it is given: give it copies.
+		req.RequestHeaders = h.Clone()
+		req.RequestBody = bytes.Clone(decoded)
+		req.RequestEncoding = sent
+		r.t.appendExchange(r.seq, r.start, &req, store.FlagIncomplete)
+		close(r.reqDone) // after the append, which the final one must follow
+	}()
+}
+
+// response records the response's status and header, received ttfb after
+// the request started.
+func (r *record) response(resp *http.Response, ttfb time.Duration) {
+	if r == nil {
+		return
+	}
+	r.x.Status = resp.StatusCode
+	r.x.Proto = resp.Proto
+	r.x.ResponseHeaders = resp.Header.Clone()
+	r.x.TTFB = ttfb
+	r.x.ResponseEncoding, r.respCodings = contentEncoding(resp.Header)
+	r.contentLength = int(min(resp.ContentLength, maxPresize))
+}
+
+// chunk records a chunk of the response body that arrived at at.
+func (r *record) chunk(p []byte, at time.Duration) {
+	if r == nil {
+		return
+	}
+	if r.arena == nil {
+		r.arena = make([]byte, 0, max(len(p), r.contentLength))
+	}
+	r.arena = append(r.arena, p...)
+	r.ends = append(r.ends, chunkEnd{end: len(r.arena), at: at})
+}
+
+// end finishes the exchange, failed with err unless err is nil, and has
+// it recorded in the background.
+func (r *record) end(err error) {
+	if r == nil {
+		return
+	}
+	r.x.Duration = time.Since(r.start)
+	if err != nil {
+		r.x.Error = err.Error()
+	}
+	r.t.active.Add(1)
+	go func() {
+		defer r.t.active.Done()
+		r.finish()
+	}()
+}
+
+// finish decodes the response body and appends the finished exchange.
+func (r *record) finish() {
+	if r.reqDone != nil {
+		<-r.reqDone
+		r.x.RequestHeaders, r.x.RequestBody, r.x.RequestEncoding = r.reqHeader, r.reqBody, r.reqEnc
+	}
+	chunks := make([]exchange.Chunk, len(r.ends))
+	from := 0
+	for i, e := range r.ends {
+		chunks[i] = exchange.Chunk{At: e.at, Data: r.arena[from:e.end:e.end]}
+		from = e.end
+	}
+	if len(r.respCodings) > 0 {
+		decoded, err := decodeChunks(chunks, r.respCodings, r.x.Error != "")
+		if err != nil {
+			r.t.logf("acptap: recording the response body of %s %s://%s%s undecoded: %v", r.x.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
+			r.x.ResponseEncoding = ""
+		} else {
+			chunks = decoded
+		}
+	}
+	r.x.Chunks = chunks
+	r.t.appendExchange(r.seq, r.start, &r.x, 0)
+}
+
+// appendExchange redacts x and appends it to the Recorder.
+func (t *Tap) appendExchange(seq uint64, start time.Time, x *exchange.Exchange, flags store.Flag) {
+	if t.redact != nil {
+		t.redact(x)
+	}
+	data, err := exchange.Marshal(x)
+	if err != nil {
+		t.logf("acptap: not recording an exchange: %v", err)
+		return
+	}
+	t.recorder.Append(store.Event{
+		Seq:    seq,
+		Kind:   store.KindExchange,
+		Lane:   store.LaneLLM,
+		Offset: start.Sub(t.start),
+		Flags:  flags,
+		Data:   data,
+	})
+}

@@ -1,0 +1,278 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// target is where a request goes and how its exchange is recorded.
+type target struct {
+	url     *url.URL // the upstream URL
+	host    string   // the Host header to send; "" for url.Host
+	route   string   // exchange.RouteProxy or exchange.RouteBaseURL
+	varName string   // the variable of a RouteBaseURL route
+}
+
+// errClientGone is why an exchange ended when the agent closed its
+// connection or cancelled its request.
+var errClientGone = errors.New("the client went away")
+
+// readSize is the most a single read of a response body asks for; reads
+// return what has arrived, so a stream is forwarded in the pieces in which
+// it arrives.
+const readSize = 32 << 10
+
+// bufPool holds the buffers that response bodies are read into.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, readSize); return &b }}
+
+// hopHeaders are the hop-by-hop headers, which concern one connection and
+// are not forwarded (RFC 9110, section 7.6.1).
+var hopHeaders = []string{
+	"Connection",
+	"Proxy-Connection", // not standard, but sent by some clients
+	"Keep-Alive",
+	"Proxy-Authenticate",
+	"Proxy-Authorization",
+	"Te",
+	"Trailer",
+	"Transfer-Encoding",
+	"Upgrade",
+}
+
+// removeHopHeaders removes the hop-by-hop headers from h, including those
+// that its Connection header names.
+func removeHopHeaders(h http.Header) {
+	for _, f := range h["Connection"] {
+		for sf := range strings.SplitSeq(f, ",") {
+			if sf = textproto.TrimString(sf); sf != "" {
+				h.Del(sf)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+// isUpgrade reports whether the request asks to switch protocols
+// (WebSocket, h2c).
+func isUpgrade(h http.Header) bool {
+	for _, f := range h["Connection"] {
+		for sf := range strings.SplitSeq(f, ",") {
+			if strings.EqualFold(textproto.TrimString(sf), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serveExchange forwards r to tg and streams the response back, recording
+// the exchange.
+func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
+	start := time.Now()
+	if !t.begin() {
+		http.Error(w, "acptap: "+ErrClosed.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	defer t.active.Done()
+	rec := t.newRecord(start, r.Method, tg)
+
+	upgrade := r.Method == http.MethodConnect || isUpgrade(r.Header)
+	trailers := acceptsTrailers(r.Header)
+	// The request's header is the handler's to change; it becomes the
+	// upstream request's, and the recording's.
+	header := r.Header
+	removeHopHeaders(header)
+	body, err := io.ReadAll(r.Body)
+	rec.request(header, body)
+	if err != nil {
+		err = fmt.Errorf("reading the request body: %w", err)
+		rec.end(err)
+		t.notice(r.Method, tg.url, err)
+		http.Error(w, "acptap: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if upgrade {
+		err := errors.New("protocol upgrades and tunnels within tunnels are not supported by the tap")
+		rec.end(err)
+		t.notice(r.Method, tg.url, err)
+		http.Error(w, "acptap: "+err.Error(), http.StatusNotImplemented)
+		return
+	}
+
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(t.ctx, func() { cancel(ErrClosed) })()
+	resp, err := t.transport.RoundTrip(upstreamRequest(ctx, r.Method, tg, header, trailers, body))
+	if err != nil {
+		err = t.why(r, err)
+		rec.end(fmt.Errorf("no response: %w", err))
+		t.notice(r.Method, tg.url, fmt.Errorf("no response: %w", err))
+		if !errors.Is(err, errClientGone) {
+			http.Error(w, fmt.Sprintf("acptap: no response from %s: %v", tg.url.Host, err), http.StatusBadGateway)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	removeHopHeaders(resp.Header)
+	rec.response(resp, time.Since(start))
+
+	h := w.Header()
+	for k, vv := range resp.Header {
+		h[k] = vv
+	}
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	if resp.ContentLength < 0 {
+		// A stream: let the agent see the headers before the first event,
+		// however long that takes. A body of known length follows its
+		// headers closely and goes out with them.
+		rc.Flush()
+	}
+
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	var total int64
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			at := time.Since(start)
+			_, werr := w.Write(buf[:n])
+			if werr == nil {
+				werr = rc.Flush()
+			}
+			// Kept after forwarding, so that the copy comes after the
+			// agent has the bytes.
+			rec.chunk(buf[:n], at)
+			if werr != nil {
+				cause := t.interrupted(r)
+				if cause != ErrClosed {
+					cause = fmt.Errorf("%w: %w", errClientGone, werr)
+				}
+				err := fmt.Errorf("response cut after %d bytes: %w", total, cause)
+				rec.end(err)
+				t.notice(r.Method, tg.url, err)
+				return
+			}
+			total += int64(n)
+		}
+		if rerr == io.EOF {
+			// Complete, even if the agent has left meanwhile: it has every
+			// byte (agents often stop reading at the last event).
+			break
+		}
+		if rerr != nil {
+			cause := t.why(r, rerr)
+			err := fmt.Errorf("response cut after %d bytes: %w", total, cause)
+			rec.end(err)
+			t.notice(r.Method, tg.url, err)
+			if errors.Is(cause, errClientGone) {
+				return
+			}
+			// A clean return would end the response as if complete; the
+			// agent must see a broken stream, as it would without the tap.
+			panic(http.ErrAbortHandler)
+		}
+	}
+	for k, vv := range resp.Trailer {
+		h[http.TrailerPrefix+k] = vv
+	}
+	rec.end(nil)
+}
+
+// acceptsTrailers reports whether the client's TE header accepts
+// trailers, which is the one TE value that is forwarded.
+func acceptsTrailers(h http.Header) bool {
+	for _, v := range h.Values("Te") {
+		for tv := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(textproto.TrimString(tv), "trailers") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// upstreamRequest returns the request to send upstream: the target URL,
+// the client's method, header (without hop-by-hop headers) and body as
+// sent. header is not changed.
+func upstreamRequest(ctx context.Context, method string, tg target, header http.Header, trailers bool, body []byte) *http.Request {
+	out := &http.Request{
+		Method:        method,
+		URL:           tg.url,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        header,
+		Host:          tg.host,
+		ContentLength: int64(len(body)),
+	}
+	if _, ok := header["User-Agent"]; !ok || trailers {
+		out.Header = header.Clone()
+		if !ok {
+			// Keep the Transport from adding its own.
+			out.Header["User-Agent"] = []string{""}
+		}
+		if trailers {
+			out.Header.Set("Te", "trailers")
+		}
+	}
+	if len(body) == 0 {
+		out.Body = http.NoBody
+		out.GetBody = func() (io.ReadCloser, error) { return http.NoBody, nil }
+	} else {
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		// Lets the Transport send the request again on a fresh
+		// connection when a kept-alive one turns out dead.
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return out.WithContext(ctx)
+}
+
+// interrupted returns why the exchange of r cannot go on, whatever the
+// upstream does: ErrClosed, errClientGone, or nil if neither. Close cancels
+// the tap's context before it closes connections, so that what it ends is
+// put down to it.
+func (t *Tap) interrupted(r *http.Request) error {
+	switch {
+	case t.ctx.Err() != nil:
+		return ErrClosed
+	case r.Context().Err() != nil:
+		return errClientGone
+	}
+	return nil
+}
+
+// why says why the upstream request of r failed with err: the tap closed,
+// the client went away, or err itself.
+func (t *Tap) why(r *http.Request, err error) error {
+	switch cause := t.interrupted(r); cause {
+	case nil:
+		return err
+	case errClientGone:
+		return fmt.Errorf("%w: %w", errClientGone, err)
+	default:
+		return cause
+	}
+}
+
+// notice logs an exchange that failed for a reason the agent's user may
+// want to know: not the tap closing, nor the agent cancelling a request.
+// The URL is logged without its query, which may hold a key.
+func (t *Tap) notice(method string, u *url.URL, err error) {
+	if errors.Is(err, ErrClosed) || errors.Is(err, errClientGone) {
+		return
+	}
+	t.logf("acptap: %s %s://%s%s: %v", method, u.Scheme, u.Host, u.EscapedPath(), err)
+}
