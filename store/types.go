@@ -88,6 +88,11 @@ type Recording struct {
 	// tell paths under them from real content.
 	Home string `json:"home,omitempty"`
 	Tmp  string `json:"tmp,omitempty"`
+	// BaseURLs maps each base-URL variable the tap rewrote to its
+	// upstream; ProxyEnv says whether the agent was given HTTPS_PROXY and
+	// friends. A replay reaches the agent the same ways.
+	BaseURLs map[string]string `json:"base_urls,omitempty"`
+	ProxyEnv bool              `json:"proxy_env,omitempty"`
 
 	// Set when the recording ends. While Done is false the recording is
 	// either still being written or was interrupted (acptap was killed);

@@ -87,7 +87,9 @@ func newApp(stdio *IO) *cli.App {
 		// Errors are printed by Main; the default handler would os.Exit.
 		ExitErrHandler:  func(*cli.Context, error) {},
 		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
+		// --base-url values are URLs: never split them at commas.
+		DisableSliceFlagSeparator: true,
+		OnUsageError:              onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageErrorf("unknown command %q; see acptap --help", c.Args().First())

@@ -24,6 +24,10 @@ import (
 func TestMain(m *testing.M) {
 	// Race-built helper processes otherwise linger a second at exit.
 	os.Setenv("GORACE", "atexit_sleep_ms=0")
+	// Tests never touch the user's interception CA.
+	if os.Getenv("ACPTAP_CA_DIR") == "" {
+		os.Setenv("ACPTAP_CA_DIR", filepath.Join(os.TempDir(), "acptap-test-ca"))
+	}
 	testscript.Main(m, map[string]func(){
 		"acptap": func() {
 			os.Exit(Main(os.Args, &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
@@ -34,7 +38,8 @@ func TestMain(m *testing.M) {
 		"testeditor": func() {
 			os.Exit(testeditor.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
-		"rawagent": rawAgent,
+		"rawagent":  rawAgent,
+		"leakagent": leakAgent,
 	})
 }
 

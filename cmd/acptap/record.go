@@ -27,6 +27,15 @@ type recordOptions struct {
 	Force     bool
 	Grace     time.Duration
 	Argv      []string
+	// BaseURLs are the --base-url VAR[=UPSTREAM] values.
+	BaseURLs []string
+	// UpstreamCA is a PEM file of extra roots for upstream TLS.
+	UpstreamCA string
+	// CADir holds the interception CA; if empty, proxy.DefaultCADir().
+	CADir string
+	// NoProxyEnv leaves HTTPS_PROXY and friends unset: only base-URL
+	// routes reach the tap.
+	NoProxyEnv bool
 	// ForwardSignals relays SIGINT/SIGTERM/SIGHUP to the agent. Off for
 	// in-process tests, which must not install signal handlers.
 	ForwardSignals bool
@@ -45,6 +54,10 @@ func recordCommand(stdio *IO) *cli.Command {
 			&cli.StringFlag{Name: "name", Usage: "recording `NAME` (default: generated and printed to stderr)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing recording of the same name"},
 			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "after the editor closes stdin, how long the agent may take to exit before it is terminated"},
+			&cli.StringSliceFlag{Name: "base-url", Usage: "set env `VAR[=UPSTREAM]` of the agent to a loopback URL of the HTTP tap that forwards to UPSTREAM (default: VAR's value, else the public endpoint of a well-known VAR); repeatable"},
+			&cli.StringFlag{Name: "upstream-ca", Usage: "PEM `FILE` of extra CA certificates trusted for upstream TLS"},
+			&cli.StringFlag{Name: "ca-dir", EnvVars: []string{"ACPTAP_CA_DIR"}, Usage: "`DIR` of the interception CA (created on first use; default ~/.config/acptap)"},
+			&cli.BoolFlag{Name: "no-proxy-env", Usage: "do not set HTTPS_PROXY/HTTP_PROXY/ALL_PROXY and the CA variables for the agent"},
 		},
 		Action: func(c *cli.Context) error {
 			return runRecord(&recordOptions{
@@ -54,6 +67,10 @@ func recordCommand(stdio *IO) *cli.Command {
 				Force:          c.Bool("force"),
 				Grace:          c.Duration("grace"),
 				Argv:           c.Args().Slice(),
+				BaseURLs:       c.StringSlice("base-url"),
+				UpstreamCA:     c.String("upstream-ca"),
+				CADir:          c.String("ca-dir"),
+				NoProxyEnv:     c.Bool("no-proxy-env"),
 				ForwardSignals: true,
 			})
 		},
@@ -79,6 +96,15 @@ func runRecord(opts *recordOptions) error {
 	if err := store.ValidName(name); err != nil {
 		return usageErrorf("record: %v; pass another --name", err)
 	}
+	env := os.Environ()
+	routes, err := baseURLRoutes(opts.BaseURLs, env)
+	if err != nil {
+		return err
+	}
+	tapCfg, err := tapConfig(opts)
+	if err != nil {
+		return err
+	}
 	st, err := openStore(opts.StorePath, false)
 	if err != nil {
 		return err
@@ -86,7 +112,6 @@ func runRecord(opts *recordOptions) error {
 	defer st.Close()
 
 	cwd, _ := os.Getwd()
-	env := os.Environ()
 	rec := store.Recording{
 		Name:     name,
 		Created:  time.Now(),
@@ -96,6 +121,13 @@ func runRecord(opts *recordOptions) error {
 		EnvNames: envNames(env),
 		Home:     os.Getenv("HOME"),
 		Tmp:      os.TempDir(),
+		ProxyEnv: !opts.NoProxyEnv,
+	}
+	if len(routes) > 0 {
+		rec.BaseURLs = map[string]string{}
+		for _, r := range routes {
+			rec.BaseURLs[r.Var] = redact.New(env).URL(r.Upstream)
+		}
 	}
 	w, err := st.Create(rec, opts.Force)
 	if errors.Is(err, store.ErrExists) {
@@ -107,12 +139,31 @@ func runRecord(opts *recordOptions) error {
 	fmt.Fprintf(opts.IO.Err, "acptap: recording %q into %s\n", name, st.Path())
 
 	secrets := redact.New(env)
-	// Offsets count from just before the agent starts; the callback below
-	// may run before Start returns.
+	// Offsets count from just before the HTTP tap and the agent start; the
+	// callbacks below may run before Start returns.
 	start := time.Now()
+	tapCfg.Recorder = w
+	tapCfg.Redact = secrets.Exchange
+	tapCfg.Start = start
+	tapCfg.Logf = func(format string, args ...any) {
+		fmt.Fprintf(opts.IO.Err, "acptap: "+format+"\n", args...)
+	}
+	childEnv, tap, err := startTap(tapCfg, routes, env, opts.NoProxyEnv)
+	if err != nil {
+		w.Update(func(r *store.Recording) {
+			r.Done = true
+			r.ExitCode = ExitUsage
+			r.Error = err.Error()
+		})
+		w.Finish()
+		return err
+	}
+	// The tap closes before the writer finishes: Close waits for the last
+	// exchanges to be recorded.
+	defer tap.Close()
 	sess, err := stdiotap.Start(stdiotap.Config{
 		Argv:           opts.Argv,
-		Env:            env,
+		Env:            childEnv,
 		Stdin:          opts.IO.In,
 		Stdout:         opts.IO.Out,
 		Stderr:         opts.IO.Err,
@@ -131,12 +182,16 @@ func runRecord(opts *recordOptions) error {
 			r.ExitCode = ExitUsage
 			r.Error = err.Error()
 		})
+		tap.Close()
 		if ferr := w.Finish(); ferr != nil {
 			fmt.Fprintf(opts.IO.Err, "acptap: saving recording %q: %v\n", name, ferr)
 		}
 		return usageErrorf("record: %v", err)
 	}
 	exit, waitErr := sess.Wait()
+	if err := tap.Close(); err != nil {
+		fmt.Fprintf(opts.IO.Err, "acptap: closing the HTTP tap: %v\n", err)
+	}
 	w.Update(func(r *store.Recording) {
 		r.Done = true
 		r.ExitCode = exit.Code
