@@ -1,0 +1,125 @@
+package normalize
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fuzzOptions has roots nested in each other and user rules whose
+// replacements are fixed points, as ParseRules demands.
+func fuzzOptions(t testing.TB) Options {
+	rules, err := ParseRules([]byte(`[{"path":"$.**.started","placeholder":"<started>"},{"regexp":"build [0-9]+","replace":"build N"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{Cwd: []string{"/w/ws"}, Home: []string{"/home/u"}, Tmp: []string{"/tmp", "/w/tmp"}, Rules: rules}
+}
+
+// addStreamSeeds adds every frame of the test streams, and each stream
+// whole, to the corpus.
+func addStreamSeeds(f *testing.F) {
+	names, _ := filepath.Glob("testdata/*.ndjson")
+	for _, name := range names {
+		sf := readStream(f, filepath.Base(name))
+		var all [][]byte
+		for _, fr := range sf.frames {
+			f.Add(fr.Line)
+			all = append(all, fr.Line)
+		}
+		f.Add(bytes.Join(all, []byte("\n")))
+	}
+}
+
+// FuzzIdempotent checks that normalizing twice equals normalizing once, for
+// one frame, for a stream (the lines of the input) with and without
+// coalescing, and for an LLM request body; and that the output is JSON.
+func FuzzIdempotent(f *testing.F) {
+	addStreamSeeds(f)
+	for _, s := range []string{"", "\xff\xfe", "/w/ws/tmp/x", "<cwd>/home/u/a", `{"a":"{\"pid\":1}"}`, "build 12026-11-29T10:00:00Z",
+		`{"text":"Current date: Sat Nov 29 2026 in /w/ws.","id":"fc_1","usage":{"x_tokens":1}}`} {
+		f.Add([]byte(s))
+	}
+	opts := fuzzOptions(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		once := New(opts).Frame(Agent, data)
+		if !json.Valid(once) {
+			t.Fatalf("Frame(%q) = %q, not JSON", data, once)
+		}
+		if twice := New(opts).Frame(Agent, once); !bytes.Equal(twice, once) {
+			t.Fatalf("Frame(%q):\nonce  %s\ntwice %s", data, once, twice)
+		}
+
+		var frames []Frame
+		for i, line := range bytes.Split(data, []byte("\n")) {
+			frames = append(frames, Frame{Lane(i % 2), line})
+		}
+		for _, noCoalesce := range []bool{false, true} {
+			o := opts
+			o.NoCoalesce = noCoalesce
+			onceVals := New(o).Stream(frames)
+			once, twice := joinLines(onceVals), joinLines(New(o).Stream(agentFrames(onceVals)))
+			if !bytes.Equal(twice, once) {
+				t.Fatalf("Stream (NoCoalesce %v) of %q:\nonce  %s\ntwice %s", noCoalesce, data, once, twice)
+			}
+		}
+
+		body := encode(New(opts).Request("POST", "/v1/responses", nil, data).(map[string]any)["body"])
+		again := encode(New(opts).Request("POST", "/v1/responses", nil, body).(map[string]any)["body"])
+		if !bytes.Equal(again, body) {
+			t.Fatalf("request body %q:\nonce  %s\ntwice %s", data, body, again)
+		}
+	})
+}
+
+// FuzzParseRules checks that ParseRules fails with a one-line error that
+// wraps ErrRules, or returns rules that print back to what it parses
+// again and that apply without trouble.
+func FuzzParseRules(f *testing.F) {
+	f.Add([]byte(`[{"path":"$.params.update.rawInput.*.started","placeholder":"<started>"},{"regexp":"build ([0-9]+)","replace":"build N"}]`))
+	f.Add([]byte(`[{"path":"$.**[\"a.b\"][0][*]","placeholder":"","comment":"c"},{"regexp":"(?i)x(y)","replace":"${1}z"}]`))
+	f.Add([]byte(`[{"path":"$..a","placeholder":"x"}]`))
+	f.Add([]byte(`[{"regexp":"[0-9]+","replace":"N1"}]`))
+	f.Add([]byte(`{"rules":[]}`))
+	if b, err := os.ReadFile("testdata/rules.ndjson"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "#rules "); ok {
+				f.Add([]byte(rest))
+			}
+		}
+	}
+	sample := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call","rawInput":{"a":{"started":1,"b":[1,"x y"]}},"title":"build 7"}}}`)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rules, err := ParseRules(data)
+		if err != nil {
+			if !errors.Is(err, ErrRules) {
+				t.Fatalf("ParseRules(%q) = %v, want an error wrapping ErrRules", data, err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("ParseRules(%q): error of several lines: %q", data, err)
+			}
+			return
+		}
+		var printed []string
+		for _, r := range rules {
+			printed = append(printed, r.String())
+		}
+		src := "[" + strings.Join(printed, ",") + "]"
+		again, err := ParseRules([]byte(src))
+		if err != nil {
+			t.Fatalf("ParseRules(%q) fails on the printed rules %s: %v", data, src, err)
+		}
+		for i := range again {
+			if again[i].String() != printed[i] {
+				t.Fatalf("rule %d prints as %s, then as %s", i, printed[i], again[i])
+			}
+		}
+		if out := New(Options{Rules: rules}).Frame(Agent, sample); !json.Valid(out) {
+			t.Fatalf("Frame with rules %s = %q, not JSON", src, out)
+		}
+	})
+}

@@ -1,0 +1,347 @@
+// Package normalize rewrites ACP frames and LLM requests so that two runs of an agent session compare equal unless the agent behaved differently.
+package normalize
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Options configures a Normalizer. The zero Options applies the default
+// rules, coalesces message chunks, and rewrites no paths.
+type Options struct {
+	// Cwd, Home and Tmp are the session's working directory, home
+	// directory and temporary directory, as the run being normalized
+	// saw them; several of each are allowed (such as /tmp/x and its
+	// real path /private/tmp/x). Absolute paths under them become
+	// <cwd>/..., <home>/... and <tmp>/..., also inside longer strings
+	// and file:// URIs; the longest root wins.
+	//
+	// A replayed run needs the recorded run's roots as well as its
+	// own: the LLM responses it gets are the recorded ones, so text the
+	// model wrote names the recorded paths.
+	Cwd, Home, Tmp []string
+
+	// Rules are user rules, applied in order after the default rules.
+	Rules []Rule
+
+	// NoCoalesce keeps every message chunk apart in Stream.
+	NoCoalesce bool
+
+	// NoDefaults turns off the default rules; the roots above and the
+	// user rules still apply.
+	NoDefaults bool
+}
+
+// A Lane says which side of the editor-agent connection wrote a frame.
+type Lane uint8
+
+const (
+	Agent  Lane = iota // the agent wrote it to the editor
+	Editor             // the editor wrote it to the agent
+)
+
+// String returns "agent" or "editor".
+func (l Lane) String() string {
+	if l == Editor {
+		return "editor"
+	}
+	return "agent"
+}
+
+// A Frame is one line of an ACP stream, without its newline.
+type Frame struct {
+	Lane Lane
+	Line []byte
+}
+
+// A Normalizer normalizes the frames of one ACP stream, or the requests of
+// one run, replacing the values nobody controls with placeholders. Its
+// default rules:
+//
+//   - JSON-RPC ids become <rpc:N> for the requests the editor sends and
+//     <agentRpc:N> for those the agent sends; a response gets the
+//     placeholder of its request.
+//   - Ids minted at run time become <sessionId:N> (sessionId, session_id),
+//     <toolCallId:N> (toolCallId, call_id, tool_use_id, ...),
+//     <terminalId:N>, <messageId:N>, and <id:N> (requestId,
+//     prompt_cache_key, conversation_id, response_id, item_id, user_id,
+//     installation_id, ..., and a bare "id" in LLM requests only), by
+//     the member's key. In any text, UUIDs become <uuid:N> and prefixed
+//     random ids (ses_..., msg_..., call_..., resp_..., toolu_...,
+//     chatcmpl-...) <id:N>. A value keeps the placeholder it got first
+//     wherever it shows up again, so references stay linked.
+//   - Points in time become <time>: RFC 3339 date-times in any text, and
+//     epoch numbers and date strings in time-like members (created,
+//     timestamp, *_at, *_at_ms, *At, *_time, ...). Durations become
+//     <duration>: anything in duration-like members (duration,
+//     duration_ms, elapsed*, latency*, took*, wall_time, Rust's
+//     {"secs", "nanos"}), and durations after "took", "elapsed", "Wall
+//     time:" and the like in text. Process ids (pid, process_id,
+//     processId) become <pid>, token counts inside usage reports
+//     <tokens>, system_fingerprint <fingerprint>, and obfuscation
+//     <obfuscation>. None of these are numbered: whether two values
+//     coincide is up to the clock.
+//   - Absolute paths under the roots of Options become <cwd>/...,
+//     <home>/... and <tmp>/..., in any text.
+//   - A string that holds a JSON object, such as tool call arguments, is
+//     normalized as JSON and becomes canonical.
+//   - Object keys are normalized like text. Other values stay: message
+//     text, titles, kinds, statuses, stop reasons, exit codes, and
+//     numbers in members that are not about time.
+//
+// Request adds rules for LLM requests; see there. Then come the user rules
+// of Options.
+//
+// Placeholders are numbered per kind in order of first appearance, objects
+// visited in the order of their sorted keys, so that two runs that differ
+// only in such values normalize alike. A placeholder is never rewritten,
+// so normalizing twice equals normalizing once.
+//
+// A Normalizer is safe for concurrent use, but the numbering follows the
+// order of the calls: normalize one stream from one goroutine.
+type Normalizer struct {
+	mu       sync.Mutex
+	defaults bool
+	coalesce bool
+	roots    []root
+	rules    []Rule
+
+	links  map[string]string // value key ("s:..." or "n:...") to placeholder
+	counts map[string]int    // placeholders handed out per kind
+	rpc    [2]map[string]string
+	rpcN   [2]int
+}
+
+// New returns a Normalizer for one stream.
+func New(opts Options) *Normalizer {
+	return &Normalizer{
+		defaults: !opts.NoDefaults,
+		coalesce: !opts.NoCoalesce,
+		roots:    newRoots(opts),
+		rules:    slices.Clone(opts.Rules),
+		links:    map[string]string{},
+		counts:   map[string]int{},
+		rpc:      [2]map[string]string{{}, {}},
+	}
+}
+
+// Frame normalizes one frame written by lane and returns it as canonical
+// JSON (compact, keys sorted). A line that is not JSON becomes a JSON
+// string, normalized like any other string, so that junk lines compare
+// too. Frame never coalesces.
+func (n *Normalizer) Frame(lane Lane, line []byte) json.RawMessage {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return encode(n.frame(lane, parseLine(line)))
+}
+
+// Stream normalizes a sequence of frames, typically all the agent wrote,
+// and returns one canonical JSON value per frame, except that adjacent
+// session/update notifications of the same kind (agent_message_chunk,
+// agent_thought_chunk or user_message_chunk) with text content, alike
+// in everything but their text, become one notification with their texts
+// joined: how a model's answer is cut into chunks is not the agent's
+// doing. Options.NoCoalesce turns this off.
+func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]json.RawMessage, 0, len(frames))
+	var group *chunk
+	flush := func() {
+		if group != nil {
+			out = append(out, encode(n.finishChunk(group)))
+			group = nil
+		}
+	}
+	for _, f := range frames {
+		v := parseLine(f.Line)
+		if n.coalesce {
+			if c, ok := n.startChunk(f.Lane, v); ok {
+				if group != nil && group.key == c.key {
+					group.text.WriteString(c.text.String())
+					continue
+				}
+				flush()
+				group = c
+				continue
+			}
+		}
+		// The frame is normalized before the chunks before it are
+		// finished, which numbers its placeholders first; that is the
+		// same in every run, as the frame ends the run of chunks in
+		// every run.
+		v = n.frame(f.Lane, v)
+		flush()
+		out = append(out, encode(v))
+	}
+	flush()
+	return out
+}
+
+// frame normalizes one decoded frame: the default rules, then the user
+// rules.
+func (n *Normalizer) frame(lane Lane, v any) any {
+	return applyRules(n.rules, n.defaultFrame(lane, v), nil)
+}
+
+// parseLine decodes a frame, or returns its text for a line that is not
+// JSON.
+func parseLine(line []byte) any {
+	line = bytes.TrimRight(line, "\r\n")
+	if v, ok := decode(line); ok {
+		return v
+	}
+	return strings.ToValidUTF8(string(line), "\uFFFD")
+}
+
+// defaultFrame applies the default rules to a decoded frame, linking the
+// id of a JSON-RPC request and the id of its response.
+func (n *Normalizer) defaultFrame(lane Lane, v any) any {
+	m, ok := v.(map[string]any)
+	if !ok || !n.defaults {
+		return n.value(v, fromACP, false)
+	}
+	ns, ok := rpcNamespace(lane, m)
+	if !ok {
+		return n.value(m, fromACP, false)
+	}
+	id := m["id"]
+	delete(m, "id")
+	out := n.value(m, fromACP, false).(map[string]any)
+	out["id"] = n.rpcID(ns, id)
+	return out
+}
+
+// rpcNamespace returns the id namespace of a JSON-RPC request or response:
+// 0 for the requests the editor sends, 1 for those the agent sends. The
+// two sides number their requests independently, so both have an id 0.
+func rpcNamespace(lane Lane, m map[string]any) (int, bool) {
+	switch m["id"].(type) {
+	case string, json.Number:
+	default:
+		return 0, false
+	}
+	from := lane // the lane that sent the request
+	if method, isCall := m["method"]; isCall {
+		if _, ok := method.(string); !ok {
+			return 0, false
+		}
+	} else {
+		_, isResult := m["result"]
+		_, isError := m["error"]
+		if !isResult && !isError {
+			return 0, false
+		}
+		from = Agent
+		if lane == Agent {
+			from = Editor
+		}
+	}
+	if from == Editor {
+		return 0, true
+	}
+	return 1, true
+}
+
+var rpcKinds = [2]string{"rpc", "agentRpc"}
+
+// rpcID returns the placeholder of a JSON-RPC id in namespace ns.
+func (n *Normalizer) rpcID(ns int, id any) any {
+	var key string
+	switch x := id.(type) {
+	case string:
+		if isPlaceholder(x) {
+			return x
+		}
+		key = valueKey(x)
+	case json.Number:
+		key = "n:" + string(x)
+	}
+	if p, ok := n.rpc[ns][key]; ok {
+		return p
+	}
+	n.rpcN[ns]++
+	p := "<" + rpcKinds[ns] + ":" + strconv.Itoa(n.rpcN[ns]) + ">"
+	n.rpc[ns][key] = p
+	return p
+}
+
+// A chunk is a run of message chunks being coalesced. The lane is not part
+// of what must be alike: only agents send session/update, and the output
+// of Stream, which has no lanes, must coalesce alike when normalized again.
+type chunk struct {
+	rest map[string]any  // the normalized frame without its text
+	key  string          // rest as JSON: chunks with equal keys join
+	text strings.Builder // the texts joined, not yet normalized
+}
+
+var chunkKinds = map[string]bool{"agent_message_chunk": true, "agent_thought_chunk": true, "user_message_chunk": true}
+
+// startChunk reports whether v, a decoded frame, is a message chunk with
+// text content and returns it with everything but its text normalized.
+// The text is normalized once the run of chunks is complete, so that a
+// path or an id cut in two by a chunk boundary is still recognized.
+func (n *Normalizer) startChunk(lane Lane, v any) (*chunk, bool) {
+	m, ok := v.(map[string]any)
+	if !ok || m["method"] != "session/update" {
+		return nil, false
+	}
+	if _, ok := m["id"]; ok {
+		return nil, false
+	}
+	update, _ := dig(m, "params", "update")
+	content, ok := dig(update, "content")
+	if !ok || content["type"] != "text" {
+		return nil, false
+	}
+	if kind, _ := update["sessionUpdate"].(string); !chunkKinds[kind] {
+		return nil, false
+	}
+	text, ok := content["text"].(string)
+	if !ok {
+		return nil, false
+	}
+	delete(content, "text")
+	rest, _ := applyRules(n.rules, n.defaultFrame(lane, m), nil).(map[string]any)
+	// A user rule may have replaced the content or put a text back:
+	// such a frame is normalized whole instead.
+	if c, ok := dig(rest, "params", "update", "content"); !ok || c["text"] != nil {
+		content["text"] = text
+		return nil, false
+	}
+	c := &chunk{rest: rest, key: string(encode(rest))}
+	c.text.WriteString(text)
+	return c, true
+}
+
+var textPath = []step{{key: "params"}, {key: "update"}, {key: "content"}, {key: "text"}}
+
+// finishChunk normalizes the joined text of a run of chunks and returns
+// the coalesced frame.
+func (n *Normalizer) finishChunk(c *chunk) any {
+	content, _ := dig(c.rest, "params", "update", "content")
+	text := n.str(c.text.String(), fromACP)
+	content["text"] = applyRules(n.rules, text, textPath)
+	return c.rest
+}
+
+// dig returns the object at the end of a chain of keys.
+func dig(m map[string]any, keys ...string) (map[string]any, bool) {
+	for _, k := range keys {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		m = next
+	}
+	return m, true
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
