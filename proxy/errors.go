@@ -16,4 +16,12 @@ var (
 	// ErrInvalidCA means the CA files exist but cannot be used: unreadable
 	// PEM, a key that is not ECDSA, a certificate that is not a CA.
 	ErrInvalidCA = errors.New("invalid CA files")
+
+	// ErrReset, wrapped in the error that a response body from
+	// Config.Transport returns from Read, makes the tap reset the agent's
+	// connection after the bytes read so far: an HTTP/1 connection is
+	// closed with a TCP RST, and the stream of an HTTP/2 one is reset. Any
+	// other body error aborts the response, which the agent sees as a
+	// stream cut short. The replay server uses it to inject resets.
+	ErrReset = errors.New("connection reset requested")
 )

@@ -3,9 +3,11 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -118,9 +120,12 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 		err = t.why(r, err)
 		rec.end(fmt.Errorf("no response: %w", err))
 		t.notice(r.Method, tg.url, fmt.Errorf("no response: %w", err))
-		if !errors.Is(err, errClientGone) {
-			http.Error(w, fmt.Sprintf("acptap: no response from %s: %v", tg.url.Host, err), http.StatusBadGateway)
+		if errors.Is(err, errClientGone) {
+			// The agent left: a clean return would hand it an empty 200
+			// should it still be reading.
+			panic(http.ErrAbortHandler)
 		}
+		http.Error(w, fmt.Sprintf("acptap: no response from %s: %v", tg.url.Host, err), http.StatusBadGateway)
 		return
 	}
 	defer resp.Body.Close()
@@ -177,7 +182,8 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 			err := fmt.Errorf("response cut after %d bytes: %w", total, cause)
 			rec.end(err)
 			t.notice(r.Method, tg.url, err)
-			if errors.Is(cause, errClientGone) {
+			if errors.Is(rerr, ErrReset) && !errors.Is(cause, errClientGone) {
+				resetConn(w)
 				return
 			}
 			// A clean return would end the response as if complete; the
@@ -189,6 +195,42 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 		h[http.TrailerPrefix+k] = vv
 	}
 	rec.end(nil)
+}
+
+// resetConn resets the agent's connection of w, as a Transport asks with
+// ErrReset: it takes the connection over and closes it with a TCP RST,
+// discarding what TLS would send on close. A connection that cannot be
+// taken over, an HTTP/2 one, has the response aborted, which resets its
+// stream.
+func resetConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	tc := tcpConn(conn)
+	if tc == nil {
+		conn.Close()
+		return
+	}
+	tc.SetLinger(0)
+	tc.Close()
+}
+
+// tcpConn returns the TCP connection under c, through TLS and CONNECT
+// tunnels, or nil if there is none.
+func tcpConn(c net.Conn) *net.TCPConn {
+	for {
+		switch v := c.(type) {
+		case *net.TCPConn:
+			return v
+		case *tls.Conn:
+			c = v.NetConn()
+		case *tunnelConn:
+			c = v.Conn
+		default:
+			return nil
+		}
+	}
 }
 
 // acceptsTrailers reports whether the client's TE header accepts

@@ -28,7 +28,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		uint8(KindExchange), uint8(LaneLLM), uint8(FlagIncomplete), int64(-1), []byte("\xff\x00"))
 	f.Add(mustEncodeEvent(f, Event{Kind: KindFrame, Lane: LaneStderr, Flags: FlagNoNewline | FlagContinued}),
 		uint8(0), uint8(255), uint8(255), int64(1<<62), bytes.Repeat([]byte("ab"), 1000))
-	f.Add([]byte{eventEncoding + 1, 1, 1, 0, 0}, uint8(1), uint8(1), uint8(0), int64(0), []byte{})
+	f.Add([]byte{blockEncoding + 1, 1, 1, 0, 0}, uint8(1), uint8(1), uint8(0), int64(0), []byte{})
 	f.Add([]byte{eventEncoding, 1, 1, 0, 0x80}, uint8(1), uint8(1), uint8(0), int64(0), []byte{})
 	f.Add([]byte{eventEncoding, 1, 1, 0, 0, 0x28, 0xb5, 0x2f, 0xfd}, uint8(1), uint8(1), uint8(0), int64(0), []byte{})
 	f.Fuzz(func(t *testing.T, raw []byte, kind, lane, flags uint8, offset int64, data []byte) {
@@ -38,14 +38,22 @@ func FuzzDecodeEvent(f *testing.F) {
 			if err != nil || !eventEqual(again, e) {
 				t.Fatalf("re-encoding %s decodes to %s, %v", describe(e), describe(again), err)
 			}
+			// A reader that does not know the encoding: decodeValue.
+			events, err := decodeValue(nil, 7, raw)
+			if err != nil || len(events) != 1 || !eventEqual(events[0], e) {
+				t.Fatalf("decodeValue of an event value = %d events, %v; want %s", len(events), err, describe(e))
+			}
 		} else if len(raw) > 0 && raw[0] != eventEncoding && !errors.Is(err, ErrUnknownFormat) {
-			t.Fatalf("decoding encoding %d: %v, want ErrUnknownFormat", raw[0], err)
+			t.Fatalf("decodeEvent of encoding %d: %v, want ErrUnknownFormat", raw[0], err)
+		}
+		if _, err := decodeValue(nil, 7, raw); err != nil && len(raw) > 0 && raw[0] > blockEncoding && !errors.Is(err, ErrUnknownFormat) {
+			t.Fatalf("decodeValue of encoding %d: %v, want ErrUnknownFormat", raw[0], err)
 		}
 
 		want := Event{Seq: 9, Kind: Kind(kind), Lane: Lane(lane), Flags: Flag(flags), Offset: time.Duration(offset), Data: data}
 		v := mustEncodeEvent(t, want)
-		if k, err := kindOf(v); err != nil || k != want.Kind {
-			t.Fatalf("kindOf = %d, %v; want %d", k, err, want.Kind)
+		if k, n, err := valueSpan(want.Seq, v); err != nil || k != want.Kind || n != 1 {
+			t.Fatalf("valueSpan = %d, %d, %v; want %d, 1", k, n, err, want.Kind)
 		}
 		got, err := decodeEvent(9, v)
 		if err != nil {
@@ -154,6 +162,20 @@ func TestDecompressionBombs(t *testing.T) {
 	if _, err := decodeEvent(1, append(header, declared...)); !errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 		t.Errorf("decodeEvent of a frame declaring 1 TiB = %v, want zstd.ErrDecoderSizeExceeded", err)
 	}
+	// A frame block decodes to at most maxBlockBody, whatever its frame
+	// says or does not say.
+	block := []byte{blockEncoding, 1}
+	if _, err := decodeBlock(nil, 1, append(block, declared...)); !errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		t.Errorf("decodeBlock of a frame declaring 1 TiB = %v, want zstd.ErrDecoderSizeExceeded", err)
+	}
+	if _, err := decodeBlock(nil, 1, append(block, rleFrame(maxBlockBody+1)...)); !errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		t.Errorf("decodeBlock of %d bytes = %v, want zstd.ErrDecoderSizeExceeded", maxBlockBody+1, err)
+	}
+	// Within the limit, the body decodes (and is nonsense).
+	if _, err := decodeBlock(nil, 1, append(block, rleFrame(maxBlockBody)...)); err == nil || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		t.Errorf("decodeBlock of %d bytes of 'x' = %v, want an error about the body", maxBlockBody, err)
+	}
+
 	// A frame that does not. Decoding 256 MiB takes a while under -race.
 	if testing.Short() {
 		t.Skip("decoding 256 MiB in -short mode")

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -211,7 +212,7 @@ func TestUnknownStoreFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	setFormat(t, path, "2")
+	setFormat(t, path, strconv.Itoa(storeFormat+1))
 	wantOpenError(t, path, nil, ErrUnknownFormat)
 	wantOpenError(t, path, readOnly, ErrUnknownFormat)
 }
@@ -278,15 +279,19 @@ func TestUnknownEventEncoding(t *testing.T) {
 	}
 	defer s.Close()
 	w := mustCreate(t, s, Recording{Name: "r"})
+	// One commit, so one value, per event.
 	for range 3 {
 		w.Append(Event{Kind: KindFrame, Data: []byte("x")})
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := w.Finish(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.db.Update(func(tx *bolt.Tx) error {
 		eb := tx.Bucket(recordingsBucket).Bucket([]byte("r")).Bucket(eventsBucket)
-		return eb.Put([]byte{0, 0, 0, 0, 0, 0, 0, 2}, []byte{eventEncoding + 1, 1, 1, 0, 0})
+		return eb.Put([]byte{0, 0, 0, 0, 0, 0, 0, 2}, []byte{blockEncoding + 1, 1, 1, 0, 0})
 	}); err != nil {
 		t.Fatal(err)
 	}

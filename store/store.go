@@ -23,12 +23,14 @@ import (
 // Layout of the bbolt file:
 //
 //	acptap/                    the store bucket
-//	    format -> FormatVersion in decimal
+//	    format -> storeFormat in decimal
 //	recordings/
 //	    NAME/                  one bucket per recording
 //	        meta -> zstd(JSON of Recording)
 //	        events/
-//	            Seq as 8 bytes big-endian -> event value (see eventEncoding)
+//	            Seq as 8 bytes big-endian -> event value or frame block
+//	                                   (see eventEncoding), keyed by the Seq
+//	                                   of its first event
 //
 // The format value is the one value not compressed: every version must be
 // able to read it. Events of all lanes share one key space, so a cursor
@@ -41,6 +43,12 @@ var (
 	metaKey          = []byte("meta")
 	eventsBucket     = []byte("events")
 )
+
+// storeFormat is the format of the store's layout, the value of the
+// format key. It is not FormatVersion: a new encoding of the events of a
+// recording, which its metadata announces, leaves the layout as it was
+// (see FormatVersion). A store of a larger format is refused as a whole.
+const storeFormat = 1
 
 // defaultTimeout is used when Options.Timeout is zero.
 const defaultTimeout = time.Second
@@ -175,7 +183,7 @@ func (s *Store) init() error {
 		if err != nil {
 			return err
 		}
-		if err := b.Put(formatKey, []byte(strconv.Itoa(FormatVersion))); err != nil {
+		if err := b.Put(formatKey, []byte(strconv.Itoa(storeFormat))); err != nil {
 			return err
 		}
 		_, err = tx.CreateBucket(recordingsBucket)
@@ -202,8 +210,8 @@ func (s *Store) checkLayout(tx *bolt.Tx) (empty bool, err error) {
 	if err != nil || n < 1 {
 		return false, fmt.Errorf("open store %s: %w: bad format value %q", s.path, ErrNotStore, v)
 	}
-	if n > FormatVersion {
-		return false, fmt.Errorf("open store %s: store format %d, this acptap reads up to %d: %w", s.path, n, FormatVersion, ErrUnknownFormat)
+	if n > storeFormat {
+		return false, fmt.Errorf("open store %s: store format %d, this acptap reads up to %d: %w", s.path, n, storeFormat, ErrUnknownFormat)
 	}
 	return false, nil
 }
@@ -292,10 +300,11 @@ func (s *Store) Get(name string) (Recording, error) {
 }
 
 // Events calls fn with each event of the named recording, in Seq order,
-// and stops at fn's first error, which it returns. It reads one event at a
-// time inside one read transaction: fn may keep an Event, but must not
-// wait for a write to this Store, which may wait for the transaction to
-// end.
+// and stops at fn's first error, which it returns. It reads one stored
+// value (an event, or a block of up to 256 KiB of frames) at a time inside
+// one read transaction: fn may keep an Event, but must not wait for a write
+// to this Store, which may wait for the transaction to end. The Data of
+// the frames of one block share an array: one kept Event keeps its block's.
 func (s *Store) Events(name string, fn func(Event) error) error {
 	if err := ValidName(name); err != nil {
 		return err
@@ -314,17 +323,25 @@ func (s *Store) Events(name string, fn func(Event) error) error {
 			return errors.New("events bucket missing")
 		}
 		c := eb.Cursor()
+		var events []Event // reused from value to value
+		var next uint64    // the smallest Seq the next value may hold
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if len(k) != 8 || v == nil {
 				return fmt.Errorf("stray key %q among events", k)
 			}
 			seq := binary.BigEndian.Uint64(k)
-			e, err := decodeEvent(seq, v)
+			if seq < next {
+				return fmt.Errorf("event %d: stored again after a frame block up to event %d", seq, next-1)
+			}
+			events, err = decodeValue(events[:0], seq, v)
 			if err != nil {
 				return fmt.Errorf("event %d: %w", seq, err)
 			}
-			if fnErr = fn(e); fnErr != nil {
-				return fnErr
+			next = events[len(events)-1].Seq + 1
+			for _, e := range events {
+				if fnErr = fn(e); fnErr != nil {
+					return fnErr
+				}
 			}
 		}
 		return nil

@@ -5,10 +5,23 @@ import (
 	"time"
 )
 
-// FormatVersion is the version of the on-disk layout this package writes.
-// A store or recording carrying a larger version is refused with
-// ErrUnknownFormat rather than misread.
-const FormatVersion = 1
+// FormatVersion is the format of the recordings this package writes,
+// kept in Recording.Format. A recording of a larger format is listed but
+// its metadata and events are refused with ErrUnknownFormat rather than
+// misread.
+//
+// Format 1 stored every event as a value of its own. Format 2 stores runs
+// of frames as frame blocks (see blockEncoding). An acptap that knows
+// only format 1 would refuse a block by its encoding byte, but only on
+// reaching it, after Events had handed out the events before it: a replay
+// would start and then fail half-way. The format number makes it refuse
+// the recording up front. This package reads both formats.
+//
+// The store's own format (storeFormat) stays 1: the layout of buckets and
+// keys is unchanged, so an older acptap still opens a store holding
+// format-2 recordings, lists them, and reads and writes recordings of its
+// own format in it.
+const FormatVersion = 2
 
 // Lane says which stream an event belongs to.
 type Lane uint8

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -16,8 +17,29 @@ import (
 const (
 	maxCommitEvents = 8192
 	maxCommitBytes  = 32 << 20
-	// maxSpareEvents bounds the queue array kept for reuse after a commit.
-	maxSpareEvents = 4096
+	// maxSpareEvents bounds the queue array kept for reuse after a commit:
+	// enough for the batch of a busy queue (see lingerEvents).
+	maxSpareEvents = maxCommitEvents
+)
+
+// When to commit. A commit costs two fdatasyncs whatever it holds, which
+// take hundreds of µs of CPU, mostly the kernel's, from the agent and the
+// pumps that forward its stdio: the Writer commits a few big batches
+// rather than many small ones. But it must not keep events in memory for
+// long, where a SIGKILL loses them.
+//
+// When the queue was empty, the Writer commits the first event at once:
+// a lone line, or the first of a burst, reaches the disk without delay.
+// Events that arrive while it commits show that more keep coming: then the
+// Writer lingers, so that commits start at most every commitInterval,
+// unless lingerQuiet passes without a new event (the queue went idle, and
+// waiting longer would only delay what it has), the queue reaches
+// lingerEvents or lingerBytes, or Flush or Finish is waiting.
+const (
+	commitInterval = 5 * time.Millisecond
+	lingerQuiet    = time.Millisecond
+	lingerEvents   = maxCommitEvents
+	lingerBytes    = 8 << 20
 )
 
 // Writer appends events to one recording from many goroutines without
@@ -40,9 +62,21 @@ type Writer struct {
 	meta          Recording // guarded by mu: the metadata as changed by Update
 	metaGen       uint64    // guarded by mu: count of Update calls
 	metaCommitted uint64    // guarded by mu: metaGen as of the last commit
+	queueBytes    int       // guarded by mu: the Data bytes of queue
+	flushing      int       // guarded by mu: Flush calls waiting
+	lingering     bool      // guarded by mu: run waits for more events, see lingerLocked
+	ticked        bool      // guarded by mu: timer fired since run armed it
 	finishing     bool      // guarded by mu: Finish was called; run drains and returns
 	err           error     // guarded by mu: the first commit error; run has returned
 	lateReported  bool      // guarded by mu: an Append or Update after Finish was reported
+
+	timer *time.Timer // wakes run while it lingers; only run uses it, nil until then
+
+	// Buffers reused from commit to commit; only run uses them.
+	vals  []value // the values of a transaction
+	keys  []byte  // their keys, 8 bytes each
+	arena []byte  // their encodings, but for the biggest events
+	body  []byte  // the uncompressed body of the block being encoded
 }
 
 func newWriter(s *Store, rec Recording) *Writer {
@@ -79,8 +113,14 @@ func (w *Writer) Append(e Event) uint64 {
 	}
 	w.queue = append(w.queue, e)
 	w.queued++
+	w.queueBytes += len(e.Data)
+	// A lingering run waits for its timer, not for each event: waking it
+	// for nothing would cost more than the event.
+	wake := !w.lingering || w.urgentLocked()
 	w.mu.Unlock()
-	w.wake.Signal()
+	if wake {
+		w.wake.Signal()
+	}
 	return e.Seq
 }
 
@@ -134,8 +174,14 @@ func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n, gen := w.queued, w.metaGen
-	for w.err == nil && (w.committed < n || w.metaCommitted < gen) {
-		w.progress.Wait()
+	if w.err == nil && (w.committed < n || w.metaCommitted < gen) {
+		// Stop run lingering: the caller waits.
+		w.flushing++
+		w.wake.Signal()
+		for w.err == nil && (w.committed < n || w.metaCommitted < gen) {
+			w.progress.Wait()
+		}
+		w.flushing--
 	}
 	return w.err
 }
@@ -181,19 +227,26 @@ func (c *counts) add(k Kind, n int) {
 func (w *Writer) run(stored Recording) {
 	defer close(w.done)
 	var spare []Event
+	var started time.Time // when the last commit started
 	for {
 		w.mu.Lock()
-		for len(w.queue) == 0 && w.metaGen == w.metaCommitted && !w.finishing {
+		if w.hasWorkLocked() {
+			// It came while run committed: more is likely coming.
+			w.lingerLocked(started.Add(commitInterval))
+		}
+		for !w.hasWorkLocked() && !w.finishing {
 			w.wake.Wait()
 		}
-		if len(w.queue) == 0 && w.metaGen == w.metaCommitted {
+		if !w.hasWorkLocked() {
 			w.mu.Unlock()
 			return
 		}
 		batch := w.queue
 		w.queue = spare
+		w.queueBytes = 0
 		meta, gen := w.meta.clone(), w.metaGen
 		w.mu.Unlock()
+		started = time.Now()
 
 		err := w.commitBatch(batch, &stored, meta)
 		w.mu.Lock()
@@ -217,6 +270,57 @@ func (w *Writer) run(stored Recording) {
 			spare = batch[:0]
 		}
 	}
+}
+
+// hasWorkLocked reports whether there is something to commit.
+func (w *Writer) hasWorkLocked() bool {
+	return len(w.queue) > 0 || w.metaGen != w.metaCommitted
+}
+
+// urgentLocked reports whether run must commit without lingering.
+func (w *Writer) urgentLocked() bool {
+	return w.finishing || w.flushing > 0 || len(w.queue) >= lingerEvents || w.queueBytes >= lingerBytes
+}
+
+// lingerLocked waits, with w.mu held, until deadline for more events to
+// commit with those queued, as long as they keep coming (see
+// commitInterval).
+func (w *Writer) lingerLocked(deadline time.Time) {
+	w.lingering = true
+	defer func() { w.lingering = false }()
+	for !w.urgentLocked() {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		wait = min(wait, lingerQuiet)
+		if w.timer == nil {
+			w.timer = time.AfterFunc(wait, w.tick)
+		} else {
+			w.timer.Reset(wait)
+		}
+		n := w.queued
+		w.ticked = false
+		for !w.ticked && !w.urgentLocked() {
+			w.wake.Wait()
+		}
+		if w.queued == n {
+			// Nothing came for lingerQuiet (or since a stale tick of
+			// an earlier Reset, which only makes this batch smaller).
+			break
+		}
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// tick wakes a lingering run.
+func (w *Writer) tick() {
+	w.mu.Lock()
+	w.ticked = true
+	w.mu.Unlock()
+	w.wake.Signal()
 }
 
 // commitBatch commits batch in transactions within the limits. Each
@@ -258,16 +362,19 @@ func (w *Writer) commitBatch(batch []Event, stored *Recording, meta Recording) e
 // m with the counters it committed: m's counters plus the events' kinds,
 // minus the kinds of the events they replaced.
 func (w *Writer) commit(events []Event, m Recording) (Recording, error) {
-	vals := make([][]byte, len(events))
-	for i := range events {
-		v, err := encodeEvent(&events[i])
-		if err != nil {
-			return m, w.s.wrap("write", w.name, err)
-		}
-		vals[i] = v
+	// Compress before the transaction: the file's writer lock, which the
+	// Store's other Writers share, is held only for the B+tree's work.
+	vals, err := w.encode(events)
+	defer w.release(vals)
+	if err != nil {
+		return m, w.s.wrap("write", w.name, err)
 	}
-	keys := make([]byte, 8*len(events))
-	err := w.s.update("write", w.name, func(tx *bolt.Tx) error {
+	keys := w.keys[:0]
+	for i := range vals {
+		keys = binary.BigEndian.AppendUint64(keys, vals[i].seq)
+	}
+	w.keys = keys
+	err = w.s.update("write", w.name, func(tx *bolt.Tx) error {
 		b, err := recording(tx, w.name)
 		if err != nil {
 			return err
@@ -279,20 +386,18 @@ func (w *Writer) commit(events []Event, m Recording) (Recording, error) {
 		// Seqs mostly grow: fill pages rather than split them in halves.
 		eb.FillPercent = 0.9
 		c := counts{frames: m.Frames, exchanges: m.Exchanges}
-		for i := range events {
-			k := keys[8*i : 8*i+8 : 8*i+8]
-			binary.BigEndian.PutUint64(k, events[i].Seq)
-			if old := eb.Get(k); old != nil {
-				kind, err := kindOf(old)
-				if err != nil {
-					return fmt.Errorf("event %d: %w", events[i].Seq, err)
-				}
-				c.add(kind, -1)
+		cur := eb.Cursor()
+		for i := range vals {
+			val := &vals[i]
+			if err := clearSpan(eb, cur, val.seq, val.seq+val.n-1, &c); err != nil {
+				return err
 			}
-			if err := eb.Put(k, vals[i]); err != nil {
-				return fmt.Errorf("event %d: %w", events[i].Seq, err)
+			// bbolt keeps the key and the value until the commit: both
+			// live in buffers that are reused only after it.
+			if err := eb.Put(keys[8*i:8*i+8:8*i+8], val.v); err != nil {
+				return fmt.Errorf("event %d: %w", val.seq, err)
 			}
-			c.add(events[i].Kind, 1)
+			c.add(val.kind, int(val.n))
 		}
 		m.Frames, m.Exchanges = c.frames, c.exchanges
 		v, err := encodeMeta(&m)
@@ -302,4 +407,166 @@ func (w *Writer) commit(events []Event, m Recording) (Recording, error) {
 		return b.Put(metaKey, v)
 	})
 	return m, err
+}
+
+// value is an encoded event value or frame block of a commit.
+type value struct {
+	seq  uint64 // its key: the Seq of its first event
+	n    uint64 // how many events it holds, with Seqs seq to seq+n-1
+	kind Kind   // their kind
+	v    []byte
+}
+
+// Buffers that commit keeps from one transaction to the next, up to these
+// sizes: a burst of big events should not pin its memory for the rest of
+// the recording.
+const (
+	maxSpareArena = 8 << 20
+	maxSpareVals  = 1024
+)
+
+// encode turns events, in Seq order as appended, into the values of one
+// transaction: each maximal run of frames that blockRun accepts becomes a
+// frame block, anything else an event value. The values live in buffers
+// of w that stay untouched until release.
+func (w *Writer) encode(events []Event) ([]value, error) {
+	vals := w.vals[:0]
+	arena := w.arena[:0]
+	defer func() { w.arena = arena }()
+	for len(events) > 0 {
+		e := &events[0]
+		val := value{seq: e.Seq, n: 1, kind: e.Kind}
+		start := len(arena)
+		var err error
+		if n := blockRun(events); n > 0 {
+			w.body = appendBlockBody(w.body[:0], events[:n])
+			arena, err = appendBlock(arena, w.body, n)
+			val.n = uint64(n)
+			val.v = arena[start:len(arena):len(arena)]
+		} else if len(e.Data) > maxBlockBody {
+			// Too big for the arena: it would have to grow, and copy
+			// what it holds, for a buffer that release then drops.
+			val.v, err = encodeEvent(e)
+		} else {
+			arena, err = appendEvent(arena, e)
+			val.v = arena[start:len(arena):len(arena)]
+		}
+		if err != nil {
+			return vals, err
+		}
+		vals = append(vals, val)
+		events = events[val.n:]
+	}
+	return vals, nil
+}
+
+// release returns the buffers of the values of encode for reuse, dropping
+// those grown too big to keep.
+func (w *Writer) release(vals []value) {
+	clear(vals)
+	w.vals = vals[:0]
+	if cap(vals) > maxSpareVals {
+		w.vals = nil
+	}
+	if cap(w.arena) > maxSpareArena {
+		w.arena = nil
+	}
+}
+
+// clearSpan makes room in eb for a value of the events first to last. It
+// takes the events stored in that span off c and deletes their values,
+// except the one under the key first, which the caller overwrites; a
+// frame block that reaches into the span from before it or out of it
+// behind is rewritten with only its events outside the span. cur is a
+// cursor of eb, repositioned here.
+//
+// In the common case, a value of new Seqs after all stored ones, this is
+// one Seek and a look at the header of the last value.
+func clearSpan(eb *bolt.Bucket, cur *bolt.Cursor, first, last uint64, c *counts) error {
+	type stored struct {
+		seq, n uint64
+		kind   Kind
+		v      []byte
+	}
+	var found []stored
+	var key [8]byte
+	binary.BigEndian.PutUint64(key[:], first)
+	k, v := cur.Seek(key[:])
+	if k == nil || binary.BigEndian.Uint64(k) > first {
+		// Only a block can reach into the span from a key before it.
+		var pk, pv []byte
+		if k == nil {
+			pk, pv = cur.Last()
+		} else {
+			pk, pv = cur.Prev()
+		}
+		if pk != nil {
+			seq := binary.BigEndian.Uint64(pk)
+			kind, n, err := valueSpan(seq, pv)
+			if err != nil {
+				return fmt.Errorf("event %d: %w", seq, err)
+			}
+			if seq+n-1 >= first {
+				found = append(found, stored{seq, n, kind, pv})
+			}
+		}
+		if k != nil {
+			k, v = cur.Seek(key[:])
+		}
+	}
+	for ; k != nil; k, v = cur.Next() {
+		seq := binary.BigEndian.Uint64(k)
+		if seq > last {
+			break
+		}
+		kind, n, err := valueSpan(seq, v)
+		if err != nil {
+			return fmt.Errorf("event %d: %w", seq, err)
+		}
+		found = append(found, stored{seq, n, kind, v})
+	}
+	// The cursor is done: from here on eb changes under it.
+	for _, s := range found {
+		end := s.seq + s.n - 1
+		c.add(s.kind, -int(min(end, last)-max(s.seq, first)+1))
+		if s.seq < first || end > last {
+			events, err := decodeBlock(nil, s.seq, s.v)
+			if err != nil {
+				return fmt.Errorf("event %d: %w", s.seq, err)
+			}
+			if s.seq < first {
+				if err := putBlock(eb, events[:first-s.seq]); err != nil {
+					return err
+				}
+			}
+			if end > last {
+				if err := putBlock(eb, events[last+1-s.seq:]); err != nil {
+					return err
+				}
+			}
+		}
+		if s.seq > first {
+			if err := eb.Delete(seqKey(s.seq)); err != nil {
+				return fmt.Errorf("event %d: %w", s.seq, err)
+			}
+		}
+	}
+	return nil
+}
+
+// putBlock stores events, part of a frame block, as a block of their own.
+func putBlock(eb *bolt.Bucket, events []Event) error {
+	v, err := encodeBlock(events)
+	if err == nil {
+		err = eb.Put(seqKey(events[0].Seq), v)
+	}
+	if err != nil {
+		return fmt.Errorf("event %d: %w", events[0].Seq, err)
+	}
+	return nil
+}
+
+// seqKey returns the key of a value whose first event has Seq seq.
+func seqKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq)
 }

@@ -23,6 +23,10 @@ type IO struct {
 	In  io.Reader
 	Out io.Writer
 	Err io.Writer
+
+	// args is the command line Main runs, for the commands that must see
+	// where "--" was (urfave/cli drops it).
+	args []string
 }
 
 // isTerminal reports whether w is a character device, for colour and
@@ -100,6 +104,7 @@ func newApp(stdio *IO) *cli.App {
 			recordCommand(stdio),
 			showCommand(stdio),
 			rmCommand(stdio),
+			replayCommand(stdio),
 			demoCommand(stdio),
 			demoAgentCommand(stdio),
 		),
@@ -125,6 +130,7 @@ func withUsageErrors(cmds ...*cli.Command) []*cli.Command {
 // Main runs acptap with args (args[0] is the program name) and returns the
 // process exit code.
 func Main(args []string, stdio *IO) int {
+	stdio.args = args
 	err := newApp(stdio).Run(args)
 	if err == nil {
 		return ExitOK

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -28,3 +29,5 @@ func zstdAnywhere(v []byte) []byte {
 		i += j + 1
 	}
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

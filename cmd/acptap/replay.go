@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/acptap/acptap/normalize"
+	"github.com/acptap/acptap/proxy"
+	"github.com/acptap/acptap/replay"
+	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/store"
+)
+
+type replayOptions struct {
+	IO        *IO
+	StorePath string
+	Names     []string
+	All       bool
+	Argv      []string // after --; nil for the recorded command
+	Replay    replay.Options
+	CADir     string
+	RulesFile string
+	Verbose   bool // pass the agent's stderr through
+	Color     bool
+}
+
+func replayCommand(stdio *IO) *cli.Command {
+	return &cli.Command{
+		Name:      "replay",
+		Usage:     "re-run recorded agents offline and diff their ACP output",
+		ArgsUsage: "[NAME... | --all] [-- AGENT [ARGS...]]",
+		Description: "Serves the LLM side from the recording, plays the editor side, normalizes and diffs\n" +
+			"the agent's output. Exit 0 when every recording replays equal, 1 on any divergence,\n" +
+			"2 on a usage or environment error.",
+		Flags: []cli.Flag{
+			storeFlag(),
+			&cli.BoolFlag{Name: "all", Usage: "replay every recording in the store"},
+			&cli.Float64Flag{Name: "speed", Usage: "0: serve the LLM side without waits; N: recorded timing divided by N"},
+			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; repeatable"},
+			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does: ignore, warn or fail"},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "longest wait for the agent's output"},
+			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "how long the agent may take to exit after its stdin closes"},
+			&cli.StringFlag{Name: "workspace", Usage: "seed the sandbox workspace from `DIR` (copied)"},
+			&cli.StringSliceFlag{Name: "env", Usage: "add `K=V` to the agent's environment; repeatable"},
+			&cli.StringFlag{Name: "rules", Usage: "normalization rules `FILE` (JSON)"},
+			&cli.BoolFlag{Name: "no-coalesce", Usage: "compare message chunks one by one instead of joined"},
+			&cli.StringFlag{Name: "ca-dir", EnvVars: []string{"ACPTAP_CA_DIR"}, Usage: "`DIR` of the interception CA"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "pass the agent's stderr through"},
+		},
+		Action: func(c *cli.Context) error {
+			opts := &replayOptions{
+				IO:        stdio,
+				StorePath: c.String("store"),
+				All:       c.Bool("all"),
+				CADir:     c.String("ca-dir"),
+				RulesFile: c.String("rules"),
+				Verbose:   c.Bool("verbose"),
+				Color:     isTerminal(stdio.Out),
+			}
+			// Names come before --, the agent command after it.
+			args := c.Args().Slice()
+			if i := dashDashIndex(stdio.args, args); i >= 0 {
+				opts.Names, opts.Argv = args[:i:i], args[i:]
+				if i < len(args) && args[i] == "--" {
+					opts.Argv = args[i+1:]
+				}
+				if len(opts.Argv) == 0 {
+					return usageErrorf("replay: no agent command after --; usage: acptap replay [NAME...] [-- AGENT [ARGS...]]")
+				}
+			} else {
+				opts.Names = args
+			}
+			mode, err := replay.ParseRequestMode(c.String("requests"))
+			if err != nil {
+				return usageErrorf("replay: --requests: %v", err)
+			}
+			faults, err := parseFaults(c.StringSlice("fault"))
+			if err != nil {
+				return err
+			}
+			if c.Float64("speed") < 0 {
+				return usageErrorf("replay: --speed must be 0 or positive, got %v", c.Float64("speed"))
+			}
+			opts.Replay = replay.Options{
+				Workspace:  c.String("workspace"),
+				Env:        c.StringSlice("env"),
+				Speed:      c.Float64("speed"),
+				Faults:     faults,
+				Requests:   mode,
+				Timeout:    c.Duration("timeout"),
+				Grace:      c.Duration("grace"),
+				NoCoalesce: c.Bool("no-coalesce"),
+			}
+			return runReplay(opts)
+		},
+	}
+}
+
+// dashDashIndex finds where the agent command starts within args, the
+// command's positional arguments. urfave/cli keeps a "--" that follows a
+// positional argument (the index of the "--" is returned) and drops one
+// that directly follows the flags (the index after it is found from the
+// whole command line).
+func dashDashIndex(osArgs, args []string) int {
+	for i, a := range args {
+		if a == "--" {
+			return i
+		}
+	}
+	for i, a := range osArgs {
+		if a == "--" {
+			after := len(osArgs) - i - 1
+			return len(args) - after
+		}
+	}
+	return -1
+}
+
+func parseFaults(specs []string) (map[int]llmserver.Fault, error) {
+	faults := map[int]llmserver.Fault{}
+	for _, s := range specs {
+		n, spec, ok := strings.Cut(s, "=")
+		num, err := strconv.Atoi(n)
+		if !ok || err != nil || num < 1 {
+			return nil, usageErrorf("replay: --fault %q: want N=SPEC with N an exchange number from acptap show, e.g. --fault 1=status:429:retry-after=1", s)
+		}
+		if _, dup := faults[num]; dup {
+			return nil, usageErrorf("replay: --fault %d given twice; give one fault per exchange", num)
+		}
+		f, err := llmserver.ParseFault(spec)
+		if err != nil {
+			return nil, usageErrorf("replay: --fault %q: %v", s, err)
+		}
+		faults[num] = f
+	}
+	return faults, nil
+}
+
+func runReplay(opts *replayOptions) error {
+	if opts.All && len(opts.Names) > 0 {
+		return usageErrorf("replay: both --all and names given; pass one or the other")
+	}
+	if !opts.All && len(opts.Names) == 0 {
+		return usageErrorf("replay: no recording named; usage: acptap replay NAME... or acptap replay --all")
+	}
+	if opts.RulesFile != "" {
+		rules, err := normalize.LoadRules(opts.RulesFile)
+		if err != nil {
+			return usageErrorf("replay: --rules: %v; fix the rules file", err)
+		}
+		opts.Replay.Rules = rules
+	}
+	if opts.Replay.Workspace != "" {
+		if fi, err := os.Stat(opts.Replay.Workspace); err != nil || !fi.IsDir() {
+			return usageErrorf("replay: --workspace %s is not a directory; pass a directory to copy into the sandbox", opts.Replay.Workspace)
+		}
+	}
+	for _, kv := range opts.Replay.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return usageErrorf("replay: --env %q: want K=V", kv)
+		}
+	}
+	caDir := opts.CADir
+	if caDir == "" {
+		d, err := proxy.DefaultCADir()
+		if err != nil {
+			return usageErrorf("replay: %v; pass --ca-dir", err)
+		}
+		caDir = d
+	}
+	ca, err := proxy.LoadOrCreateCA(caDir)
+	if err != nil {
+		return usageErrorf("replay: interception CA: %v; pass another --ca-dir", err)
+	}
+	opts.Replay.CA = ca
+	opts.Replay.Argv = opts.Argv
+	if opts.Verbose {
+		opts.Replay.Stderr = opts.IO.Err
+	}
+
+	st, err := openStore(opts.StorePath, true)
+	if err != nil {
+		return err
+	}
+	names := opts.Names
+	if opts.All {
+		recs, err := st.List()
+		if err != nil {
+			st.Close()
+			return usageErrorf("replay: %v", err)
+		}
+		for _, r := range recs {
+			names = append(names, r.Name)
+		}
+		if len(names) == 0 {
+			st.Close()
+			return usageErrorf("replay: no recordings in %s; record one with acptap record", opts.StorePath)
+		}
+	}
+	// Check every name first: a typo is a usage error, not a divergence.
+	for _, name := range names {
+		if _, err := st.Get(name); err != nil {
+			st.Close()
+			return recordingError(err, opts.StorePath)
+		}
+	}
+	// The store stays open (read-only, shared lock) during the replays: it
+	// is only read.
+	defer st.Close()
+	failed := 0
+	for _, name := range names {
+		res, err := replay.Run(context.Background(), st, name, opts.Replay)
+		if err != nil {
+			var code = ExitUsage
+			if errors.Is(err, store.ErrNotFound) {
+				return recordingError(err, opts.StorePath)
+			}
+			return &exitError{code: code, err: fmt.Errorf("replay %s: %w", name, err)}
+		}
+		if !res.Equal() {
+			failed++
+		}
+		printResult(opts.IO.Out, res, opts.Color, len(names) > 1)
+	}
+	if len(names) > 1 {
+		fmt.Fprintf(opts.IO.Out, "%d passed, %d failed\n", len(names)-failed, failed)
+	}
+	if failed > 0 {
+		return exitCode(ExitDiverged)
+	}
+	return nil
+}
+
+func printResult(w io.Writer, res *replay.Result, color, summaryOnly bool) {
+	paint := func(c, s string) string {
+		if !color {
+			return s
+		}
+		return c + s + colorReset
+	}
+	stats := fmt.Sprintf("%d frames, %d LLM exchanges served, %s", res.Frames, res.LLM.Served, res.Duration.Round(time.Millisecond))
+	if res.Equal() {
+		fmt.Fprintf(w, "%s %s (%s)\n", paint(colorGreen, "PASS"), res.Name, stats)
+	} else {
+		fmt.Fprintf(w, "%s %s: %s\n", paint(colorRed, "FAIL"), res.Name, res.Divergences[0])
+	}
+	for _, warn := range res.Warnings {
+		fmt.Fprintf(w, "  %s %s\n", paint(colorYellow, "warning:"), warn)
+	}
+	if res.Equal() {
+		return
+	}
+	for _, d := range res.Divergences[1:] {
+		fmt.Fprintf(w, "  also: %s\n", d)
+	}
+	if summaryOnly && res.Diff == "" {
+		return
+	}
+	for _, line := range strings.SplitAfter(res.Diff, "\n") {
+		switch {
+		case strings.HasPrefix(line, "+"):
+			fmt.Fprint(w, paint(colorGreen, strings.TrimSuffix(line, "\n"))+"\n")
+		case strings.HasPrefix(line, "-"):
+			fmt.Fprint(w, paint(colorRed, strings.TrimSuffix(line, "\n"))+"\n")
+		case strings.HasPrefix(line, "@@"):
+			fmt.Fprint(w, paint(colorCyan, strings.TrimSuffix(line, "\n"))+"\n")
+		default:
+			fmt.Fprint(w, line)
+		}
+	}
+}

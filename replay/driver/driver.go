@@ -1,0 +1,504 @@
+// Package driver plays the recorded editor side of an ACP session against a live agent.
+package driver
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/acptap/acptap/acp"
+)
+
+// Dir is the direction of a recorded frame.
+type Dir uint8
+
+const (
+	FromEditor Dir = iota // editor → agent (the agent's stdin)
+	FromAgent             // agent → editor (the agent's stdout)
+)
+
+func (d Dir) String() string {
+	switch d {
+	case FromEditor:
+		return "editor"
+	case FromAgent:
+		return "agent"
+	}
+	return fmt.Sprintf("Dir(%d)", uint8(d))
+}
+
+// A Frame is one recorded line of the agent's stdin or stdout.
+type Frame struct {
+	Dir  Dir
+	Data []byte // the whole line without its '\n'
+}
+
+// DefaultTimeout is the Timeout used when Options.Timeout is zero.
+const DefaultTimeout = 30 * time.Second
+
+// Options configures a Driver. The zero value drives an empty recording.
+type Options struct {
+	// Recorded are the recording's editor and agent frames in recorded
+	// order, stderr and LLM lanes left out, pieces of a long line joined.
+	// The Driver keeps the slice: it must not change while in use.
+	Recorded []Frame
+
+	// Timeout is how long Run waits for the agent while the agent sends
+	// nothing and reads nothing; then it fails with a *WaitError wrapping
+	// ErrTimeout. If zero or negative, DefaultTimeout.
+	Timeout time.Duration
+
+	// PathMap maps recorded path prefixes to replay ones: the recorded
+	// cwd to the replay workspace, the recorded HOME to the sandbox's.
+	// It applies to the string values of the editor's frames, where a
+	// prefix starts a path (a whole value, "file://" + path, a path in a
+	// prompt's text) and ends at a path component boundary; the longest
+	// prefix wins.
+	PathMap map[string]string
+}
+
+// A Driver plays one recording's editor side. It is immutable: Run may be
+// called any number of times, concurrently.
+//
+// Editor frames are sent in recorded order, each once the agent output
+// recorded before it has been seen again, judged by kind, not by bytes:
+//
+//   - the responses to the editor requests answered before it, by id (the
+//     editor's ids are sent as recorded, so the agent echoes them);
+//   - the agent requests recorded before it, counted per method;
+//   - for a frame sent mid-turn (while an editor request was unanswered
+//     in the recording, as session/cancel is), the notifications recorded
+//     since the previous editor frame: session/update counted per update
+//     kind, other notifications per method, message and thought chunks
+//     (kinds ending in "_chunk") measured by the bytes of their text
+//     (at least 1 each) rather than counted, since how an LLM's output is
+//     cut into chunks varies. Once the live agent has answered every
+//     request that was pending then, the turn is over and they are no
+//     longer awaited. A frame sent between turns awaits no notification:
+//     those recorded before it may legitimately come later.
+//
+// The agent's requests are answered with the editor's recorded answers:
+// the k-th live request of a method gets the answer to the k-th recorded
+// one, under the live request's id, once the editor frames recorded
+// before that answer have been sent. A recorded request the editor never
+// answered gets no answer.
+//
+// Strings that differ between a live response (or agent request) and its
+// recorded twin at the same JSON path and look like ids (6 bytes to 1 KiB,
+// no white space, a digit unless 16 bytes or longer: "sess_3f9a..." but
+// not "pending"), such as a sessionId the agent minted, become
+// substitutions recorded → live, made in the payload of every later editor
+// frame: in whole string values, and as whole words (runs of ASCII
+// letters, digits, '_' and '-') inside strings when both ids are words.
+// The envelope's "jsonrpc", "id" and "method" and object keys are never
+// rewritten; Options.PathMap applies to the same strings, before the
+// substitutions. Lines that are not JSON-RPC messages are sent as they
+// were (editor) or collected and never awaited (agent).
+type Driver struct {
+	plan    *plan
+	timeout time.Duration
+	paths   *pathMap
+}
+
+// New prepares to play opts.Recorded.
+func New(opts Options) *Driver {
+	d := &Driver{
+		plan:    newPlan(opts.Recorded),
+		timeout: opts.Timeout,
+		paths:   newPathMap(opts.PathMap),
+	}
+	if d.timeout <= 0 {
+		d.timeout = DefaultTimeout
+	}
+	return d
+}
+
+// Result is what a Run exchanged with the agent. Sent lines may share
+// memory with Options.Recorded.
+type Result struct {
+	Live [][]byte // the agent's lines Run received, in order
+	Sent [][]byte // the lines Run wrote to the agent, in order, without '\n'
+}
+
+// Run plays the recording against a live agent: it writes editor frames,
+// each followed by '\n', to toAgent (the agent's stdin) and reads the
+// agent's stdout lines, without '\n', from fromAgent, which the caller
+// feeds (from stdiotap's OnLine, say) and closes when the agent's output
+// ends. Run takes ownership of the lines it receives.
+//
+// Run returns once every editor frame has been sent and the agent output
+// recorded after the last one has been seen (the response to the last
+// prompt, say), leaving later lines in fromAgent; the caller then closes
+// the agent's stdin. It fails early with a *WaitError when what a frame
+// waits for does not come (the agent stops: ErrTimeout; its output ends:
+// ErrOutputClosed; ctx ends), or with the error of a failed write. An
+// agent request that the recording cannot answer gets a JSON-RPC error
+// response (code -32603) and adds a *MismatchError to the returned error,
+// but Run goes on, so that the diff shows what the agent did next. Every
+// failure is in the returned error, in the order it happened (joined as
+// errors.Join does when there are several); use errors.As to pick them
+// out. The Result holds what was exchanged up to the end, or the failure.
+//
+// A write that blocks is abandoned when Run fails: it returns when the
+// caller closes toAgent or the agent reads it.
+func (d *Driver) Run(ctx context.Context, toAgent io.Writer, fromAgent <-chan []byte) (Result, error) {
+	r := &run{
+		d:        d,
+		p:        d.plan,
+		liveResp: make(map[string]int),
+		liveReq:  make(map[string]int),
+		segment:  make(map[noteKey]int),
+		writes:   make(chan []byte),
+		written:  make(chan error, 1),
+	}
+	go func() {
+		for b := range r.writes {
+			_, err := toAgent.Write(b)
+			r.written <- err
+		}
+	}()
+	defer close(r.writes)
+	if err := r.loop(ctx, fromAgent); err != nil {
+		r.errs = append(r.errs, err)
+	}
+	if len(r.errs) == 1 {
+		return r.res, r.errs[0]
+	}
+	return r.res, errors.Join(r.errs...)
+}
+
+// run is the state of one Run, used by its goroutine only.
+type run struct {
+	d   *Driver
+	p   *plan
+	res Result
+
+	subs substitutions
+
+	liveResp map[string]int  // responses seen per editor request id
+	liveReq  map[string]int  // agent requests seen per method
+	cursor   int             // anchors[:cursor] have all been seen
+	segment  map[noteKey]int // notifications since the last step was written
+	next     int             // the step to send next
+	answers  []queued        // answers waiting for their step
+	queue    []write         // waiting to be written, in order
+	inflight *write          // being written
+	writes   chan []byte     // to the writer goroutine
+	written  chan error      // from the writer goroutine
+	errs     []error         // mismatches so far
+	start    time.Time       // when the current wait began
+	seen     time.Time       // the last sign of the agent: a line, or a completed write
+}
+
+// A queued answer waits for the step it was recorded after.
+type queued struct {
+	a  answer
+	k  reqKey
+	id json.RawMessage // the live request's id
+}
+
+// A write is a line to write to the agent.
+type write struct {
+	data  []byte // without '\n'
+	frame int    // index in the recording; -1 for an error response
+	step  bool   // the line is a step, not an answer
+	what  string // for errors, what an answer or error response is
+}
+
+// subject names w for errors.
+func (r *run) subject(w *write) string {
+	switch {
+	case w.step:
+		return r.p.subject(w.frame)
+	case w.frame < 0:
+		return w.what
+	}
+	return fmt.Sprintf("frame %d (%s)", w.frame, w.what)
+}
+
+// loop runs until the end of the recording has been reached or a failure
+// that ends the Run.
+func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
+	r.start = time.Now()
+	r.seen = r.start
+	timer := time.NewTimer(r.d.timeout)
+	defer timer.Stop()
+	closed := false
+	for {
+		if done := r.progress(); done {
+			return nil
+		}
+		if closed {
+			return r.waitError(ErrOutputClosed, time.Now())
+		}
+		select {
+		case line, ok := <-fromAgent:
+			if !ok {
+				closed, fromAgent = true, nil
+				continue
+			}
+			r.seen = time.Now()
+			timer.Reset(r.d.timeout)
+			r.receive(line)
+		case err := <-r.written:
+			w := r.inflight
+			r.inflight = nil
+			if err != nil {
+				return fmt.Errorf("writing %s to the agent: %w", r.subject(w), err)
+			}
+			r.res.Sent = append(r.res.Sent, w.data)
+			r.seen = time.Now()
+			timer.Reset(r.d.timeout)
+			if w.step {
+				r.start = r.seen
+				clear(r.segment)
+			}
+		case <-timer.C:
+			return r.waitError(ErrTimeout, time.Now())
+		case <-ctx.Done():
+			return r.waitError(context.Cause(ctx), time.Now())
+		}
+	}
+}
+
+// progress starts what can be written and reports whether the Run is
+// over.
+func (r *run) progress() bool {
+	for {
+		if r.inflight == nil && len(r.queue) > 0 {
+			w := r.queue[0]
+			r.queue = slices.Delete(r.queue, 0, 1)
+			r.inflight = &w
+			if w.step {
+				r.start = time.Now()
+			}
+			r.writes <- append(w.data[:len(w.data):len(w.data)], '\n')
+		}
+		// The next step is considered once the previous one is written,
+		// so that the segment counts what the agent did after it.
+		if r.inflight != nil && r.inflight.step || slices.ContainsFunc(r.queue, func(w write) bool { return w.step }) {
+			return false
+		}
+		st := r.p.steps[r.next]
+		if !r.ready(st) {
+			return false
+		}
+		if st.frame == len(r.p.frames) {
+			return r.inflight == nil && len(r.queue) == 0
+		}
+		r.next++
+		r.queue = append(r.queue, write{data: r.editorLine(st.frame, nil), frame: st.frame, step: true})
+		r.flushAnswers()
+	}
+}
+
+// ready reports whether what step st waits for has been seen.
+func (r *run) ready(st step) bool {
+	if r.cursor < st.anchors {
+		return false
+	}
+	if st.notes == nil || r.turnOver(st) {
+		return true
+	}
+	for k, n := range st.notes {
+		if r.segment[k] < n {
+			return false
+		}
+	}
+	return true
+}
+
+// turnOver reports whether the live agent has answered every editor
+// request that was pending when st was recorded.
+func (r *run) turnOver(st step) bool {
+	for _, k := range st.pending {
+		if r.liveResp[k.id] < k.n {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *run) seenAnchor(a anchor) bool {
+	if a.req.method != "" {
+		return r.liveReq[a.req.method] >= a.req.n
+	}
+	return r.liveResp[a.resp.id] >= a.resp.n
+}
+
+// receive handles one line from the agent.
+func (r *run) receive(line []byte) {
+	r.res.Live = append(r.res.Live, line)
+	m := acp.Parse(line)
+	switch m.Kind {
+	case acp.Response, acp.Error:
+		if m.ID == nil {
+			return
+		}
+		id := acp.IDKey(m.ID)
+		r.liveResp[id]++
+		if i, ok := r.p.resps[respKey{id, r.liveResp[id]}]; ok && m.Kind == acp.Response {
+			if rec := acp.Parse(r.p.frames[i].Data); rec.Kind == acp.Response {
+				r.subs.learn(rec.Result, m.Result)
+			}
+		}
+	case acp.Request:
+		r.liveReq[m.Method]++
+		k := reqKey{m.Method, r.liveReq[m.Method]}
+		if i, ok := r.p.reqs[k]; ok {
+			r.subs.learn(acp.Parse(r.p.frames[i].Data).Params, m.Params)
+		}
+		r.request(k, m.ID)
+	case acp.Notification:
+		k, n := noteOf(m)
+		r.segment[k] += n
+	}
+	for r.cursor < len(r.p.anchors) && r.seenAnchor(r.p.anchors[r.cursor]) {
+		r.cursor++
+	}
+}
+
+// request answers the live agent request k of id id, now or once its
+// answer's step has been sent. A request recorded without an answer gets
+// none, as it did then.
+func (r *run) request(k reqKey, id json.RawMessage) {
+	a, ok := r.p.answers[k]
+	if ok {
+		r.answers = append(r.answers, queued{a, k, id})
+		r.flushAnswers()
+		return
+	}
+	if _, recorded := r.p.reqs[k]; recorded {
+		return
+	}
+	var e errorResponse
+	e.JSONRPC, e.ID = "2.0", id
+	e.Error.Code = codeInternalError
+	e.Error.Message = fmt.Sprintf("acptap replay: no recorded answer for %s #%d", k.method, k.n)
+	line, _ := json.Marshal(e) // a valid id always marshals
+	r.queue = append(r.queue, write{data: line, frame: -1, what: fmt.Sprintf("the error response to %s #%d", k.method, k.n)})
+	r.errs = append(r.errs, &MismatchError{Method: k.method, N: k.n, Recorded: r.p.reqN[k.method]})
+}
+
+// codeInternalError is JSON-RPC's "internal error".
+const codeInternalError = -32603
+
+// errorResponse is a JSON-RPC error response.
+type errorResponse struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// flushAnswers queues the answers whose step has been queued.
+func (r *run) flushAnswers() {
+	r.answers = slices.DeleteFunc(r.answers, func(q queued) bool {
+		if q.a.after > r.next {
+			return false
+		}
+		r.queue = append(r.queue, write{
+			data:  r.editorLine(q.a.frame, q.id),
+			frame: q.a.frame,
+			what:  fmt.Sprintf("answer to %s #%d", q.k.method, q.k.n),
+		})
+		return true
+	})
+}
+
+// editorLine returns recorded editor frame i as it is to be sent: paths
+// mapped and learned ids substituted in its payload, its id replaced by id
+// when not nil. A line that is not a JSON-RPC message is sent as it is.
+func (r *run) editorLine(i int, id json.RawMessage) []byte {
+	line := r.p.frames[i].Data
+	if r.p.junk[i] {
+		return line
+	}
+	return rewriteMessage(line, func(s string) string {
+		return r.subs.apply(r.d.paths.apply(s))
+	}, id)
+}
+
+// waitError describes what the Run was waiting for when err ended it.
+func (r *run) waitError(err error, now time.Time) error {
+	st := r.p.steps[r.next]
+	e := &WaitError{
+		Frame:   st.frame,
+		Subject: r.p.subject(st.frame),
+		Waited:  now.Sub(r.start),
+		Silent:  now.Sub(r.seen),
+		Err:     err,
+	}
+	if err == ErrTimeout {
+		// The timer fired Timeout after the last sign of the agent; say
+		// so exactly, whatever the scheduler's delay.
+		e.Silent = r.d.timeout
+		e.Waited = r.seen.Sub(r.start) + r.d.timeout
+	}
+	if w := r.inflight; w != nil {
+		e.Subject = r.subject(w)
+		e.Frame = w.frame
+		e.Missing = []string{"the agent to read it"}
+		return e
+	}
+	e.Missing = r.missing(st)
+	return e
+}
+
+// missing lists what step st still waits for.
+func (r *run) missing(st step) []string {
+	var out []string
+	more := make(map[string]int) // method → agent requests missing
+	var methods []string
+	for _, a := range r.p.anchors[r.cursor:st.anchors] {
+		if r.seenAnchor(a) {
+			continue
+		}
+		if a.req.method == "" {
+			out = append(out, fmt.Sprintf("the response to editor request id=%s (%s)", a.resp.id, r.p.methods[a.resp]))
+			continue
+		}
+		if _, ok := more[a.req.method]; !ok {
+			methods = append(methods, a.req.method)
+		}
+		more[a.req.method] = a.req.n - r.liveReq[a.req.method]
+	}
+	for _, m := range methods {
+		out = append(out, fmt.Sprintf("%d more %s %s", more[m], m, plural(more[m], "request", "requests")))
+	}
+	if st.notes == nil || r.turnOver(st) {
+		return out
+	}
+	keys := make([]noteKey, 0, len(st.notes))
+	for k := range st.notes {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b noteKey) int {
+		return cmp.Or(cmp.Compare(a.method, b.method), cmp.Compare(a.update, b.update))
+	})
+	for _, k := range keys {
+		n := st.notes[k] - r.segment[k]
+		switch {
+		case n <= 0:
+		case k.chunk():
+			out = append(out, fmt.Sprintf("%d more %s of %v text", n, plural(n, "byte", "bytes"), k))
+		default:
+			out = append(out, fmt.Sprintf("%d more %v", n, k))
+		}
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

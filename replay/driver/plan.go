@@ -1,0 +1,196 @@
+package driver
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/acptap/acptap/acp"
+)
+
+// A reqKey names the n-th agent request of a method, from 1.
+type reqKey struct {
+	method string
+	n      int
+}
+
+// A respKey names the n-th response to an editor request id, from 1.
+type respKey struct {
+	id string // acp.IDKey of the id
+	n  int
+}
+
+// An anchor is agent output that later frames wait for: a response
+// (resp set) or an agent request (req set).
+type anchor struct {
+	resp respKey
+	req  reqKey
+}
+
+// A noteKey is a kind of notification: a session/update's update kind,
+// or the method of another notification.
+type noteKey struct {
+	method, update string
+}
+
+func (k noteKey) String() string {
+	if k.update != "" {
+		return fmt.Sprintf("%s (%s)", k.method, k.update)
+	}
+	return k.method
+}
+
+func (k noteKey) chunk() bool { return strings.HasSuffix(k.update, "_chunk") }
+
+// A step is an editor frame sent in recorded order, or the end of the
+// recording.
+type step struct {
+	frame   int             // index in the recording; len(recording) for the end
+	anchors int             // the step waits for anchors[:anchors]
+	notes   map[noteKey]int // notifications awaited in the segment; nil for none
+	// pending are the editor requests unanswered when the frame was
+	// recorded. Once the live agent has answered them all, notes are no
+	// longer awaited.
+	pending []respKey
+}
+
+// An answer is the editor's recorded response to an agent request.
+type answer struct {
+	frame int // index in the recording
+	after int // how many steps were recorded before it: it is sent after them
+}
+
+// A plan is what New reads from the recording: when each editor frame may
+// be sent, and which recorded answers serve which agent requests (see
+// Driver for the rules). It is read-only once made.
+type plan struct {
+	frames  []Frame
+	junk    []bool // frames that are not JSON-RPC messages
+	steps   []step // the last is the end of the recording
+	anchors []anchor
+	answers map[reqKey]answer
+	reqs    map[reqKey]int     // recorded agent request → frame index
+	resps   map[respKey]int    // recorded response to an editor request → frame index
+	reqN    map[string]int     // method → recorded agent requests
+	methods map[respKey]string // editor request → its method
+}
+
+func newPlan(frames []Frame) *plan {
+	p := &plan{
+		frames:  frames,
+		answers: make(map[reqKey]answer),
+		reqs:    make(map[reqKey]int),
+		resps:   make(map[respKey]int),
+		reqN:    make(map[string]int),
+		methods: make(map[respKey]string),
+	}
+	var (
+		respN       = make(map[string]int)    // responses recorded per editor id
+		sentN       = make(map[string]int)    // editor requests sent per id
+		outstanding = make(map[string]reqKey) // agent request id → request, until answered
+		pending     []respKey                 // editor requests not answered yet
+		segment     = make(map[noteKey]int)
+	)
+	newStep := func(frame int) {
+		st := step{frame: frame, anchors: len(p.anchors)}
+		if len(pending) > 0 && len(segment) > 0 {
+			st.notes = segment
+			st.pending = slices.Clone(pending)
+			segment = make(map[noteKey]int)
+		}
+		clear(segment)
+		p.steps = append(p.steps, st)
+	}
+	p.junk = make([]bool, len(frames))
+	for i, f := range frames {
+		m := acp.Parse(f.Data)
+		p.junk[i] = m.Kind == acp.Junk
+		if f.Dir == FromAgent {
+			switch m.Kind {
+			case acp.Response, acp.Error:
+				if m.ID == nil {
+					continue
+				}
+				id := acp.IDKey(m.ID)
+				respN[id]++
+				k := respKey{id, respN[id]}
+				p.anchors = append(p.anchors, anchor{resp: k})
+				p.resps[k] = i
+				if j := slices.Index(pending, k); j >= 0 {
+					pending = slices.Delete(pending, j, j+1)
+				}
+			case acp.Request:
+				p.reqN[m.Method]++
+				k := reqKey{m.Method, p.reqN[m.Method]}
+				p.anchors = append(p.anchors, anchor{req: k})
+				p.reqs[k] = i
+				outstanding[acp.IDKey(m.ID)] = k
+			case acp.Notification:
+				k, n := noteOf(m)
+				segment[k] += n
+			}
+			continue
+		}
+		if (m.Kind == acp.Response || m.Kind == acp.Error) && m.ID != nil {
+			if k, ok := outstanding[acp.IDKey(m.ID)]; ok {
+				delete(outstanding, acp.IDKey(m.ID))
+				p.answers[k] = answer{frame: i, after: len(p.steps)}
+				continue
+			}
+		}
+		newStep(i)
+		if m.Kind == acp.Request {
+			id := acp.IDKey(m.ID)
+			sentN[id]++
+			k := respKey{id, sentN[id]}
+			pending = append(pending, k)
+			p.methods[k] = m.Method
+		}
+	}
+	newStep(len(frames))
+	return p
+}
+
+// noteOf returns the kind of a notification and how much it counts.
+func noteOf(m acp.Message) (noteKey, int) {
+	k := noteKey{method: m.Method, update: m.UpdateKind}
+	if !k.chunk() {
+		return k, 1
+	}
+	var p struct {
+		Update struct {
+			Content struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"update"`
+	}
+	json.Unmarshal(m.Params, &p)
+	return k, max(1, len(p.Update.Content.Text))
+}
+
+// subject names the step of frame i for errors.
+func (p *plan) subject(i int) string {
+	if i == len(p.frames) {
+		return "the end of the recording"
+	}
+	return fmt.Sprintf("frame %d (%s)", i, describe(p.frames[i].Data))
+}
+
+// describe names a line for errors: "session/prompt id=3",
+// "session/cancel", "response id=7", "a line that is not JSON-RPC".
+func describe(line []byte) string {
+	m := acp.Parse(line)
+	switch m.Kind {
+	case acp.Request:
+		return fmt.Sprintf("%s id=%s", m.Method, acp.IDKey(m.ID))
+	case acp.Notification:
+		return m.Method
+	case acp.Response, acp.Error:
+		if m.ID == nil {
+			return "error response id=null"
+		}
+		return fmt.Sprintf("response id=%s", acp.IDKey(m.ID))
+	}
+	return "a line that is not JSON-RPC"
+}

@@ -1,0 +1,21 @@
+package llmserver
+
+import "errors"
+
+// Errors returned by this package, wrapped with context; test for them with
+// errors.Is.
+var (
+	// ErrInvalidFault means a fault spec or a Fault is not one this
+	// package can inject, or, from New, a cut, reset or malformed fault for
+	// an exchange recorded without a response.
+	ErrInvalidFault = errors.New("invalid fault")
+
+	// ErrInvalidOptions means New was given options it cannot serve: an
+	// exchange without its Exchange, a Number that is not positive or
+	// repeats, a fault for a Number that is not recorded, a negative
+	// Speed.
+	ErrInvalidOptions = errors.New("invalid replay options")
+)
+
+// errBodyClosed is what a replayed body's Read returns after Close.
+var errBodyClosed = errors.New("read on a closed replay body")

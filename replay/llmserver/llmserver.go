@@ -1,0 +1,493 @@
+// Package llmserver answers an agent's LLM requests from a recording, positionally, without touching the network.
+//
+// A Server is an http.RoundTripper for proxy.Config.Transport: the tap
+// takes the agent's requests, through its forward proxy or its base-URL
+// routes, and the Server answers each one from the recorded exchanges. It
+// never dials anything.
+//
+// # Lanes
+//
+// A lane is the method, the URL path and the model of a request, as in
+// "POST /v1/responses model gpt-5". The model is the "model" field of the
+// JSON request body, decoded from its Content-Encoding, or, for Gemini and
+// for Anthropic on Vertex AI, the model the URL names, as
+// wire.RequestInfo reads it; a request without one has a lane without a
+// model. The host and the query are not part of a lane. Each lane keeps
+// its own cursor: the n-th request of a lane gets the n-th recorded
+// exchange of that lane. Requests of different lanes may come in any
+// order, so a title-generation call racing the main turn cannot take the
+// main turn's response, while within a lane the recorded order holds.
+//
+// A request whose lane has no recorded exchange left, or none at all, is
+// never forwarded anywhere: it is answered 400, a status agents do not
+// retry, with an error body in the shape of the request's wire format
+// whose message starts "acptap replay: no recorded exchange for", and it
+// is listed in Report.Unanswered.
+//
+// # Responses
+//
+// A recorded response is replayed with its status and header, without
+// hop-by-hop headers and without Content-Encoding: recorded bodies are
+// decoded, and are sent decoded. A response recorded with a Content-Length
+// gets one for the body sent; the others are sent chunked. The body comes
+// in the recorded chunks: each Read returns at most one, so the tap
+// flushes to the agent the pieces it got when recording. With
+// Options.Speed set, the header and each chunk wait for their recorded
+// time, divided by Speed, since the request arrived.
+//
+// An exchange recorded without a response fails its round trip, which the
+// tap answers 502. One whose body was cut sends the recorded bytes and
+// then fails a Read, which the tap passes on as a broken stream. One that
+// the agent walked away from, or that the end of the recording cut short,
+// never ended for the agent: after its recorded bytes, if any, it waits
+// until the request is cancelled.
+//
+// Responses the Server makes up rather than replays carry the header
+// X-Acptap-Replay: "unanswered" for a request the recording cannot answer,
+// "fault" for an injected error status.
+//
+// # Faults
+//
+// Options.Faults injects failures into chosen exchanges; see Fault.
+//
+// # Drift
+//
+// Each request is paired with its recorded twin, the exchange its lane's
+// cursor gives it, and if Options.Compare says they differ, the first
+// difference is listed in Report.Drift.
+package llmserver
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/proxy"
+	"github.com/acptap/acptap/redact"
+	"github.com/acptap/acptap/wire"
+)
+
+// Recorded is one recorded LLM exchange.
+type Recorded struct {
+	// Number is the exchange's 1-based ordinal among the recording's LLM
+	// exchanges, as `acptap show` prints it: "llm #3".
+	Number int
+	// Seq is the exchange's event Seq in the recording.
+	Seq uint64
+	// Exchange is the exchange; the Server does not change it.
+	Exchange *exchange.Exchange
+}
+
+// Options configures a Server. The zero value works: it answers every
+// request as unanswerable.
+type Options struct {
+	// Exchanges are the recorded exchanges, in recorded order.
+	Exchanges []Recorded
+
+	// Speed scales the recorded timing: 0 sends everything as fast as it
+	// can, without waiting; N > 0 waits for the recorded time to first
+	// byte and chunk arrival times divided by N (1 is the recorded pace).
+	Speed float64
+
+	// Faults are failures to inject, by exchange Number.
+	Faults map[int]Fault
+
+	// Compare, if not nil, compares each request with its recorded twin:
+	// recorded is the recorded exchange and live the request as it came,
+	// with its body decoded and credentials in well-known headers and
+	// query keys masked as a recording masks them (redact.Redactor's zero
+	// value); only live's request fields are set. If they differ, it
+	// returns the first differing field's path and values. It is called
+	// concurrently, and must not change its arguments.
+	Compare func(recorded, live *exchange.Exchange) (path string, recordedValue, liveValue any, differ bool)
+}
+
+// A Server answers LLM requests from recorded exchanges. Its methods are
+// safe for concurrent use.
+type Server struct {
+	speed   float64
+	compare func(recorded, live *exchange.Exchange) (string, any, any, bool)
+	entries []*entry // in recorded order
+
+	hooks hooks // set by tests before the first request
+
+	mu         sync.Mutex       // guards the fields below, and those of lanes and entries marked so
+	lanes      map[string]*lane // by name; lanes that were not recorded are added as requests come
+	served     int              // exchanges consumed
+	unanswered []Request
+	drift      []Drift
+	faulted    []int // Numbers, in order of application
+}
+
+// lane is the recorded exchanges of one lane and its cursor.
+type lane struct {
+	name    string
+	entries []*entry
+	next    int // guarded by Server.mu: index of the entry the next request gets
+	live    int // guarded by Server.mu: requests so far
+}
+
+// entry is a recorded exchange and what became of it.
+type entry struct {
+	Recorded
+	fault *Fault // nil for none
+
+	faultApplied bool // guarded by Server.mu
+	served       bool // guarded by Server.mu: consumed by a request
+	drifted      bool // guarded by Server.mu: a Drift is reported
+}
+
+// New returns a Server answering from opts.Exchanges.
+func New(opts Options) (*Server, error) {
+	if opts.Speed < 0 || math.IsNaN(opts.Speed) {
+		return nil, fmt.Errorf("%w: speed %v, want 0 or more", ErrInvalidOptions, opts.Speed)
+	}
+	s := &Server{
+		speed:   opts.Speed,
+		compare: opts.Compare,
+		lanes:   make(map[string]*lane),
+	}
+	byNumber := make(map[int]*entry, len(opts.Exchanges))
+	for i, r := range opts.Exchanges {
+		switch {
+		case r.Exchange == nil:
+			return nil, fmt.Errorf("%w: exchange %d of %d (llm #%d) has no Exchange", ErrInvalidOptions, i+1, len(opts.Exchanges), r.Number)
+		case r.Number <= 0:
+			return nil, fmt.Errorf("%w: exchange %d of %d has Number %d, want 1 or more", ErrInvalidOptions, i+1, len(opts.Exchanges), r.Number)
+		case byNumber[r.Number] != nil:
+			return nil, fmt.Errorf("%w: two exchanges are llm #%d", ErrInvalidOptions, r.Number)
+		}
+		x := r.Exchange
+		name := laneName(x.Method, recordedPath(x.URL), requestModel(x.Method, x.URL, x.RequestBody))
+		ln := s.lanes[name]
+		if ln == nil {
+			ln = &lane{name: name}
+			s.lanes[name] = ln
+		}
+		e := &entry{Recorded: r}
+		ln.entries = append(ln.entries, e)
+		s.entries = append(s.entries, e)
+		byNumber[r.Number] = e
+	}
+	for _, n := range slices.Sorted(maps.Keys(opts.Faults)) {
+		f := opts.Faults[n]
+		e := byNumber[n]
+		if e == nil {
+			return nil, fmt.Errorf("%w: fault %s for llm #%d, which is not in the recording", ErrInvalidOptions, f, n)
+		}
+		if err := f.validate(); err != nil {
+			return nil, fmt.Errorf("fault for llm #%d: %w", n, err)
+		}
+		if e.Exchange.Status == 0 && (f.Kind == FaultCut || f.Kind == FaultReset || f.Kind == FaultMalformed) {
+			return nil, fmt.Errorf("%w %s for llm #%d: the exchange has no recorded response to change", ErrInvalidFault, f, n)
+		}
+		e.fault = &f
+	}
+	return s, nil
+}
+
+// laneName returns the name of a lane, which identifies it.
+func laneName(method, path, model string) string {
+	if model == "" {
+		return method + " " + path
+	}
+	return method + " " + path + " model " + model
+}
+
+// recordedPath returns the path of a recorded URL, as a request for it
+// has in URL.Path.
+func recordedPath(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Path
+	}
+	if i := strings.IndexAny(rawURL, "?#"); i >= 0 {
+		rawURL = rawURL[:i]
+	}
+	return rawURL
+}
+
+// requestModel returns the model a request asks for, if it names one.
+func requestModel(method, rawURL string, body []byte) string {
+	model, _ := wire.RequestInfo(wire.Detect(method, rawURL, nil), rawURL, body)
+	return model
+}
+
+// masker masks credentials in live requests as a recording does.
+var masker redact.Redactor
+
+// RoundTrip answers req from the recording. It never dials: a request the
+// recording cannot answer gets an error response. It returns an error
+// only where the recording has the agent get none (an exchange recorded
+// without a response), or when req is cancelled while it waits.
+func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	raw, err := readBody(req)
+	if err != nil {
+		return nil, fmt.Errorf("replaying %s %s: reading the request body: %w", req.Method, masker.URL(req.URL.String()), err)
+	}
+	body, encoding, decodeErr := decodeRequestBody(req.Header, raw)
+	format := wire.Detect(req.Method, req.URL.String(), nil)
+	model, _ := wire.RequestInfo(format, req.URL.String(), body)
+	name := laneName(req.Method, req.URL.Path, model)
+
+	s.mu.Lock()
+	ln := s.lanes[name]
+	if ln == nil {
+		ln = &lane{name: name}
+		s.lanes[name] = ln
+	}
+	ln.live++
+	if ln.next == len(ln.entries) {
+		reason := fmt.Sprintf("lane has %d recorded, this is request %d", len(ln.entries), ln.live)
+		if decodeErr != nil {
+			reason += "; " + decodeErr.Error()
+		}
+		s.unanswered = append(s.unanswered, Request{Method: req.Method, URL: masker.URL(req.URL.String()), Lane: name, Reason: reason})
+		s.mu.Unlock()
+		msg := "acptap replay: no recorded exchange for " + name + " (" + reason + ")"
+		return errorResponse(req, format, http.StatusBadRequest, "acptap_replay", msg, http.Header{markHeader: {"unanswered"}}), nil
+	}
+	e := ln.entries[ln.next]
+	var fault *Fault
+	if e.fault != nil && !e.faultApplied {
+		e.faultApplied = true
+		fault = e.fault
+		s.faulted = append(s.faulted, e.Number)
+	}
+	if fault == nil || fault.Kind == FaultMalformed {
+		ln.next++
+		e.served = true
+		s.served++
+	}
+	s.mu.Unlock()
+
+	if s.compare != nil {
+		s.checkDrift(e, req, body, encoding)
+	}
+	switch {
+	case fault != nil && fault.Kind == FaultStatus:
+		h := http.Header{markHeader: {"fault"}}
+		if fault.RetryAfter != "" {
+			h.Set("Retry-After", fault.RetryAfter)
+		}
+		msg := fmt.Sprintf("acptap replay: injected fault %s on llm #%d", fault, e.Number)
+		return errorResponse(req, format, fault.Status, "acptap_fault", msg, h), nil
+	case fault != nil && fault.Kind == FaultHang:
+		return nil, s.waitCancel(req.Context(), e.Number, "hanging as injected")
+	}
+	return s.replay(req, start, e, fault)
+}
+
+// readBody reads and closes the body of req.
+func readBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil {
+		return nil, nil
+	}
+	defer req.Body.Close()
+	return io.ReadAll(req.Body)
+}
+
+// checkDrift compares a request with its recorded twin.
+func (s *Server) checkDrift(e *entry, req *http.Request, body []byte, encoding string) {
+	live := &exchange.Exchange{
+		Method:          req.Method,
+		URL:             req.URL.String(),
+		Proto:           req.Proto,
+		RequestHeaders:  req.Header.Clone(),
+		RequestBody:     body,
+		RequestEncoding: encoding,
+	}
+	masker.Exchange(live)
+	path, rv, lv, differ := s.compare(e.Exchange, live)
+	if !differ {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !e.drifted {
+		e.drifted = true
+		s.drift = append(s.drift, Drift{Number: e.Number, Path: path, Recorded: rv, Live: lv})
+	}
+}
+
+// waitCancel waits until ctx ends and returns an error saying why the
+// request of exchange number waited.
+func (s *Server) waitCancel(ctx context.Context, number int, why string) error {
+	if s.hooks.wait != nil {
+		s.hooks.wait(number)
+	}
+	<-ctx.Done()
+	return fmt.Errorf("replaying llm #%d: %s: %w", number, why, context.Cause(ctx))
+}
+
+// agentLeft reports whether a recorded exchange ended, as the tap records
+// it, because the agent went away or the recording stopped: the agent
+// never saw it end.
+func agentLeft(recordedErr string) bool {
+	return strings.Contains(recordedErr, "the client went away") || strings.Contains(recordedErr, proxy.ErrClosed.Error())
+}
+
+// replay answers req with the recorded response of e, with fault applied
+// if it is not nil.
+func (s *Server) replay(req *http.Request, start time.Time, e *entry, fault *Fault) (*http.Response, error) {
+	ctx, x := req.Context(), e.Exchange
+	if x.Status == 0 {
+		if err := s.sleepUntil(ctx, nil, e.Number, start, x.Duration); err != nil {
+			return nil, fmt.Errorf("replaying llm #%d: waiting for the recorded failure: %w", e.Number, err)
+		}
+		if agentLeft(x.Error) {
+			return nil, s.waitCancel(ctx, e.Number, "the agent got no response when recording")
+		}
+		why := x.Error
+		if why == "" {
+			why = "no response was recorded"
+		}
+		return nil, fmt.Errorf("replaying llm #%d: recorded without a response: %s", e.Number, why)
+	}
+	if err := s.sleepUntil(ctx, nil, e.Number, start, x.TTFB); err != nil {
+		return nil, fmt.Errorf("replaying llm #%d: waiting for the recorded time to first byte: %w", e.Number, err)
+	}
+	b := &body{
+		ctx:    ctx,
+		s:      s,
+		number: e.Number,
+		start:  start,
+		chunks: x.Chunks,
+		closed: make(chan struct{}),
+	}
+	switch {
+	case x.Error != "" && agentLeft(x.Error):
+		b.endHangs = true
+	case x.Error != "":
+		b.endErr = fmt.Errorf("replaying llm #%d: the recorded response was cut (%s): %w", e.Number, x.Error, io.ErrUnexpectedEOF)
+	}
+	if fault != nil {
+		full := x.Body()
+		fr := framingOf(x.ResponseHeaders)
+		switch fault.Kind {
+		case FaultCut, FaultReset:
+			n := afterEvents(full, fr, fault.Events)
+			b.chunks = cutOut(x.Chunks, n, len(full))
+			b.endHangs = false
+			if fault.Kind == FaultCut {
+				b.endErr = fmt.Errorf("replaying llm #%d: %s injected after %d bytes: %w", e.Number, fault, n, io.ErrUnexpectedEOF)
+			} else {
+				b.endErr = fmt.Errorf("replaying llm #%d: %s injected after %d bytes: %w", e.Number, fault, n, proxy.ErrReset)
+			}
+		case FaultMalformed:
+			if from, to, ok := garbleRange(full, fr); ok {
+				b.chunks = cutOut(x.Chunks, from, to)
+			}
+		}
+	}
+	h := replayHeader(x.ResponseHeaders)
+	length := int64(-1)
+	if b.endErr == nil && !b.endHangs && x.ResponseHeaders.Get("Content-Length") != "" {
+		length = int64(bodyLen(b.chunks))
+		h.Set("Content-Length", strconv.FormatInt(length, 10))
+	}
+	return newResponse(req, x.Status, h, b, length), nil
+}
+
+// hooks let tests observe and pace a Server; they are nil outside tests.
+type hooks struct {
+	wait  func(number int)                                  // a request starts waiting for its cancellation
+	sleep func(number int)                                  // a request or body waits for a recorded time, which may be past
+	read  func(ctx context.Context, number, sent int) error // a body that has returned sent bytes is about to return more, or its end
+}
+
+// Report says how the replay went. Called after the agent is done, it is
+// complete: everything a request changes is settled before the request's
+// response is returned.
+type Report struct {
+	// Served is the number of recorded exchanges consumed by a request:
+	// Served plus len(Unrequested) is the number recorded.
+	Served int
+	// Unanswered are the requests the recording could not answer, in the
+	// order they came.
+	Unanswered []Request
+	// Unrequested are the recorded exchanges no request consumed, in
+	// recorded order. An exchange whose injected fault (other than
+	// FaultMalformed) was not followed by a retry is one.
+	Unrequested []Recorded
+	// Drift lists, by exchange Number, the first difference Compare found
+	// between each recorded exchange and a request it was paired with.
+	Drift []Drift
+	// Faulted are the Numbers of the exchanges whose fault was applied, in
+	// the order they were; a fault of Options.Faults missing here was never
+	// reached.
+	Faulted []int
+}
+
+// Request is a request the recording could not answer.
+type Request struct {
+	Method string
+	URL    string // credentials in the query masked
+	Lane   string // such as "POST /v1/responses model gpt-5"
+	Reason string // such as "lane has 2 recorded, this is request 3"
+}
+
+// String describes r in one line.
+func (r Request) String() string {
+	return fmt.Sprintf("%s %s: no recorded exchange for %s (%s)", r.Method, r.URL, r.Lane, r.Reason)
+}
+
+// Drift is a difference between a request and its recorded twin.
+type Drift struct {
+	Number   int    // the recorded exchange's
+	Path     string // the first differing field, as Compare names it
+	Recorded any
+	Live     any
+}
+
+// maxShown bounds a value shown by Drift.String.
+const maxShown = 200
+
+// String describes d in one line.
+func (d Drift) String() string {
+	return fmt.Sprintf("llm #%d: the request differs from the recording at %s: recorded %s, live %s", d.Number, d.Path, show(d.Recorded), show(d.Live))
+}
+
+// show formats a value for a one-line message: as JSON if it encodes,
+// shortened if long.
+func show(v any) string {
+	s := fmt.Sprint(v)
+	if b, err := json.Marshal(v); err == nil {
+		s = string(b)
+	}
+	if len(s) > maxShown {
+		s = strings.ToValidUTF8(s[:maxShown], "") + "…"
+	}
+	return s
+}
+
+// Report returns what has happened so far.
+func (s *Server) Report() Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := Report{
+		Served:     s.served,
+		Unanswered: slices.Clone(s.unanswered),
+		Drift:      slices.Clone(s.drift),
+		Faulted:    slices.Clone(s.faulted),
+	}
+	for _, e := range s.entries {
+		if !e.served {
+			r.Unrequested = append(r.Unrequested, e.Recorded)
+		}
+	}
+	slices.SortStableFunc(r.Drift, func(a, b Drift) int { return cmp.Compare(a.Number, b.Number) })
+	return r
+}
