@@ -184,3 +184,11 @@ func TestReplayAllSummary(t *testing.T) {
 }
 
 var _ = http.StatusOK
+
+// runEditor runs the scripted editor in dir with the test environment.
+func runEditor(dir string, args ...string) ([]byte, error) {
+	cmd := exec.Command("testeditor", args...)
+	cmd.Dir = dir
+	cmd.Env = agentEnv()
+	return cmd.CombinedOutput()
+}

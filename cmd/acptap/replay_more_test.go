@@ -1,0 +1,66 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReplayCancelAndRejectedPermission(t *testing.T) {
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	// A turn cancelled mid-stream: the editor cancels after 3 updates of a
+	// slowly streamed answer.
+	cancelArgs := []string{"--prompt", "a long answer please", "--cancel-after", "3", "--",
+		"acptap", "record", "--store", db, "--name", "cancel", "--",
+		"testagent", "--chunk-size", "2", "--chunk-delay", "20ms"}
+	if out, err := runEditor(dir, cancelArgs...); err != nil {
+		t.Fatalf("recording the cancelled turn: %v\n%s", err, out)
+	}
+	// A permission request the user rejected.
+	rejectArgs := []string{"--prompt", "read it", "--reject", "--",
+		"acptap", "record", "--store", db, "--name", "reject", "--", "testagent", "--read", "notes.txt"}
+	if out, err := runEditor(dir, rejectArgs...); err != nil {
+		t.Fatalf("recording the rejected permission: %v\n%s", err, out)
+	}
+	for _, name := range []string{"cancel", "reject"} {
+		for i := range 3 {
+			out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, name)
+			if code != 0 {
+				t.Fatalf("replay %s #%d: exit %d\n%s%s", name, i, code, out, errOut)
+			}
+		}
+	}
+}
+
+func TestReplayFaultsReachTheAgent(t *testing.T) {
+	upstream, _ := chatUpstream(t, false)
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	recordSession(t, dir, db, "llm", agentEnv(), []string{"--no-proxy-env", "--base-url", "OPENAI_BASE_URL=" + upstream.URL + "/v1"}, "--retries", "1")
+
+	// A 429 on the first try: the agent retries and gets the recorded
+	// answer; its output is unchanged.
+	out, errOut, code := runAcptap(t, dir, agentEnv(), "replay", "--store", db, "--fault", "1=status:429:retry-after=0", "llm")
+	if code != 0 {
+		t.Errorf("429 then retry: exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	// Without retries the 429 is what the agent reports: a divergence.
+	out, _, code = runAcptap(t, dir, agentEnv(), "replay", "--store", db, "--fault", "1=status:429", "llm", "--", "testagent", "--retries", "0")
+	if code != ExitDiverged || !strings.Contains(out, "429") {
+		t.Errorf("429 without retry: exit %d, want %d and the agent's 429 error in the diff\n%s", code, ExitDiverged, out)
+	}
+	// A stream cut after one event and a malformed stream both change what
+	// the agent says.
+	for _, fault := range []string{"1=cut:1", "1=malformed", "1=reset"} {
+		out, _, code = runAcptap(t, dir, agentEnv(), "replay", "--store", db, "--fault", fault, "llm", "--", "testagent", "--retries", "0")
+		if code != ExitDiverged {
+			t.Errorf("--fault %s: exit %d, want %d\n%s", fault, code, ExitDiverged, out)
+		}
+	}
+	// A hang trips the replay's timeout, which says what it waited for.
+	out, _, code = runAcptap(t, dir, agentEnv(), "replay", "--store", db, "--timeout", "500ms", "--fault", "1=hang", "llm")
+	if code != ExitDiverged || !strings.Contains(out, "waited") {
+		t.Errorf("--fault 1=hang: exit %d, want %d and a timeout naming what it waited for\n%s", code, ExitDiverged, out)
+	}
+}
