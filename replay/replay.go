@@ -399,8 +399,9 @@ func decodeAll(msgs []json.RawMessage) []any {
 // the other, for the diff.
 func pretty(msgs []json.RawMessage) string {
 	var b bytes.Buffer
-	for i, m := range msgs {
-		fmt.Fprintf(&b, "// [%d]\n", i)
+	for _, m := range msgs {
+		// No index markers: after an insertion they would all differ and
+		// bury the real change; the first divergence names the index.
 		if err := json.Indent(&b, m, "", "  "); err != nil {
 			b.Write(m)
 		}

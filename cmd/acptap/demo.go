@@ -3,15 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/internal/demollm"
 	"github.com/acptap/acptap/internal/testagent"
 	"github.com/acptap/acptap/internal/testeditor"
+	"github.com/acptap/acptap/replay"
 )
 
 type demoOptions struct {
@@ -25,7 +30,7 @@ type demoOptions struct {
 func demoCommand(stdio *IO) *cli.Command {
 	return &cli.Command{
 		Name:  "demo",
-		Usage: "record a session of the bundled demo agent, driven by a scripted editor, and show it",
+		Usage: "record the bundled demo agent against a scripted LLM, replay it offline, then replay a changed agent",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "keep", Usage: "keep the temporary store and workspace, and print where they are"},
 		},
@@ -55,12 +60,13 @@ func demoAgentCommand(stdio *IO) *cli.Command {
 const demoNotes = "Teh quick brown fox jumps over the lazy dog.\n"
 
 func runDemo(opts *demoOptions) error {
+	out := opts.IO.Out
 	dir, err := os.MkdirTemp("", "acptap-demo-")
 	if err != nil {
 		return usageErrorf("demo: %v", err)
 	}
 	if opts.Keep {
-		fmt.Fprintf(opts.IO.Out, "demo files kept in %s\n", dir)
+		fmt.Fprintf(out, "demo files kept in %s\n", dir)
 	} else {
 		defer os.RemoveAll(dir)
 	}
@@ -72,32 +78,74 @@ func runDemo(opts *demoOptions) error {
 		return usageErrorf("demo: %v", err)
 	}
 	db := filepath.Join(dir, "demo.db")
-	const name = "demo"
-	prompts := []string{"Fix the typo in notes.txt", "Thanks!"}
+	caDir := filepath.Join(dir, "ca")
+	const name = "fix-typo"
 
-	fmt.Fprintf(opts.IO.Out, "$ acptap record --store %s --name %s -- acptap demo-agent --read notes.txt\n", db, name)
-	fmt.Fprintf(opts.IO.Out, "  (a scripted editor sends %d prompts and allows the file read)\n", len(prompts))
+	// The scripted LLM, on loopback, for the recording only.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return usageErrorf("demo: starting the scripted LLM: %v", err)
+	}
+	llm := &http.Server{Handler: demollm.Handler()}
+	go llm.Serve(ln)
+	llmURL := "http://" + ln.Addr().String() + "/v1"
+
+	agent := []string{opts.Self, "demo-agent", "--title-call"}
+	step := func(format string, args ...any) { fmt.Fprintf(out, "\n== "+format+"\n", args...) }
+
+	step("1. Record: a scripted editor asks the demo agent to fix a typo; the agent calls the (scripted) LLM")
+	fmt.Fprintf(out, "$ acptap record --store demo.db --name %s --base-url OPENAI_BASE_URL=%s -- acptap demo-agent --title-call\n", name, llmURL)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var stderr bytes.Buffer
+	argv := append([]string{opts.Self, "record", "--store", db, "--name", name, "--ca-dir", caDir, "--no-proxy-env",
+		"--base-url", "OPENAI_BASE_URL=" + llmURL, "--"}, agent...)
 	tr, err := testeditor.Run(ctx, testeditor.Options{
-		Argv: []string{opts.Self, "record", "--store", db, "--name", name, "--",
-			opts.Self, "demo-agent", "--read", "notes.txt", "--chunk-size", "12", "--stderr-log"},
+		Argv:    argv,
 		Dir:     workspace,
 		Cwd:     workspace,
-		Prompts: prompts,
+		Env:     append(os.Environ(), "OPENAI_API_KEY=sk-demo-not-a-real-key"),
+		Prompts: []string{"Fix the typo in notes.txt", "Thanks!"},
 		Stderr:  &stderr,
 	})
+	llm.Close()
 	if err != nil {
 		return usageErrorf("demo: the recorded session failed: %v; its stderr was: %q", err, stderr.String())
 	}
 	for _, turn := range tr.Turns {
-		fmt.Fprintf(opts.IO.Out, "  editor: %q\n  agent:  %q (%s)\n", turn.Prompt, turn.Text, turn.StopReason)
+		fmt.Fprintf(out, "  editor: %q\n  agent:  %q (%s)\n", turn.Prompt, turn.Text, turn.StopReason)
 	}
-	fmt.Fprintf(opts.IO.Out, "\n$ acptap show --store %s\n", db)
-	if err := runShow(&showOptions{IO: opts.IO, StorePath: db}); err != nil {
+
+	step("2. Inspect the recording: every lane on one timeline")
+	fmt.Fprintf(out, "$ acptap show --store demo.db %s\n", name)
+	if err := runShow(&showOptions{IO: opts.IO, StorePath: db, Name: name, Color: isTerminal(out)}); err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.Out, "\n$ acptap show --store %s %s\n", db, name)
-	return runShow(&showOptions{IO: opts.IO, StorePath: db, Name: name, Color: isTerminal(opts.IO.Out)})
+
+	replayOpts := func(argv []string) *replayOptions {
+		return &replayOptions{
+			IO:        opts.IO,
+			StorePath: db,
+			Names:     []string{name},
+			Argv:      argv,
+			CADir:     caDir,
+			Color:     isTerminal(out),
+			Replay:    replay.Options{Timeout: 20 * time.Second},
+		}
+	}
+	step("3. Replay offline: the scripted LLM is gone; the LLM side comes from the recording")
+	fmt.Fprintf(out, "$ acptap replay --store demo.db %s\n", name)
+	if err := runReplay(replayOpts(nil)); err != nil {
+		return fmt.Errorf("demo: the replay of the unchanged agent failed: %w", err)
+	}
+
+	step("4. Replay a changed agent: it no longer asks permission before reading the file")
+	fmt.Fprintf(out, "$ acptap replay --store demo.db %s -- acptap demo-agent --title-call --no-permission\n", name)
+	err = runReplay(replayOpts(append(agent, "--no-permission")))
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != ExitDiverged {
+		return fmt.Errorf("demo: the replay of the changed agent should have failed with exit %d, got: %v", ExitDiverged, err)
+	}
+	fmt.Fprintf(out, "\nThe first replay passed and the changed agent was caught (acptap replay exits 1 on a divergence).\n")
+	return nil
 }

@@ -64,3 +64,21 @@ func TestReplayFaultsReachTheAgent(t *testing.T) {
 		t.Errorf("--fault 1=hang: exit %d, want %d and a timeout naming what it waited for\n%s", code, ExitDiverged, out)
 	}
 }
+
+// TestReplaySkippedRequestFailsFast checks that an agent that stops asking
+// permission is reported at once, not after the wait times out.
+func TestReplaySkippedRequestFailsFast(t *testing.T) {
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	recordSession(t, dir, db, "perm", agentEnv(), nil, "--read", "notes.txt")
+	out, _, code := runAcptap(t, dir, agentEnv(), "replay", "--store", db, "--timeout", "60s", "perm", "--", "testagent", "--read", "notes.txt", "--no-permission")
+	if code != ExitDiverged {
+		t.Fatalf("exit %d, want %d\n%s", code, ExitDiverged, out)
+	}
+	if !strings.Contains(out, "did not send session/request_permission #1") || strings.Contains(out, "waited") {
+		t.Errorf("want the skipped permission request named and no timeout:\n%s", out)
+	}
+	if !strings.Contains(out, `-  "method": "session/request_permission",`) {
+		t.Errorf("the diff does not show the missing permission request:\n%s", out)
+	}
+}

@@ -140,8 +140,11 @@ func describeExchange(e store.Event, paint func(string, string) string) string {
 		for _, tc := range msg.ToolCalls {
 			b.WriteString(indent + "tool: " + tc.Name + truncate(tc.Arguments, 100))
 		}
-		if msg.StopReason != "" || msg.Usage.TotalTokens > 0 {
-			fmt.Fprintf(&b, "%sstop: %s, tokens in %d out %d", indent, msg.StopReason, msg.Usage.InputTokens, msg.Usage.OutputTokens)
+		if msg.StopReason != "" {
+			fmt.Fprintf(&b, "%sstop: %s", indent, msg.StopReason)
+		}
+		if u := msg.Usage; u.TotalTokens > 0 {
+			fmt.Fprintf(&b, "%stokens: in %d, out %d", indent, u.InputTokens, u.OutputTokens)
 		}
 		for _, m := range msg.Errors {
 			b.WriteString(indent + paint(colorRed, "stream error: "+truncate(m, 100)))

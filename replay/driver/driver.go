@@ -358,9 +358,30 @@ func (r *run) receive(line []byte) {
 		k, n := noteOf(m)
 		r.segment[k] += n
 	}
-	for r.cursor < len(r.p.anchors) && r.seenAnchor(r.p.anchors[r.cursor]) {
+	for r.cursor < len(r.p.anchors) {
+		a := r.p.anchors[r.cursor]
+		if !r.seenAnchor(a) {
+			if a.req.method == "" || !r.turnPassed(r.cursor) {
+				break
+			}
+			// The agent answered the editor request recorded after this
+			// agent request without sending it: it never will. Waiting
+			// would only time out; the diff shows the difference.
+			r.errs = append(r.errs, &MissingError{Method: a.req.method, N: a.req.n, Live: r.liveReq[a.req.method]})
+		}
 		r.cursor++
 	}
+}
+
+// turnPassed reports whether the first response anchor after anchor i has
+// been seen.
+func (r *run) turnPassed(i int) bool {
+	for _, a := range r.p.anchors[i+1:] {
+		if a.req.method == "" {
+			return r.seenAnchor(a)
+		}
+	}
+	return false
 }
 
 // request answers the live agent request k of id id, now or once its

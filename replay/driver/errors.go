@@ -84,3 +84,16 @@ func (e *MismatchError) Error() string {
 	}
 	return fmt.Sprintf("the agent sent %s request #%d, but the recording has only %d; it got an error response", e.Method, e.N, e.Recorded)
 }
+
+// A MissingError reports an agent request that the recording holds but the
+// live agent skipped: it answered the editor request recorded after it
+// without sending it. Run went on.
+type MissingError struct {
+	Method string // the request's method
+	N      int    // its number among the recorded requests of Method, from 1
+	Live   int    // how many requests of Method the live agent had sent then
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("the agent did not send %s #%d (recorded; it sent %d) before answering the editor request recorded after it", e.Method, e.N, e.Live)
+}
