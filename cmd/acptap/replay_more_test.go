@@ -82,3 +82,32 @@ func TestReplaySkippedRequestFailsFast(t *testing.T) {
 		t.Errorf("the diff does not show the missing permission request:\n%s", out)
 	}
 }
+
+func TestReplayRequestsModes(t *testing.T) {
+	upstream, _ := chatUpstream(t, false)
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	recordSession(t, dir, db, "llm", agentEnv(), []string{"--no-proxy-env", "--base-url", "OPENAI_BASE_URL=" + upstream.URL + "/v1"})
+	changed := []string{"--", "testagent", "--system", " Answer in French."}
+
+	// The agent's output is the same (the recorded answers), but its
+	// requests changed: warn by default, fail with --requests fail.
+	out, _, code := runAcptap(t, dir, agentEnv(), append([]string{"replay", "--store", db, "llm"}, changed...)...)
+	if code != 0 || !strings.Contains(out, "warning: llm #1: the request differs from the recording at") {
+		t.Errorf("--requests warn: exit %d, want 0 and a drift warning\n%s", code, out)
+	}
+	out, _, code = runAcptap(t, dir, agentEnv(), append([]string{"replay", "--store", db, "--requests", "fail", "llm"}, changed...)...)
+	if code != ExitDiverged || !strings.Contains(out, "FAIL llm: llm #1: the request differs from the recording at") || !strings.Contains(out, "Answer in French.") {
+		t.Errorf("--requests fail: exit %d, want %d naming the changed prompt\n%s", code, ExitDiverged, out)
+	}
+	out, _, code = runAcptap(t, dir, agentEnv(), append([]string{"replay", "--store", db, "--requests", "ignore", "llm"}, changed...)...)
+	if code != 0 || strings.Contains(out, "warning") {
+		t.Errorf("--requests ignore: exit %d, want 0 and no warning\n%s", code, out)
+	}
+	// Unchanged, no drift at all: the date and cwd in the system prompt
+	// and the random ids are normalized away.
+	out, _, code = runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--requests", "fail", "llm")
+	if code != 0 || strings.Contains(out, "warning") {
+		t.Errorf("unchanged agent with --requests fail: exit %d\n%s", code, out)
+	}
+}

@@ -44,6 +44,7 @@ type config struct {
 	thought       string        // agent_thought_chunk sent first, "" for none
 	llm           string        // OpenAI base URL, "" for the scripted mode
 	model         string        // model of the main LLM calls
+	system        string        // extra system prompt text (LLM mode)
 	titleCall     bool          // race a title-generation call against the first turn
 	ca            string        // extra CA certificates (PEM) to trust
 	retries       int           // retries of a failed LLM request
@@ -79,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.StringVar(&cfg.thought, "thought", "", "send an agent_thought_chunk with `TEXT` first in each turn (scripted mode)")
 	fs.StringVar(&cfg.llm, "llm", "", "OpenAI base `URL` (default $OPENAI_BASE_URL); enables the LLM mode")
 	fs.StringVar(&cfg.model, "model", "test-model", "model `NAME` of the LLM calls")
+	fs.StringVar(&cfg.system, "system", "", "append `TEXT` to the system prompt (LLM mode): a changed prompt for request comparison")
 	fs.BoolVar(&cfg.titleCall, "title-call", false, "race a title-generation LLM call against the first turn")
 	fs.StringVar(&cfg.ca, "ca", "", "also trust the CA certificates in PEM `FILE`")
 	fs.IntVar(&cfg.retries, "retries", 0, "retry a failed LLM request (429, 5xx, connection error) up to `N` times")
@@ -133,6 +135,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //
 //	--llm URL         OpenAI base URL; requests go to URL/chat/completions
 //	--model NAME      model of the turns' requests (default "test-model")
+//	--system TEXT     append TEXT to the system prompt
 //	--title-call      race a "title-model" request against the first turn's
 //	--ca FILE         also trust the CA certificates in FILE
 //	--retries N       retry a request failing with 429, 5xx or a transport

@@ -467,8 +467,8 @@ func (a *agent) llmTurn(ctx context.Context, s *session, prompt string) string {
 func (a *agent) systemMessage(s *session) chatMessage {
 	return chatMessage{Role: "system", Content: fmt.Sprintf(
 		"You are acptap's test agent, a coding assistant. The working directory is %s. Today's date is %s. "+
-			"Use the read_file tool to read files.",
-		s.cwd, time.Now().Format(time.DateOnly))}
+			"Use the read_file tool to read files.%s",
+		s.cwd, time.Now().Format(time.DateOnly), a.cfg.system)}
 }
 
 // modelTool runs a tool call of the model and returns the result to send
