@@ -29,6 +29,7 @@ import (
 	"github.com/acptap/acptap/redact"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/snapshot"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
@@ -61,7 +62,8 @@ type Options struct {
 	// Argv overrides the recorded agent command. If nil, the recorded one.
 	Argv []string
 	// Workspace seeds the sandbox workspace (copied). If empty, the
-	// workspace starts empty.
+	// workspace is restored from the recording's snapshot (record
+	// --snapshot), or starts empty if it has none.
 	Workspace string
 	// Env adds K=V pairs to the agent's environment, after the allowlist.
 	Env []string
@@ -103,12 +105,18 @@ type Result struct {
 	Expected, Actual []json.RawMessage
 	// Live is every line the agent wrote on stdout, in order.
 	Live [][]byte
+	// Timeline is the order in which the replay sent the recorded editor
+	// frames and received the lines of Live, each line once (see Step).
+	Timeline []Step
 	// Exit is how the agent ended.
 	Exit stdiotap.Exit
 	// LLM is the LLM server's report.
 	LLM      llmserver.Report
 	Frames   int // recorded editor and agent frames
 	Duration time.Duration
+
+	editors int                          // recorded editor frames
+	restore func(i int, l []byte) []byte // Live[i] in the recording's terms; see Update
 }
 
 // Equal reports whether the replay matched the recording.
@@ -188,16 +196,25 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%w: recording %q has no agent command; pass -- AGENT [ARGS...]", ErrNoCommand, name)
 	}
-	sb, err := newSandbox(opts.Workspace)
+	// Without Options.Workspace, a recorded snapshot seeds the sandbox's.
+	var archive []byte
+	if opts.Workspace == "" && rec.meta.Snapshot {
+		if archive, err = st.Blob(name, store.SnapshotBlob); err != nil {
+			return nil, fmt.Errorf("%w: reading the recorded workspace snapshot: %v", ErrWorkspace, err)
+		}
+	}
+	sb, err := newSandbox(opts.Workspace, archive)
 	if err != nil {
 		return nil, err
 	}
 	defer sb.remove()
 
 	// The LLM side: recorded exchanges behind a tap that never dials.
+	// norm is called twice per LLM request: the cwds are found once.
+	cwds := nonEmpty(append(sessionCwds(rec.frames), rec.meta.Cwd, sb.work)...)
 	norm := func() *normalize.Normalizer {
 		return normalize.New(normalize.Options{
-			Cwd:        nonEmpty(append(sessionCwds(rec.frames), rec.meta.Cwd, sb.work)...),
+			Cwd:        cwds,
 			Home:       nonEmpty(rec.meta.Home, sb.home),
 			Tmp:        nonEmpty(rec.meta.Tmp, sb.tmp),
 			Rules:      opts.Rules,
@@ -293,7 +310,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	lines := make(chan []byte)
 	stop := make(chan struct{})
 	go q.feed(lines, stop)
-	_, driveErr := drv.Run(ctx, stdinW, lines)
+	drvRes, driveErr := drv.Run(ctx, stdinW, lines)
 	close(stop)
 	stdinW.Close()
 	<-exitc
@@ -302,6 +319,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	}
 
 	res := &Result{Name: name, Exit: exit, Frames: len(rec.frames), LLM: server.Report(), Live: q.all()}
+	res.timeline(rec, sb, &drvRes)
 
 	if driveErr != nil {
 		for _, e := range unjoin(driveErr) {
@@ -513,7 +531,9 @@ type sandbox struct {
 	root, work, home, tmp string
 }
 
-func newSandbox(seed string) (*sandbox, error) {
+// newSandbox makes the sandbox, its workspace a copy of the directory
+// seed, else the snapshot archive restored, else empty.
+func newSandbox(seed string, archive []byte) (*sandbox, error) {
 	root, err := os.MkdirTemp("", "acptap-replay-")
 	if err != nil {
 		return nil, fmt.Errorf("creating the replay sandbox: %w", err)
@@ -530,14 +550,19 @@ func newSandbox(seed string) (*sandbox, error) {
 			return nil, fmt.Errorf("creating the replay sandbox: %w", err)
 		}
 	}
-	if seed == "" {
-		err = os.Mkdir(sb.work, 0o755)
-	} else {
+	from := seed
+	switch {
+	case seed != "":
 		err = os.CopyFS(sb.work, os.DirFS(seed))
+	case archive != nil:
+		from = "the recorded snapshot"
+		err = snapshot.Restore(archive, sb.work)
+	default:
+		err = os.Mkdir(sb.work, 0o755)
 	}
 	if err != nil {
 		sb.remove()
-		return nil, fmt.Errorf("%w: seeding the workspace from %s: %v", ErrWorkspace, seed, err)
+		return nil, fmt.Errorf("%w: seeding the workspace from %s: %v", ErrWorkspace, from, err)
 	}
 	return sb, nil
 }

@@ -116,6 +116,7 @@ func checkStoreFile(t *testing.T, path string) {
 			t.Errorf("invariants: recording %q: counters say %d frames, %d exchanges; events have %d, %d",
 				rec.Name, rec.Frames, rec.Exchanges, frames, exchanges)
 		}
+		checkBlobs(t, s, rec.Name) // see blob_test.go
 	}
 }
 

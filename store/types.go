@@ -106,6 +106,7 @@ type Recording struct {
 	// friends. A replay reaches the agent the same ways.
 	BaseURLs map[string]string `json:"base_urls,omitempty"`
 	ProxyEnv bool              `json:"proxy_env,omitempty"`
+	Snapshot bool              `json:"snapshot,omitempty"` // the blob SnapshotBlob holds the workspace, as record found it
 
 	// Set when the recording ends. While Done is false the recording is
 	// either still being written or was interrupted (acptap was killed);
@@ -119,4 +120,8 @@ type Recording struct {
 	// Kept current by the writer at every commit.
 	Frames    int `json:"frames"`    // KindFrame events
 	Exchanges int `json:"exchanges"` // KindExchange events
+
+	// Updated is when Store.ReplaceLane last rewrote a lane of the
+	// recording (acptap replay --update); zero if never.
+	Updated time.Time `json:"updated,omitzero"`
 }

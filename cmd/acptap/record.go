@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/acptap/acptap/redact"
+	"github.com/acptap/acptap/snapshot"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
@@ -39,6 +40,12 @@ type recordOptions struct {
 	// ForwardSignals relays SIGINT/SIGTERM/SIGHUP to the agent. Off for
 	// in-process tests, which must not install signal handlers.
 	ForwardSignals bool
+	// Snapshot archives the working directory into the recording before
+	// the agent starts, within SnapshotMax bytes of file contents and
+	// SnapshotMaxFiles entries (zero: snapshot's defaults). See snapshot.go.
+	Snapshot         bool
+	SnapshotMax      int64
+	SnapshotMaxFiles int
 }
 
 func recordCommand(stdio *IO) *cli.Command {
@@ -58,6 +65,9 @@ func recordCommand(stdio *IO) *cli.Command {
 			&cli.StringFlag{Name: "upstream-ca", Usage: "PEM `FILE` of extra CA certificates trusted for upstream TLS"},
 			&cli.StringFlag{Name: "ca-dir", EnvVars: []string{"ACPTAP_CA_DIR"}, Usage: "`DIR` of the interception CA (created on first use; default ~/.config/acptap)"},
 			&cli.BoolFlag{Name: "no-proxy-env", Usage: "do not set HTTPS_PROXY/HTTP_PROXY/ALL_PROXY and the CA variables for the agent"},
+			&cli.BoolFlag{Name: "snapshot", Usage: "store the working directory (minus .gitignore'd files and .git) in the recording; replay restores it as the agent's workspace"},
+			&cli.GenericFlag{Name: "snapshot-max", Value: &sizeValue{snapshot.DefaultMaxBytes}, Usage: "largest `SIZE` of the files of a --snapshot (e.g. 64MiB, 1GiB)"},
+			&cli.IntFlag{Name: "snapshot-max-files", Value: snapshot.DefaultMaxFiles, Usage: "most files, directories and symlinks in a --snapshot"},
 		},
 		Action: func(c *cli.Context) error {
 			return runRecord(&recordOptions{
@@ -72,6 +82,10 @@ func recordCommand(stdio *IO) *cli.Command {
 				CADir:          c.String("ca-dir"),
 				NoProxyEnv:     c.Bool("no-proxy-env"),
 				ForwardSignals: true,
+
+				Snapshot:         c.Bool("snapshot"),
+				SnapshotMax:      c.Generic("snapshot-max").(*sizeValue).n,
+				SnapshotMaxFiles: c.Int("snapshot-max-files"),
 			})
 		},
 	}
@@ -105,6 +119,12 @@ func runRecord(opts *recordOptions) error {
 	if err != nil {
 		return err
 	}
+	// Before the store opens and the agent starts: a snapshot that
+	// fails records nothing.
+	archive, err := takeSnapshot(opts, env)
+	if err != nil {
+		return err
+	}
 	st, err := openStore(opts.StorePath, false)
 	if err != nil {
 		return err
@@ -122,6 +142,7 @@ func runRecord(opts *recordOptions) error {
 		Home:     os.Getenv("HOME"),
 		Tmp:      os.TempDir(),
 		ProxyEnv: !opts.NoProxyEnv,
+		Snapshot: archive != nil,
 	}
 	if len(routes) > 0 {
 		rec.BaseURLs = map[string]string{}
@@ -135,6 +156,14 @@ func runRecord(opts *recordOptions) error {
 	}
 	if err != nil {
 		return usageErrorf("record: %v", err)
+	}
+	if archive != nil {
+		if err := w.PutBlob(store.SnapshotBlob, archive); err != nil {
+			// A recording that says it has a snapshot must have it.
+			w.Finish()
+			st.Delete(name)
+			return usageErrorf("record: --snapshot: %v", err)
+		}
 	}
 	fmt.Fprintf(opts.IO.Err, "acptap: recording %q into %s\n", name, st.Path())
 

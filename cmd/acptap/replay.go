@@ -30,6 +30,8 @@ type replayOptions struct {
 	RulesFile string
 	Verbose   bool // pass the agent's stderr through
 	Color     bool
+	Update    bool   // rewrite the expected agent stream of diverged recordings
+	JUnit     string // write a JUnit XML report to this file
 }
 
 func replayCommand(stdio *IO) *cli.Command {
@@ -39,7 +41,10 @@ func replayCommand(stdio *IO) *cli.Command {
 		ArgsUsage: "[NAME... | --all] [-- AGENT [ARGS...]]",
 		Description: "Serves the LLM side from the recording, plays the editor side, normalizes and diffs\n" +
 			"the agent's output. Exit 0 when every recording replays equal, 1 on any divergence,\n" +
-			"2 on a usage or environment error.",
+			"2 on a usage or environment error.\n\n" +
+			"With --update, a recording whose only divergence is the agent's output is rewritten to\n" +
+			"expect this replay's output (UPDATED, which counts as passed); its editor frames, stderr\n" +
+			"and LLM exchanges stay as recorded. --junit FILE writes a JUnit XML report for CI.",
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "all", Usage: "replay every recording in the store"},
@@ -54,6 +59,8 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.BoolFlag{Name: "no-coalesce", Usage: "compare message chunks one by one instead of joined"},
 			&cli.StringFlag{Name: "ca-dir", EnvVars: []string{"ACPTAP_CA_DIR"}, Usage: "`DIR` of the interception CA"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "pass the agent's stderr through"},
+			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
+			&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE`"},
 		},
 		Action: func(c *cli.Context) error {
 			opts := &replayOptions{
@@ -64,6 +71,8 @@ func replayCommand(stdio *IO) *cli.Command {
 				RulesFile: c.String("rules"),
 				Verbose:   c.Bool("verbose"),
 				Color:     isTerminal(stdio.Out),
+				Update:    c.Bool("update"),
+				JUnit:     c.String("junit"),
 			}
 			// Names come before --, the agent command after it.
 			args := c.Args().Slice()
@@ -168,6 +177,11 @@ func runReplay(opts *replayOptions) error {
 			return usageErrorf("replay: --env %q: want K=V", kv)
 		}
 	}
+	report, err := openJUnit(opts.JUnit)
+	if err != nil {
+		return err
+	}
+	defer report.close()
 	caDir := opts.CADir
 	if caDir == "" {
 		d, err := proxy.DefaultCADir()
@@ -189,6 +203,14 @@ func runReplay(opts *replayOptions) error {
 	st, err := openStore(opts.StorePath, true)
 	if err != nil {
 		return err
+	}
+	if opts.Update {
+		// The read-only open said whether there is a store; --update
+		// writes to it, which locks other processes out while it runs.
+		st.Close()
+		if st, err = openStore(opts.StorePath, false); err != nil {
+			return err
+		}
 	}
 	names := opts.Names
 	if opts.All {
@@ -212,26 +234,50 @@ func runReplay(opts *replayOptions) error {
 			return recordingError(err, opts.StorePath)
 		}
 	}
-	// The store stays open (read-only, shared lock) during the replays: it
-	// is only read.
+	// The store stays open during the replays: read-only with a shared
+	// lock, unless --update.
 	defer st.Close()
-	failed := 0
+	failed, updated := 0, 0
 	for _, name := range names {
+		started := time.Now()
 		res, err := replay.Run(context.Background(), st, name, opts.Replay)
 		if err != nil {
-			var code = ExitUsage
 			if errors.Is(err, store.ErrNotFound) {
 				return recordingError(err, opts.StorePath)
 			}
-			return &exitError{code: code, err: fmt.Errorf("replay %s: %w", name, err)}
+			err = fmt.Errorf("replay %s: %w", name, err)
+			report.addError(name, time.Since(started), err)
+			return errors.Join(&exitError{code: ExitUsage, err: err}, report.write())
 		}
-		if !res.Equal() {
+		var up *updateOutcome
+		if opts.Update && !res.Equal() {
+			up = &updateOutcome{}
+			up.frames, up.err = replay.Update(st, res)
+			if up.err != nil && !errors.Is(up.err, replay.ErrNotUpdatable) {
+				// The store could not be written: an environment error.
+				err := fmt.Errorf("replay %s: --update: %w", name, up.err)
+				report.addError(name, time.Since(started), err)
+				return errors.Join(&exitError{code: ExitUsage, err: err}, report.write())
+			}
+		}
+		switch {
+		case up != nil && up.err == nil:
+			updated++
+		case !res.Equal():
 			failed++
 		}
-		printResult(opts.IO.Out, res, opts.Color, len(names) > 1)
+		report.add(res, up)
+		printResult(opts.IO.Out, res, up, opts.Color, len(names) > 1)
 	}
 	if len(names) > 1 {
-		fmt.Fprintf(opts.IO.Out, "%d passed, %d failed\n", len(names)-failed, failed)
+		if opts.Update {
+			fmt.Fprintf(opts.IO.Out, "%d passed, %d updated, %d failed\n", len(names)-failed-updated, updated, failed)
+		} else {
+			fmt.Fprintf(opts.IO.Out, "%d passed, %d failed\n", len(names)-failed, failed)
+		}
+	}
+	if err := report.write(); err != nil {
+		return err
 	}
 	if failed > 0 {
 		return exitCode(ExitDiverged)
@@ -239,7 +285,19 @@ func runReplay(opts *replayOptions) error {
 	return nil
 }
 
-func printResult(w io.Writer, res *replay.Result, color, summaryOnly bool) {
+// updateOutcome is what --update did to a diverged recording.
+type updateOutcome struct {
+	frames int   // agent frames written
+	err    error // why it was not updated; nil if it was
+}
+
+func (u *updateOutcome) summary() string {
+	return fmt.Sprintf("expected agent stream rewritten: %d frames", u.frames)
+}
+
+// printResult prints the outcome of one replay; up is what --update did,
+// nil without --update or when the replay was equal.
+func printResult(w io.Writer, res *replay.Result, up *updateOutcome, color, summaryOnly bool) {
 	paint := func(c, s string) string {
 		if !color {
 			return s
@@ -247,9 +305,13 @@ func printResult(w io.Writer, res *replay.Result, color, summaryOnly bool) {
 		return c + s + colorReset
 	}
 	stats := fmt.Sprintf("%d frames, %d LLM exchanges served, %s", res.Frames, res.LLM.Served, res.Duration.Round(time.Millisecond))
-	if res.Equal() {
+	isUpdated := up != nil && up.err == nil
+	switch {
+	case res.Equal():
 		fmt.Fprintf(w, "%s %s (%s)\n", paint(colorGreen, "PASS"), res.Name, stats)
-	} else {
+	case isUpdated:
+		fmt.Fprintf(w, "%s %s (%s)\n", paint(colorYellow, "UPDATED"), res.Name, up.summary())
+	default:
 		fmt.Fprintf(w, "%s %s: %s\n", paint(colorRed, "FAIL"), res.Name, res.Divergences[0])
 	}
 	for _, warn := range res.Warnings {
@@ -258,8 +320,13 @@ func printResult(w io.Writer, res *replay.Result, color, summaryOnly bool) {
 	if res.Equal() {
 		return
 	}
-	for _, d := range res.Divergences[1:] {
-		fmt.Fprintf(w, "  also: %s\n", d)
+	if !isUpdated {
+		for _, d := range res.Divergences[1:] {
+			fmt.Fprintf(w, "  also: %s\n", d)
+		}
+		if up != nil {
+			fmt.Fprintf(w, "  not updated: %v\n", up.err)
+		}
 	}
 	if summaryOnly && res.Diff == "" {
 		return

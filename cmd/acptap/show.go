@@ -110,6 +110,7 @@ type recordingJSON struct {
 	Error      string    `json:"error,omitempty"`
 	Version    string    `json:"version"`
 	Format     int       `json:"format"`
+	Snapshot   bool      `json:"snapshot,omitempty"` // the workspace was snapshotted for replay
 }
 
 func listJSON(w io.Writer, recs []store.Recording) error {
@@ -120,7 +121,7 @@ func listJSON(w io.Writer, recs []store.Recording) error {
 			Name: r.Name, Created: r.Created, Argv: r.Argv, Cwd: r.Cwd,
 			Frames: r.Frames, Exchanges: r.Exchanges, DurationMs: r.Duration.Milliseconds(),
 			Done: r.Done, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
-			Version: r.Version, Format: r.Format,
+			Version: r.Version, Format: r.Format, Snapshot: r.Snapshot,
 		}); err != nil {
 			return err
 		}
@@ -159,6 +160,9 @@ func writeHeader(w io.Writer, r store.Recording) {
 	fmt.Fprintf(w, "recording %s: %s\n", r.Name, strings.Join(r.Argv, " "))
 	fmt.Fprintf(w, "  created %s in %s, %d frames, %d LLM exchanges, %s, %s\n",
 		r.Created.Local().Format("2006-01-02 15:04:05"), r.Cwd, r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
+	if r.Snapshot {
+		fmt.Fprintf(w, "  workspace snapshot kept for replay\n")
+	}
 }
 
 // eventJSON is one line of `show --json NAME`; see DESIGN.md.

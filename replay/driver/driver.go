@@ -123,6 +123,14 @@ func New(opts Options) *Driver {
 type Result struct {
 	Live [][]byte // the agent's lines Run received, in order
 	Sent [][]byte // the lines Run wrote to the agent, in order, without '\n'
+
+	// Timeline is the order in which Run started writing recorded editor
+	// frames and received the agent's lines (see Step). Error responses
+	// to unrecorded agent requests are not in it.
+	Timeline []Step
+
+	subs   substitutions           // learned in the Run, for Restorer
+	reqIDs map[int]json.RawMessage // Live index of an agent request → the id of its recorded twin
 }
 
 // Run plays the recording against a live agent: it writes editor frames,
@@ -166,6 +174,7 @@ func (d *Driver) Run(ctx context.Context, toAgent io.Writer, fromAgent <-chan []
 	if err := r.loop(ctx, fromAgent); err != nil {
 		r.errs = append(r.errs, err)
 	}
+	r.res.subs = r.subs
 	if len(r.errs) == 1 {
 		return r.res, r.errs[0]
 	}
@@ -277,6 +286,9 @@ func (r *run) progress() bool {
 			if w.step {
 				r.start = time.Now()
 			}
+			if w.frame >= 0 {
+				r.res.Timeline = append(r.res.Timeline, Step{FromEditor, w.frame})
+			}
 			r.writes <- append(w.data[:len(w.data):len(w.data)], '\n')
 		}
 		// The next step is considered once the previous one is written,
@@ -334,6 +346,7 @@ func (r *run) seenAnchor(a anchor) bool {
 // receive handles one line from the agent.
 func (r *run) receive(line []byte) {
 	r.res.Live = append(r.res.Live, line)
+	r.res.Timeline = append(r.res.Timeline, Step{FromAgent, len(r.res.Live) - 1})
 	m := acp.Parse(line)
 	switch m.Kind {
 	case acp.Response, acp.Error:
@@ -351,7 +364,9 @@ func (r *run) receive(line []byte) {
 		r.liveReq[m.Method]++
 		k := reqKey{m.Method, r.liveReq[m.Method]}
 		if i, ok := r.p.reqs[k]; ok {
-			r.subs.learn(acp.Parse(r.p.frames[i].Data).Params, m.Params)
+			rec := acp.Parse(r.p.frames[i].Data)
+			r.subs.learn(rec.Params, m.Params)
+			r.requestTwin(rec.ID)
 		}
 		r.request(k, m.ID)
 	case acp.Notification:

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// The replay benchmark replays a long LLM session: the test agent in LLM
+// mode, driven by the scripted editor through benchPrompts prompts, each
+// answered by a fake Chat Completions upstream in benchChunks streamed
+// deltas. A turn is then about 10 ACP frames (the prompt, a chunk per
+// delta, the response) and one LLM exchange: some 10,000 frames and 1,000
+// exchanges in all. As in a real session, each request carries the whole
+// conversation so far.
+const (
+	benchPrompts = 1000
+	benchChunks  = 8
+)
+
+// benchSession is the recording the replay benchmark replays, and what
+// it takes to run the same session live.
+type benchSession struct {
+	dir       string // the workspace, which holds the store
+	db        string
+	upstream  string // the fake upstream's base URL, ".../v1"
+	prompts   []string
+	frames    int
+	exchanges int
+}
+
+// replayBenchSession records the session once per process. The
+// directory stays behind in TMPDIR: the benchmarks of a process share it,
+// and testing has no hook at the end of the process to remove it.
+var replayBenchSession = sync.OnceValues(func() (*benchSession, error) {
+	dir, err := os.MkdirTemp("", "acptap-bench-replay-")
+	if err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(streamingChat(benchChunks))
+	s := &benchSession{dir: dir, db: filepath.Join(dir, "bench.db"), upstream: srv.URL + "/v1"}
+	for i := range benchPrompts {
+		s.prompts = append(s.prompts, fmt.Sprintf("question %d: what changed in step %d of the build?", i+1, i+1))
+	}
+	record := []string{"acptap", "record", "--store", s.db, "--name", "long",
+		"--no-proxy-env", "--base-url", "OPENAI_BASE_URL=" + s.upstream, "--", "testagent"}
+	if err := s.edit(record); err != nil {
+		return nil, fmt.Errorf("recording the session: %w", err)
+	}
+	out, err := exec.Command("acptap", "show", "--store", s.db, "--json").Output()
+	if err != nil {
+		return nil, fmt.Errorf("show --json: %w", err)
+	}
+	var rec recordingJSON
+	if err := json.Unmarshal(bytes.TrimSpace(out), &rec); err != nil {
+		return nil, fmt.Errorf("show --json: %w", err)
+	}
+	s.frames, s.exchanges = rec.Frames, rec.Exchanges
+	if rec.Exchanges != benchPrompts {
+		return nil, fmt.Errorf("the recording has %d LLM exchanges, want %d", rec.Exchanges, benchPrompts)
+	}
+	return s, nil
+})
+
+// edit runs the scripted editor through the session's prompts against
+// agent in the session's workspace.
+func (s *benchSession) edit(agent []string) error {
+	args := []string{"--timeout", "0"}
+	for _, p := range s.prompts {
+		args = append(args, "--prompt", p)
+	}
+	cmd := exec.Command("testeditor", append(append(args, "--"), agent...)...)
+	cmd.Dir = s.dir
+	cmd.Env = agentEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%v\n%s", err, stderr.Bytes())
+	}
+	return nil
+}
+
+// streamingChat is a fake OpenAI Chat Completions upstream that answers
+// every request with a stream of n content deltas, each flushed on its
+// own, then the finish reason, the usage and [DONE].
+func streamingChat(n int) http.Handler {
+	var body bytes.Buffer
+	event := func(choices, usage string) {
+		fmt.Fprintf(&body, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1782321902,"model":"test-model","choices":[%s],"usage":%s}`+"\n\n", choices, usage)
+	}
+	var events [][]byte
+	for i := range n {
+		event(fmt.Sprintf(`{"index":0,"delta":{"content":"part %d of the answer. "},"finish_reason":null}`, i+1), "null")
+		events = append(events, bytes.Clone(body.Bytes()))
+		body.Reset()
+	}
+	event(`{"index":0,"delta":{},"finish_reason":"stop"}`, "null")
+	event("", `{"prompt_tokens":20,"completion_tokens":40,"total_tokens":60}`)
+	body.WriteString("data: [DONE]\n\n")
+	events = append(events, bytes.Clone(body.Bytes()))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		f, _ := w.(http.Flusher)
+		for _, e := range events {
+			w.Write(e)
+			if f != nil {
+				f.Flush()
+			}
+		}
+	})
+}
+
+// liveSessionNs is the time of one live session, from the live
+// sub-benchmark, for the replay's per-exchange overhead.
+var liveSessionNs float64
+
+// BenchmarkReplay1000Exchanges measures, per op, a whole session of 1,000
+// prompts:
+//
+//   - live: the scripted editor and the agent against the fake upstream,
+//     without acptap: the agent's own time;
+//   - replay: acptap replay of the recorded session, which must pass;
+//   - replay-requests-ignore: the same without comparing each LLM request
+//     with its recorded twin (--requests ignore), the part of the replay
+//     that grows with the conversation.
+//
+// The replays report overhead-ns/exchange, (replay − live) / 1,000, when
+// live ran before them in the same process. The recording is made once
+// per process, outside the timings.
+func BenchmarkReplay1000Exchanges(b *testing.B) {
+	s, err := replayBenchSession()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("recording: %d frames, %d LLM exchanges", s.frames, s.exchanges)
+	b.Run("live", func(b *testing.B) {
+		for b.Loop() {
+			if err := s.edit([]string{"testagent", "--llm", s.upstream}); err != nil {
+				b.Fatalf("live session: %v", err)
+			}
+		}
+		liveSessionNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	b.Run("replay", func(b *testing.B) { benchmarkReplay(b, s) })
+	b.Run("replay-requests-ignore", func(b *testing.B) { benchmarkReplay(b, s, "--requests", "ignore") })
+}
+
+// benchmarkReplay replays the session with acptap replay and flags.
+func benchmarkReplay(b *testing.B, s *benchSession, flags ...string) {
+	args := append(append([]string{"replay", "--store", s.db}, flags...), "long")
+	dir := b.TempDir()
+	for b.Loop() {
+		cmd := exec.Command("acptap", args...)
+		cmd.Dir = dir
+		cmd.Env = agentEnv()
+		if out, err := cmd.CombinedOutput(); err != nil || !bytes.HasPrefix(out, []byte("PASS long")) {
+			b.Fatalf("acptap %v: %v\n%.2000s", args, err, out)
+		}
+	}
+	if liveSessionNs > 0 {
+		replayNs := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		b.ReportMetric((replayNs-liveSessionNs)/benchPrompts, "overhead-ns/exchange")
+	}
+}
