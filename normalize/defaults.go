@@ -412,8 +412,9 @@ func replaceDates(s string) string {
 	if strings.IndexAny(s, "0123456789") < 0 {
 		return s
 	}
+	digits := nextDigitFinder(s)
 	return scanWords(s, func(i int) (int, int, string, bool) {
-		if !isDigit(s[i]) && strings.IndexByte("JFMASONDTW", s[i]) < 0 {
+		if !isDigit(s[i]) && strings.IndexByte("JFMASONDTW", s[i]) < 0 || digits(i) >= i+window {
 			return 0, 0, "", false
 		}
 		m := dateAt.FindStringIndex(s[i:min(len(s), i+window)])
@@ -422,6 +423,26 @@ func replaceDates(s string) string {
 		}
 		return i, i + m[1], "<date>", bounded(s, i, i+m[1])
 	})
+}
+
+// nextDigitFinder returns a function giving the index of the first digit
+// of s at or after i (len(s) if none), for non-decreasing i, in amortized
+// constant time: every date and duration pattern holds a digit within the
+// window, so words with no digit near them skip the regexp. Prompts are
+// mostly such words, and requests carry whole conversations.
+func nextDigitFinder(s string) func(i int) int {
+	next := -1
+	return func(i int) int {
+		if next < i {
+			j := strings.IndexAny(s[i:], "0123456789")
+			if j < 0 {
+				next = len(s)
+			} else {
+				next = i + j
+			}
+		}
+		return next
+	}
 }
 
 // window bounds the text an anchored pattern looks at. It is longer than
@@ -446,8 +467,9 @@ func replaceDurations(s string) string {
 	if strings.IndexAny(s, "0123456789") < 0 {
 		return s
 	}
+	digits := nextDigitFinder(s)
 	return scanWords(s, func(i int) (int, int, string, bool) {
-		if i > 0 && s[i-1] == '_' || strings.IndexByte("wcedtfrWCEDTFR", s[i]) < 0 {
+		if i > 0 && s[i-1] == '_' || strings.IndexByte("wcedtfrWCEDTFR", s[i]) < 0 || digits(i) >= i+window {
 			return 0, 0, "", false
 		}
 		m := durationAt.FindStringSubmatchIndex(s[i:min(len(s), i+window)])

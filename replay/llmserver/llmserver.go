@@ -123,6 +123,8 @@ type Server struct {
 
 	hooks hooks // set by tests before the first request
 
+	comparing sync.WaitGroup // request comparisons under way
+
 	mu         sync.Mutex       // guards the fields below, and those of lanes and entries marked so
 	lanes      map[string]*lane // by name; lanes that were not recorded are added as requests come
 	served     int              // exchanges consumed
@@ -274,7 +276,18 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	s.mu.Unlock()
 
 	if s.compare != nil {
-		s.checkDrift(e, req, body, encoding)
+		// Off the response path: normalizing a request that carries a
+		// whole conversation takes milliseconds, and the agent should
+		// not wait for it. Report waits for every comparison.
+		live := &exchange.Exchange{
+			Method:          req.Method,
+			URL:             req.URL.String(),
+			Proto:           req.Proto,
+			RequestHeaders:  req.Header.Clone(),
+			RequestBody:     body,
+			RequestEncoding: encoding,
+		}
+		s.comparing.Go(func() { s.checkDrift(e, live) })
 	}
 	switch {
 	case fault != nil && fault.Kind == FaultStatus:
@@ -300,15 +313,7 @@ func readBody(req *http.Request) ([]byte, error) {
 }
 
 // checkDrift compares a request with its recorded twin.
-func (s *Server) checkDrift(e *entry, req *http.Request, body []byte, encoding string) {
-	live := &exchange.Exchange{
-		Method:          req.Method,
-		URL:             req.URL.String(),
-		Proto:           req.Proto,
-		RequestHeaders:  req.Header.Clone(),
-		RequestBody:     body,
-		RequestEncoding: encoding,
-	}
+func (s *Server) checkDrift(e *entry, live *exchange.Exchange) {
 	masker.Exchange(live)
 	path, rv, lv, differ := s.compare(e.Exchange, live)
 	if !differ {
@@ -410,7 +415,8 @@ type hooks struct {
 
 // Report says how the replay went. Called after the agent is done, it is
 // complete: everything a request changes is settled before the request's
-// response is returned.
+// response is returned, but for the comparison with its recorded twin,
+// which runs in the background and which Server.Report waits for.
 type Report struct {
 	// Served is the number of recorded exchanges consumed by a request:
 	// Served plus len(Unrequested) is the number recorded.
@@ -473,14 +479,16 @@ func show(v any) string {
 	return s
 }
 
-// Report returns what has happened so far.
+// Report returns what has happened so far, once the request comparisons
+// under way have finished. Drift is in exchange order.
 func (s *Server) Report() Report {
+	s.comparing.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := Report{
 		Served:     s.served,
 		Unanswered: slices.Clone(s.unanswered),
-		Drift:      slices.Clone(s.drift),
+		Drift:      slices.SortedFunc(slices.Values(s.drift), func(a, b Drift) int { return a.Number - b.Number }),
 		Faulted:    slices.Clone(s.faulted),
 	}
 	for _, e := range s.entries {
