@@ -111,6 +111,7 @@ type recordingJSON struct {
 	Version    string    `json:"version"`
 	Format     int       `json:"format"`
 	Snapshot   bool      `json:"snapshot,omitempty"` // the workspace was snapshotted for replay
+	Updated    time.Time `json:"updated,omitzero"`   // when replay --update last rewrote the expected agent stream
 }
 
 func listJSON(w io.Writer, recs []store.Recording) error {
@@ -121,7 +122,7 @@ func listJSON(w io.Writer, recs []store.Recording) error {
 			Name: r.Name, Created: r.Created, Argv: r.Argv, Cwd: r.Cwd,
 			Frames: r.Frames, Exchanges: r.Exchanges, DurationMs: r.Duration.Milliseconds(),
 			Done: r.Done, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
-			Version: r.Version, Format: r.Format, Snapshot: r.Snapshot,
+			Version: r.Version, Format: r.Format, Snapshot: r.Snapshot, Updated: r.Updated,
 		}); err != nil {
 			return err
 		}
@@ -162,6 +163,9 @@ func writeHeader(w io.Writer, r store.Recording) {
 		r.Created.Local().Format("2006-01-02 15:04:05"), r.Cwd, r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
 	if r.Snapshot {
 		fmt.Fprintf(w, "  workspace snapshot kept for replay\n")
+	}
+	if !r.Updated.IsZero() {
+		fmt.Fprintf(w, "  expected agent stream updated by acptap replay --update on %s\n", r.Updated.Local().Format("2006-01-02 15:04:05"))
 	}
 }
 
