@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -41,7 +40,8 @@ type benchSession struct {
 // replayBenchSession records the session once per process. The
 // directory stays behind in TMPDIR: the benchmarks of a process share it,
 // and testing has no hook at the end of the process to remove it.
-var replayBenchSession = sync.OnceValues(func() (*benchSession, error) {
+// newReplayBenchSession records the session; the caller removes s.dir.
+func newReplayBenchSession() (*benchSession, error) {
 	dir, err := os.MkdirTemp("", "acptap-bench-replay-")
 	if err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ var replayBenchSession = sync.OnceValues(func() (*benchSession, error) {
 		return nil, fmt.Errorf("the recording has %d LLM exchanges, want %d", rec.Exchanges, benchPrompts)
 	}
 	return s, nil
-})
+}
 
 // edit runs the scripted editor through the session's prompts against
 // agent in the session's workspace.
@@ -139,12 +139,13 @@ var liveSessionNs float64
 //
 // The replays report overhead-ns/exchange, (replay − live) / 1,000, when
 // live ran before them in the same process. The recording is made once
-// per process, outside the timings.
+// per run of the benchmark, outside the timings, and removed after it.
 func BenchmarkReplay1000Exchanges(b *testing.B) {
-	s, err := replayBenchSession()
+	s, err := newReplayBenchSession()
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { os.RemoveAll(s.dir) })
 	b.Logf("recording: %d frames, %d LLM exchanges", s.frames, s.exchanges)
 	b.Run("live", func(b *testing.B) {
 		for b.Loop() {
