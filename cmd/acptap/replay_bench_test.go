@@ -37,10 +37,8 @@ type benchSession struct {
 	exchanges int
 }
 
-// replayBenchSession records the session once per process. The
-// directory stays behind in TMPDIR: the benchmarks of a process share it,
-// and testing has no hook at the end of the process to remove it.
-// newReplayBenchSession records the session; the caller removes s.dir.
+// newReplayBenchSession records the session into a new directory, s.dir,
+// which the caller removes.
 func newReplayBenchSession() (*benchSession, error) {
 	dir, err := os.MkdirTemp("", "acptap-bench-replay-")
 	if err != nil {
