@@ -234,7 +234,7 @@ func timeKey(key, folded string) bool {
 		"mtime", "ctime", "atime", "expires", "deadline", "started", "finished", "completed":
 		return true
 	}
-	for _, suffix := range []string{"_at", "_at_ms", "_at_us", "_at_ns", "_at_s", "At", "AtMs", "_time", "Time", "_timestamp", "Timestamp", "_ts", "_date", "Date"} {
+	for _, suffix := range []string{"_at", "_at_ms", "_at_us", "_at_ns", "_at_s", "At", "AtMs", "_unix", "_unix_ms", "_unix_us", "_unix_ns", "_unix_s", "Unix", "UnixMs", "_time", "Time", "_timestamp", "Timestamp", "_ts", "_date", "Date"} {
 		if strings.HasSuffix(key, suffix) {
 			return true
 		}

@@ -150,7 +150,25 @@ func (n *Normalizer) Frame(lane Lane, line []byte) json.RawMessage {
 func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make([]json.RawMessage, 0, len(frames))
+	// State notifications float: agents send them from background tasks,
+	// at times that vary against the turn. They are compared after the
+	// rest, grouped by kind, each kind in its order.
+	var floating []Frame
+	if n.defaults {
+		rest := make([]Frame, 0, len(frames))
+		for _, f := range frames {
+			if floatingKind(f.Line) != "" {
+				floating = append(floating, f)
+				continue
+			}
+			rest = append(rest, f)
+		}
+		frames = rest
+		slices.SortStableFunc(floating, func(a, b Frame) int {
+			return strings.Compare(floatingKind(a.Line), floatingKind(b.Line))
+		})
+	}
+	out := make([]json.RawMessage, 0, len(frames)+len(floating))
 	var group *chunk
 	flush := func() {
 		if group != nil {
@@ -180,7 +198,43 @@ func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
 		out = append(out, encode(v))
 	}
 	flush()
+	for _, f := range floating {
+		out = append(out, encode(n.frame(f.Lane, parseLine(f.Line))))
+	}
 	return out
+}
+
+// floatingUpdates are the session/update kinds that report the session's
+// state rather than the progress of a turn.
+var floatingUpdates = map[string]bool{
+	"available_commands_update": true,
+	"current_mode_update":       true,
+	"config_option_update":      true,
+	"session_info_update":       true,
+}
+
+// floatingKind returns the update kind of a floating state notification,
+// or "".
+func floatingKind(line []byte) string {
+	if !bytes.Contains(line, []byte("session/update")) {
+		return ""
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Update struct {
+				SessionUpdate string `json:"sessionUpdate"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.Method != "session/update" || m.ID != nil {
+		return ""
+	}
+	if k := m.Params.Update.SessionUpdate; floatingUpdates[k] {
+		return k
+	}
+	return ""
 }
 
 // frame normalizes one decoded frame: the default rules, then the user

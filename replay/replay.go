@@ -251,11 +251,15 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		return nil, fmt.Errorf("starting the replay LLM server: %w", err)
 	}
 	defer tap.Close()
+	local := map[string]string{}
 	for v, upstream := range rec.meta.BaseURLs {
-		if _, err := tap.AddBaseURL(v, upstream); err != nil {
+		u, err := tap.AddBaseURL(v, upstream)
+		if err != nil {
 			return nil, fmt.Errorf("base URL %s: %w", v, err)
 		}
+		local[v] = u
 	}
+	argv = proxy.ExpandBaseURLs(argv, local)
 	env, err := sb.env(rec.meta, opts.Env, tap)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/redact"
 	"github.com/acptap/acptap/snapshot"
 	"github.com/acptap/acptap/stdiotap"
@@ -177,7 +178,7 @@ func runRecord(opts *recordOptions) error {
 	tapCfg.Logf = func(format string, args ...any) {
 		fmt.Fprintf(opts.IO.Err, "acptap: "+format+"\n", args...)
 	}
-	childEnv, tap, err := startTap(tapCfg, routes, env, opts.NoProxyEnv)
+	childEnv, local, tap, err := startTap(tapCfg, routes, env, opts.NoProxyEnv)
 	if err != nil {
 		w.Update(func(r *store.Recording) {
 			r.Done = true
@@ -191,7 +192,7 @@ func runRecord(opts *recordOptions) error {
 	// exchanges to be recorded.
 	defer tap.Close()
 	sess, err := stdiotap.Start(stdiotap.Config{
-		Argv:           opts.Argv,
+		Argv:           proxy.ExpandBaseURLs(opts.Argv, local),
 		Env:            childEnv,
 		Stdin:          opts.IO.In,
 		Stdout:         opts.IO.Out,

@@ -105,27 +105,31 @@ func tapConfig(opts *recordOptions) (proxy.Config, error) {
 	return cfg, nil
 }
 
-// startTap starts the HTTP tap and returns the agent's environment.
-func startTap(cfg proxy.Config, routes []baseURLRoute, env []string, noProxyEnv bool) ([]string, *proxy.Tap, error) {
+// startTap starts the HTTP tap and returns the agent's environment and
+// the local URL of each base-URL route, by variable.
+func startTap(cfg proxy.Config, routes []baseURLRoute, env []string, noProxyEnv bool) ([]string, map[string]string, *proxy.Tap, error) {
 	tap, err := proxy.New(cfg)
 	if err != nil {
-		return nil, nil, usageErrorf("record: starting the HTTP tap: %v", err)
+		return nil, nil, nil, usageErrorf("record: starting the HTTP tap: %v", err)
 	}
+	local := map[string]string{}
 	for _, r := range routes {
-		if _, err := tap.AddBaseURL(r.Var, r.Upstream); err != nil {
+		u, err := tap.AddBaseURL(r.Var, r.Upstream)
+		if err != nil {
 			tap.Close()
-			return nil, nil, usageErrorf("record: --base-url %s=%s: %v", r.Var, r.Upstream, err)
+			return nil, nil, nil, usageErrorf("record: --base-url %s=%s: %v", r.Var, r.Upstream, err)
 		}
+		local[r.Var] = u
 	}
 	childEnv, err := tap.Env(env)
 	if err != nil {
 		tap.Close()
-		return nil, nil, usageErrorf("record: preparing the agent's environment: %v", err)
+		return nil, nil, nil, usageErrorf("record: preparing the agent's environment: %v", err)
 	}
 	if noProxyEnv {
 		childEnv = withoutProxyVars(childEnv, env, routes)
 	}
-	return childEnv, tap, nil
+	return childEnv, local, tap, nil
 }
 
 // withoutProxyVars keeps the original env plus the base-URL variables.
