@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -328,5 +331,53 @@ func TestUpgradeRefused(t *testing.T) {
 	}
 	if x := s.rec.finished(t, 1)[0]; !strings.Contains(x.Error, "not supported") {
 		t.Errorf("recorded error %q, want one saying upgrades are not supported", x.Error)
+	}
+}
+
+// TestClientLeavesAfterTheFinalEvent: an agent that hangs up as soon as it
+// has the final event of a response (before the upstream ends the body)
+// leaves a complete exchange, not a failed one; one that leaves earlier
+// does not.
+func TestClientLeavesAfterTheFinalEvent(t *testing.T) {
+	full, err := os.ReadFile(filepath.Join("..", "wire", "testdata", "resp_text.sse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []struct {
+		name     string
+		body     []byte
+		complete bool
+	}{
+		{"after response.completed", full, true},
+		{"mid-stream", full[:len(full)/2], false},
+	} {
+		t.Run(cut.name, func(t *testing.T) {
+			h := func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Write(cut.body)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done() // the end of body never comes
+				panic(http.ErrAbortHandler)
+			}
+			s := setup(t, routes[4], http.HandlerFunc(h), "/v1/responses", proxy.Config{})
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(`{"model":"m","stream":true}`))
+			resp, err := s.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(resp.Body, make([]byte, len(cut.body))); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+			resp.Body.Close()
+			x := s.rec.finished(t, 1)[0]
+			if complete := x.Error == ""; complete != cut.complete {
+				t.Errorf("recorded error %q; want complete = %v", x.Error, cut.complete)
+			}
+			if !bytes.Equal(x.Body(), cut.body) {
+				t.Errorf("recorded %d body bytes, want the %d forwarded", len(x.Body()), len(cut.body))
+			}
+		})
 	}
 }

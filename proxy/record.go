@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/acptap/acptap/exchange"
 	"github.com/acptap/acptap/store"
+	"github.com/acptap/acptap/wire"
 )
 
 // record is the recording of one exchange. The forwarding path feeds it
@@ -30,6 +32,23 @@ type record struct {
 	contentLength int        // the response's Content-Length, -1 if unknown, at most maxPresize
 	arena         []byte     // the response body as received
 	ends          []chunkEnd // the chunks of arena
+
+	clientGone bool // the exchange ended because the agent left; set by end
+}
+
+// finalEventSent reports whether the decoded body the agent received holds
+// a complete response of a known wire format: one that says how it
+// stopped, and ends at an event boundary.
+func finalEventSent(x *exchange.Exchange) bool {
+	if x.Status < 200 || x.Status > 299 || x.ResponseEncoding == "" && x.ResponseHeaders.Get("Content-Encoding") != "" {
+		return false // not decoded: cannot tell
+	}
+	f := wire.Detect(x.Method, x.URL, x.ResponseHeaders)
+	if f == wire.Unknown {
+		return false
+	}
+	m, err := wire.Reassemble(f, x.Body())
+	return err == nil && m.StopReason != ""
 }
 
 // maxPresize bounds the arena allocated up front for a response of known
@@ -132,6 +151,7 @@ func (r *record) end(err error) {
 	r.x.Duration = time.Since(r.start)
 	if err != nil {
 		r.x.Error = err.Error()
+		r.clientGone = errors.Is(err, errClientGone)
 	}
 	r.t.active.Add(1)
 	go func() {
@@ -162,6 +182,12 @@ func (r *record) finish() {
 		}
 	}
 	r.x.Chunks = chunks
+	if r.clientGone && finalEventSent(&r.x) {
+		// Agents hang up as soon as they have the final event (Codex
+		// does, right after response.completed), often before the tap
+		// sees the upstream's end of body: the response was complete.
+		r.x.Error = ""
+	}
 	r.t.appendExchange(r.seq, r.start, &r.x, 0)
 }
 
