@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/httpcoding"
 	"github.com/acptap/acptap/store"
 	"github.com/acptap/acptap/wire"
 )
@@ -94,8 +95,8 @@ func (r *record) request(h http.Header, body []byte) {
 	r.t.active.Add(1)
 	go func() {
 		defer r.t.active.Done()
-		sent, codings := contentEncoding(h)
-		decoded, err := decodeBody(body, codings)
+		sent, codings := httpcoding.Parse(h)
+		decoded, err := httpcoding.Decode(body, codings, store.MaxDataSize)
 		switch {
 		case err != nil:
 			r.t.logf("acptap: recording the request body of %s %s://%s%s undecoded: %v", req.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
@@ -126,7 +127,7 @@ func (r *record) response(resp *http.Response, ttfb time.Duration) {
 	r.x.Proto = resp.Proto
 	r.x.ResponseHeaders = resp.Header.Clone()
 	r.x.TTFB = ttfb
-	r.x.ResponseEncoding, r.respCodings = contentEncoding(resp.Header)
+	r.x.ResponseEncoding, r.respCodings = httpcoding.Parse(resp.Header)
 	r.contentLength = int(min(resp.ContentLength, maxPresize))
 }
 
