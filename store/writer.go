@@ -362,6 +362,7 @@ func (w *Writer) commitBatch(batch []Event, stored *Recording, meta Recording) e
 // m with the counters it committed: m's counters plus the events' kinds,
 // minus the kinds of the events they replaced.
 func (w *Writer) commit(events []Event, m Recording) (Recording, error) {
+	events = dropSuperseded(events)
 	// Compress before the transaction: the file's writer lock, which the
 	// Store's other Writers share, is held only for the B+tree's work.
 	vals, err := w.encode(events)
@@ -569,4 +570,35 @@ func putBlock(eb *bolt.Bucket, events []Event) error {
 // seqKey returns the key of a value whose first event has Seq seq.
 func seqKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq)
+}
+
+// dropSuperseded leaves out the events of a batch that a later event of
+// the same batch replaces (same Seq): the HTTP tap writes an exchange
+// first as incomplete, then finished, and a short exchange often has both
+// in one batch, where compressing and storing the first is wasted work.
+// The last write of a Seq still wins, as it would across batches.
+func dropSuperseded(events []Event) []Event {
+	exchanges := 0
+	for i := range events {
+		if events[i].Kind == KindExchange {
+			exchanges++
+		}
+	}
+	if exchanges < 2 {
+		return events
+	}
+	last := make(map[uint64]int, exchanges)
+	for i := range events {
+		last[events[i].Seq] = i
+	}
+	if len(last) == len(events) {
+		return events
+	}
+	kept := make([]Event, 0, len(last))
+	for i := range events {
+		if last[events[i].Seq] == i {
+			kept = append(kept, events[i])
+		}
+	}
+	return kept
 }
