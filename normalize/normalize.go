@@ -150,25 +150,25 @@ func (n *Normalizer) Frame(lane Lane, line []byte) json.RawMessage {
 func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	// State notifications float: agents send them from background tasks,
-	// at times that vary against the turn. They are compared after the
-	// rest, grouped by kind, each kind in its order.
-	var floating []Frame
-	if n.defaults {
-		rest := make([]Frame, 0, len(frames))
-		for _, f := range frames {
-			if floatingKind(f.Line) != "" {
-				floating = append(floating, f)
-				continue
-			}
-			rest = append(rest, f)
+	// Each frame is decoded once, here. State notifications float: agents
+	// send them from background tasks, at times that vary against the
+	// turn. They are compared after the rest, grouped by kind, each kind
+	// in its order.
+	rest := make([]decoded, 0, len(frames))
+	var floating []decoded
+	for _, f := range frames {
+		d := decoded{lane: f.Lane, v: parseLine(f.Line)}
+		if n.defaults {
+			d.floating = floatingKind(d.v)
 		}
-		frames = rest
-		slices.SortStableFunc(floating, func(a, b Frame) int {
-			return strings.Compare(floatingKind(a.Line), floatingKind(b.Line))
-		})
+		if d.floating != "" {
+			floating = append(floating, d)
+			continue
+		}
+		rest = append(rest, d)
 	}
-	out := make([]json.RawMessage, 0, len(frames)+len(floating))
+	slices.SortStableFunc(floating, func(a, b decoded) int { return strings.Compare(a.floating, b.floating) })
+	out := make([]json.RawMessage, 0, len(rest)+len(floating))
 	var group *chunk
 	flush := func() {
 		if group != nil {
@@ -176,10 +176,10 @@ func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
 			group = nil
 		}
 	}
-	for _, f := range frames {
-		v := parseLine(f.Line)
+	for _, f := range rest {
+		v := f.v
 		if n.coalesce {
-			if c, ok := n.startChunk(f.Lane, v); ok {
+			if c, ok := n.startChunk(f.lane, v); ok {
 				if group != nil && group.key == c.key {
 					group.text.WriteString(c.text.String())
 					continue
@@ -193,15 +193,22 @@ func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
 		// finished, which numbers its placeholders first; that is the
 		// same in every run, as the frame ends the run of chunks in
 		// every run.
-		v = n.frame(f.Lane, v)
+		v = n.frame(f.lane, v)
 		flush()
 		out = append(out, encode(v))
 	}
 	flush()
 	for _, f := range floating {
-		out = append(out, encode(n.frame(f.Lane, parseLine(f.Line))))
+		out = append(out, encode(n.frame(f.lane, f.v)))
 	}
 	return out
+}
+
+// decoded is a frame of Stream, decoded.
+type decoded struct {
+	lane     Lane
+	v        any
+	floating string // the update kind of a floating state notification, or ""
 }
 
 // floatingUpdates are the session/update kinds that report the session's
@@ -213,25 +220,20 @@ var floatingUpdates = map[string]bool{
 	"session_info_update":       true,
 }
 
-// floatingKind returns the update kind of a floating state notification,
-// or "".
-func floatingKind(line []byte) string {
-	if !bytes.Contains(line, []byte("session/update")) {
+// floatingKind returns the update kind of a floating state notification
+// (a session/update notification, without an id, of a kind in
+// floatingUpdates), given the decoded frame, or "".
+func floatingKind(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok || m["method"] != "session/update" {
 		return ""
 	}
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			Update struct {
-				SessionUpdate string `json:"sessionUpdate"`
-			} `json:"update"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(line, &m) != nil || m.Method != "session/update" || m.ID != nil {
+	if _, isRequest := m["id"]; isRequest {
 		return ""
 	}
-	if k := m.Params.Update.SessionUpdate; floatingUpdates[k] {
+	params, _ := m["params"].(map[string]any)
+	update, _ := params["update"].(map[string]any)
+	if k, _ := update["sessionUpdate"].(string); floatingUpdates[k] {
 		return k
 	}
 	return ""

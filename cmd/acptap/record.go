@@ -122,7 +122,10 @@ func runRecord(opts *recordOptions) error {
 	}
 	// Before the store opens and the agent starts: a snapshot that
 	// fails records nothing.
-	archive, err := takeSnapshot(opts, env)
+	// One Redactor for everything recorded: the snapshot, the base URLs,
+	// the HTTP exchanges and the stdio frames.
+	secrets := redact.New(env)
+	archive, err := takeSnapshot(opts, secrets)
 	if err != nil {
 		return err
 	}
@@ -148,7 +151,7 @@ func runRecord(opts *recordOptions) error {
 	if len(routes) > 0 {
 		rec.BaseURLs = map[string]string{}
 		for _, r := range routes {
-			rec.BaseURLs[r.Var] = redact.New(env).URL(r.Upstream)
+			rec.BaseURLs[r.Var] = secrets.URL(r.Upstream)
 		}
 	}
 	w, err := st.Create(rec, opts.Force)
@@ -168,7 +171,6 @@ func runRecord(opts *recordOptions) error {
 	}
 	fmt.Fprintf(opts.IO.Err, "acptap: recording %q into %s\n", name, st.Path())
 
-	secrets := redact.New(env)
 	// Offsets count from just before the HTTP tap and the agent start; the
 	// callbacks below may run before Start returns.
 	start := time.Now()

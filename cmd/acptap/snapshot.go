@@ -62,10 +62,9 @@ func parseSize(s string) (int64, error) {
 }
 
 // takeSnapshot archives acptap's working directory for record --snapshot,
-// leaving out the store when it is inside and masking the secrets of
-// env. It returns nil when opts.Snapshot is off. Its errors are usage
+// leaving out the store when it is inside and masking secrets. It returns nil when opts.Snapshot is off. Its errors are usage
 // errors: nothing has been recorded yet.
-func takeSnapshot(opts *recordOptions, env []string) ([]byte, error) {
+func takeSnapshot(opts *recordOptions, secrets *redact.Redactor) ([]byte, error) {
 	if !opts.Snapshot {
 		return nil, nil
 	}
@@ -76,7 +75,7 @@ func takeSnapshot(opts *recordOptions, env []string) ([]byte, error) {
 	sopts := snapshot.Options{
 		MaxBytes: opts.SnapshotMax,
 		MaxFiles: opts.SnapshotMaxFiles,
-		Redact:   redact.New(env).Bytes,
+		Redact:   secrets.Bytes,
 	}
 	if db, err := filepath.Abs(opts.StorePath); err == nil {
 		if rel, err := filepath.Rel(cwd, db); err == nil && filepath.IsLocal(rel) {
