@@ -9,7 +9,7 @@
 //
 // Without it they skip; with it set to something that does not run, they
 // fail. Everything runs as real processes: acptap and the scripted editor
-// (testdata/editor) are built by TestMain, the editor drives `acptap
+// (internal/testeditor/cmd/testeditor) are built by TestMain, the editor drives `acptap
 // record -- codex-acp ...`, and `acptap replay` then re-runs codex-acp
 // with no LLM upstream at all.
 //

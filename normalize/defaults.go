@@ -409,7 +409,7 @@ var dateAt = regexp.MustCompile(`^(?:(?:` + weekday + `,?\s+)?(?:` +
 // agents put today's date into their system prompts ("Today's date is
 // 2026-11-29", "Current date: Saturday, November 29, 2026").
 func replaceDates(s string) string {
-	if strings.IndexAny(s, "0123456789") < 0 {
+	if !strings.ContainsAny(s, "0123456789") {
 		return s
 	}
 	digits := nextDigitFinder(s)
@@ -464,7 +464,7 @@ var durationAt = regexp.MustCompile(`(?i)^(?:wall[ _-]?time|wall[ _-]?clock(?: t
 // replaceDurations rewrites the durations of duration phrases to
 // <duration>, keeping the words.
 func replaceDurations(s string) string {
-	if strings.IndexAny(s, "0123456789") < 0 {
+	if !strings.ContainsAny(s, "0123456789") {
 		return s
 	}
 	digits := nextDigitFinder(s)

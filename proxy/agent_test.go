@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testeditor"
 	"github.com/acptap/acptap/proxy"
 )

@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/acptap/acptap/exchange"
-	"github.com/acptap/acptap/httpcoding"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/httpcoding"
 )
 
 // decodeChunks undoes codings on a body received in chunks. Each piece of

@@ -11,12 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/store"
 )
@@ -339,10 +338,7 @@ func TestUpgradeRefused(t *testing.T) {
 // leaves a complete exchange, not a failed one; one that leaves earlier
 // does not.
 func TestClientLeavesAfterTheFinalEvent(t *testing.T) {
-	full, err := os.ReadFile(filepath.Join("..", "wire", "testdata", "resp_text.sse"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	full := testkit.WireSample(t, "resp_text.sse")
 	for _, cut := range []struct {
 		name     string
 		body     []byte

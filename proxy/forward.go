@@ -12,7 +12,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
 )
 
 // serveForward serves the forward proxy. Absolute-URI requests (plain

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testagent"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/store"

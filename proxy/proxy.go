@@ -33,7 +33,7 @@ import (
 
 	"github.com/elazarl/goproxy"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/store"
 )
 

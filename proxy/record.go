@@ -7,10 +7,10 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/acptap/acptap/exchange"
-	"github.com/acptap/acptap/httpcoding"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/httpcoding"
+	"github.com/acptap/acptap/internal/wire"
 	"github.com/acptap/acptap/store"
-	"github.com/acptap/acptap/wire"
 )
 
 // record is the recording of one exchange. The forwarding path feeds it

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +15,10 @@ import (
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/sse"
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
-	"github.com/acptap/acptap/sse"
 )
 
 // captures are real LLM streams, one of each wire format.
@@ -89,10 +88,7 @@ func pacedHandler(t *testing.T, ack *ackStream, contentType string, events [][]b
 // end where the events end.
 func TestStreamFormats(t *testing.T) {
 	for _, c := range captures {
-		data, err := os.ReadFile(filepath.Join("..", "wire", "testdata", c.file))
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := testkit.WireSample(t, c.file)
 		events := splitEvents(data, strings.HasSuffix(c.file, ".ndjson"))
 		if len(events) < 2 {
 			t.Fatalf("%s: %d events, want a real stream", c.file, len(events))

@@ -21,7 +21,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/store"
 )

@@ -22,14 +22,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/acptap/acptap/acp"
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/acp"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/redact"
+	"github.com/acptap/acptap/internal/snapshot"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/proxy"
-	"github.com/acptap/acptap/redact"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
-	"github.com/acptap/acptap/snapshot"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )

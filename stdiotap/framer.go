@@ -60,29 +60,28 @@ func (f *framer) write(p []byte, at time.Time) {
 // earlier read or is longer than max, and returns how many bytes of p it
 // consumed: through the end of the line, or all of p.
 func (f *framer) writeSlow(p []byte, at time.Time) int {
-	total := len(p)
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		seg := p // this line's bytes within p
-		if i >= 0 {
-			seg = p[:i]
-		}
-		// Split only once a line is known to be longer than max, so a
-		// line of exactly max bytes stays one frame whatever the chunking.
-		for len(f.pending)+len(seg) > f.max {
-			n := f.max - len(f.pending)
-			f.emit(Line{Stream: f.stream, At: at, Data: f.take(seg[:n]), Continued: true})
-			seg = seg[n:]
-		}
-		if i < 0 {
-			f.pending = grow(f.pending, len(seg), f.max)
-			f.pending = append(f.pending, seg...)
-			return total
-		}
-		f.emit(Line{Stream: f.stream, At: at, Data: f.take(seg)})
-		return total - len(p) + i + 1
+	if len(p) == 0 {
+		return 0
 	}
-	return total
+	i := bytes.IndexByte(p, '\n')
+	seg := p // this line's bytes within p
+	if i >= 0 {
+		seg = p[:i]
+	}
+	// Split only once a line is known to be longer than max, so a
+	// line of exactly max bytes stays one frame whatever the chunking.
+	for len(f.pending)+len(seg) > f.max {
+		n := f.max - len(f.pending)
+		f.emit(Line{Stream: f.stream, At: at, Data: f.take(seg[:n]), Continued: true})
+		seg = seg[n:]
+	}
+	if i < 0 {
+		f.pending = grow(f.pending, len(seg), f.max)
+		f.pending = append(f.pending, seg...)
+		return len(p)
+	}
+	f.emit(Line{Stream: f.stream, At: at, Data: f.take(seg)})
+	return i + 1
 }
 
 // flush emits the pending bytes, if any, as a line the stream ended

@@ -11,10 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acptap/acptap/internal/testkit"
 )
 
 // The test binary re-executes itself as a helper process when childEnv
@@ -88,33 +89,14 @@ type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
-	stderr *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer that exec's copying goroutine writes while
-// the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	stderr *testkit.SyncBuffer
 }
 
 func startChild(t *testing.T, mode, path string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+mode, childPathEnv+"="+path)
-	c := &child{cmd: cmd, stderr: new(syncBuffer)}
+	c := &child{cmd: cmd, stderr: new(testkit.SyncBuffer)}
 	cmd.Stderr = c.stderr
 	var err error
 	if c.stdin, err = cmd.StdinPipe(); err != nil {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/internal/redact"
+	"github.com/acptap/acptap/internal/snapshot"
 	"github.com/acptap/acptap/proxy"
-	"github.com/acptap/acptap/redact"
-	"github.com/acptap/acptap/snapshot"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )

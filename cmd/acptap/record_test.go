@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/acp"
+	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/store"
 )
 

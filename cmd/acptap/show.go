@@ -14,7 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/acptap/acptap/acp"
+	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/store"
 )
 

@@ -9,9 +9,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/wire"
 	"github.com/acptap/acptap/store"
-	"github.com/acptap/acptap/wire"
 )
 
 // llmEventJSON is one LLM exchange in `show --json NAME`; see DESIGN.md.

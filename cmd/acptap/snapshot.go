@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/acptap/acptap/redact"
-	"github.com/acptap/acptap/snapshot"
+	"github.com/acptap/acptap/internal/redact"
+	"github.com/acptap/acptap/internal/snapshot"
 )
 
 // sizeValue is a size flag: bytes, or a number with a unit (64MiB, 512K,

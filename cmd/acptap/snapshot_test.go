@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acptap/acptap/snapshot"
+	"github.com/acptap/acptap/internal/snapshot"
 	"github.com/acptap/acptap/store"
 )
 

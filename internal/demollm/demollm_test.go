@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acptap/acptap/wire"
+	"github.com/acptap/acptap/internal/wire"
 )
 
 func post(t *testing.T, url, body string) string {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/acptap/acptap/wire"
+	"github.com/acptap/acptap/internal/wire"
 )
 
 // post sends a Responses request body, compressed with encoding if not

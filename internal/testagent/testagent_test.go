@@ -14,13 +14,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/acptap/acptap/internal/testagent"
 	"github.com/acptap/acptap/internal/testeditor"
+	"github.com/acptap/acptap/internal/testkit"
 )
 
 // agentEnv, set to 1, makes the test binary run testagent.Main instead of
@@ -32,16 +32,6 @@ func TestMain(m *testing.M) {
 		os.Exit(testagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 	}
 	os.Exit(m.Run())
-}
-
-// agentArgv is the command line that runs the agent with args.
-func agentArgv(t *testing.T, args ...string) []string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]string{exe}, args...)
 }
 
 // agentEnviron is the agent's environment: this process's without what
@@ -65,32 +55,13 @@ func agentEnviron(extra ...string) []string {
 	return append(append(env, agentEnv+"=1", "GORACE="+gorace), extra...)
 }
 
-// syncBuffer is a bytes.Buffer safe for the agent's stderr copier and the
-// test to use at once.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // session runs the agent with args under the test editor; env is added to
 // the agent's environment. The session cwd defaults to a new temporary
 // directory.
 func session(t *testing.T, opts testeditor.Options, env []string, args ...string) (tr *testeditor.Transcript, stderr string, err error) {
 	t.Helper()
-	var errBuf syncBuffer
-	opts.Argv = agentArgv(t, args...)
+	var errBuf testkit.SyncBuffer
+	opts.Argv = testkit.SelfArgv(t, args...)
 	opts.Env = agentEnviron(env...)
 	opts.Stderr = &errBuf
 	if opts.Cwd == "" {
@@ -593,7 +564,7 @@ type rawAgent struct {
 
 func startRaw(t *testing.T, args ...string) *rawAgent {
 	t.Helper()
-	argv := agentArgv(t, args...)
+	argv := testkit.SelfArgv(t, args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = agentEnviron()
 	cmd.Stderr = os.Stderr

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/acptap/acptap/acp"
+	"github.com/acptap/acptap/internal/acp"
 )
 
 // Dir is the direction of a recorded frame.

@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/acp"
+	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/testagent"
 	"github.com/acptap/acptap/internal/testeditor"
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/stdiotap"
 )
@@ -62,16 +63,6 @@ func (m *muted) Write(p []byte) (int, error) {
 	return m.w.Write(p)
 }
 
-// agentArgv is the command line that runs the test agent with args.
-func agentArgv(t *testing.T, args ...string) []string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]string{exe}, args...)
-}
-
 // agentEnviron is the agent's environment: this process's in the scripted
 // mode, plus extra.
 func agentEnviron(extra ...string) []string {
@@ -101,9 +92,9 @@ func record(t *testing.T, opts testeditor.Options, args ...string) ([]driver.Fra
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	opts.Argv = agentArgv(t, args...)
+	opts.Argv = testkit.SelfArgv(t, args...)
 	opts.Env = agentEnviron()
-	var stderr syncBuffer
+	var stderr testkit.SyncBuffer
 	opts.Stderr = &stderr
 	tr, err := testeditor.Run(ctx, opts)
 	if err != nil {
@@ -131,9 +122,9 @@ func replay(t *testing.T, d *driver.Driver, env []string, args ...string) (drive
 	defer cancel()
 	lines := make(chan []byte)
 	pr, pw := io.Pipe()
-	var stderr syncBuffer
+	var stderr testkit.SyncBuffer
 	sess, err := stdiotap.Start(stdiotap.Config{
-		Argv:   agentArgv(t, args...),
+		Argv:   testkit.SelfArgv(t, args...),
 		Env:    env,
 		Stdin:  pr,
 		Stdout: io.Discard,
@@ -165,23 +156,6 @@ func replay(t *testing.T, d *driver.Driver, env []string, args ...string) (drive
 		}
 	})
 	return res, runErr
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // lines returns the data of the frames of direction dir.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/acptap/acptap/acp"
+	"github.com/acptap/acptap/internal/acp"
 )
 
 // A reqKey names the n-th agent request of a method, from 1.

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/acptap/acptap/exchange"
-	"github.com/acptap/acptap/sse"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/sse"
 )
 
 // framing is how a response body divides into events.

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/acptap/acptap/httpcoding"
+	"github.com/acptap/acptap/internal/httpcoding"
 )
 
 // maxDecoded bounds a decoded request body, against a compression bomb.

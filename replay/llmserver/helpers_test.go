@@ -17,11 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/exchange"
-	"github.com/acptap/acptap/ndjson"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/ndjson"
+	"github.com/acptap/acptap/internal/sse"
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay/llmserver"
-	"github.com/acptap/acptap/sse"
 )
 
 // hangGuard bounds every wait of the tests. It is not a timing assertion:
@@ -29,7 +30,7 @@ import (
 // when they don't.
 const hangGuard = 20 * time.Second
 
-// capture is a real LLM response from ../../wire/testdata.
+// capture is a real LLM response from the wire samples.
 type capture struct {
 	file        string
 	contentType string
@@ -46,14 +47,18 @@ var captures = []capture{
 	{"ollama_tool.ndjson", "application/x-ndjson", "/api/chat", "qwen3"},
 }
 
-// readCapture returns the bytes of a capture.
+// readCapture returns the bytes of a capture, or of a synthetic body of
+// the wire package's tests ("synthetic/NAME").
 func readCapture(t testing.TB, file string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "wire", "testdata", file))
-	if err != nil {
-		t.Fatal(err)
+	if strings.HasPrefix(file, "synthetic/") {
+		b, err := os.ReadFile(filepath.Join("..", "..", "internal", "wire", "testdata", filepath.FromSlash(file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	return b
+	return testkit.WireSample(t, file)
 }
 
 // splitEvents splits body into its events (SSE) or lines (NDJSON), with

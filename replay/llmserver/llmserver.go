@@ -73,10 +73,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/redact"
+	"github.com/acptap/acptap/internal/wire"
 	"github.com/acptap/acptap/proxy"
-	"github.com/acptap/acptap/redact"
-	"github.com/acptap/acptap/wire"
 )
 
 // Recorded is one recorded LLM exchange.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/replay/llmserver"
 )
 

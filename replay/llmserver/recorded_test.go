@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/acptap/acptap/wire"
+	"github.com/acptap/acptap/internal/wire"
 )
 
 // markHeader is set on the responses the server makes up rather than

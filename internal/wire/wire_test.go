@@ -12,14 +12,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acptap/acptap/sse"
+	"github.com/acptap/acptap/internal/sse"
+	"github.com/acptap/acptap/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
 
-// fixtures maps each body in testdata to its format. The files directly in
-// testdata are real captures; those in testdata/synthetic are written after
-// the APIs' documentation to cover what the captures do not.
+// fixtures maps each body to its format. Names without a directory are the
+// real captures (testkit.WireSamplesDir); those in testdata/synthetic are
+// written after the APIs' documentation to cover what the captures do not.
 var fixtures = map[string]Format{
 	"anth_text.sse":          Anthropic,
 	"anth_tool_real.sse":     Anthropic,
@@ -49,6 +50,9 @@ var fixtures = map[string]Format{
 
 func readFixture(t testing.TB, name string) []byte {
 	t.Helper()
+	if !strings.Contains(name, "/") {
+		return testkit.WireSample(t, name)
+	}
 	b, err := os.ReadFile(filepath.Join("testdata", filepath.FromSlash(name)))
 	if err != nil {
 		t.Fatal(err)
@@ -59,16 +63,21 @@ func readFixture(t testing.TB, name string) []byte {
 // TestFixturesListed keeps fixtures and testdata in step, so that no body
 // goes untested.
 func TestFixturesListed(t *testing.T) {
-	for _, pattern := range []string{"testdata/*.*", "testdata/synthetic/*"} {
-		paths, err := filepath.Glob(pattern)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range paths {
-			name := filepath.ToSlash(strings.TrimPrefix(p, "testdata"+string(filepath.Separator)))
+	for _, pattern := range []string{"*.sse", "*.ndjson"} {
+		for name := range testkit.WireSamples(t, pattern) {
 			if _, ok := fixtures[name]; !ok {
-				t.Errorf("%s is not in fixtures", name)
+				t.Errorf("wire sample %s is not in fixtures", name)
 			}
+		}
+	}
+	paths, err := filepath.Glob("testdata/synthetic/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		name := "synthetic/" + filepath.Base(p)
+		if _, ok := fixtures[name]; !ok {
+			t.Errorf("%s is not in fixtures", name)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
 )
 
 // Mask replaces a redacted header or query value.

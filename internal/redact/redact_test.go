@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acptap/acptap/exchange"
+	"github.com/acptap/acptap/internal/exchange"
 )
 
 const planted = "sk-planted-0123456789abcdef"

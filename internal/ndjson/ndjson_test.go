@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/acptap/acptap/internal/testkit"
 )
 
 func readAll(t testing.TB, r io.Reader) []Line {
@@ -98,10 +99,7 @@ func TestLongLine(t *testing.T) {
 }
 
 func TestOllamaSample(t *testing.T) {
-	in, err := os.ReadFile("testdata/ollama_tool.ndjson")
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := testkit.WireSample(t, "ollama_tool.ndjson")
 	lines := readAll(t, bytes.NewReader(in))
 	if len(lines) != 2 {
 		t.Fatalf("got %d lines, want 2", len(lines))
@@ -126,9 +124,7 @@ func TestOllamaSample(t *testing.T) {
 }
 
 func FuzzNDJSON(f *testing.F) {
-	if in, err := os.ReadFile("testdata/ollama_tool.ndjson"); err == nil {
-		f.Add(in)
-	}
+	f.Add(testkit.WireSample(f, "ollama_tool.ndjson"))
 	f.Add([]byte("1\r\n\n{\"a\" :[1,2]}\nnot json\n\"x\""))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		lines := readAll(t, bytes.NewReader(in))

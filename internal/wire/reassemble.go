@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/acptap/acptap/ndjson"
-	"github.com/acptap/acptap/sse"
+	"github.com/acptap/acptap/internal/ndjson"
+	"github.com/acptap/acptap/internal/sse"
 )
 
 // Reassemble rebuilds the message in a response body of format f: an event

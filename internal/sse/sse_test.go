@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/acptap/acptap/internal/testkit"
 )
 
 // readAll reads every event from r and returns them with the Reader's
@@ -419,19 +419,7 @@ func TestCROnlyLinear(t *testing.T) {
 
 func samples(t testing.TB) map[string][]byte {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join("testdata", "*.sse"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no samples in testdata: %v", err)
-	}
-	m := make(map[string][]byte)
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m[filepath.Base(p)] = b
-	}
-	return m
+	return testkit.WireSamples(t, "*.sse")
 }
 
 func TestSamples(t *testing.T) {

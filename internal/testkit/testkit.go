@@ -1,0 +1,93 @@
+// Package testkit holds what acptap's tests share: the captured LLM wire samples, a goroutine-safe buffer, and the test binary re-run as a child.
+package testkit
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"testing"
+)
+
+// WireSamplesDir is the directory of the real captured LLM streams
+// (testdata/wire-samples at the module root, byte for byte the captures in
+// ../shared/wire-samples), for every package whose tests parse them.
+func WireSamplesDir() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		panic("testkit: no caller information to find testdata/wire-samples")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "wire-samples")
+}
+
+// WireSample returns the bytes of the captured sample name (e.g.
+// "anth_text.sse"), failing t if it cannot be read.
+func WireSample(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(WireSamplesDir(), name))
+	if err != nil {
+		t.Fatalf("wire sample: %v", err)
+	}
+	return b
+}
+
+// WireSamples returns the captured samples whose names match pattern (a
+// filepath.Match pattern such as "*.sse"), by name, failing t if none do.
+func WireSamples(t testing.TB, pattern string) map[string][]byte {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(WireSamplesDir(), pattern))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no wire samples match %q in %s: %v", pattern, WireSamplesDir(), err)
+	}
+	sort.Strings(paths)
+	m := make(map[string][]byte, len(paths))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[filepath.Base(p)] = b
+	}
+	return m
+}
+
+// SelfArgv is the command line that runs this test binary again with args:
+// tests whose TestMain turns the binary into an agent (or another child)
+// when an environment variable says so start it this way.
+func SelfArgv(t testing.TB, args ...string) []string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{exe}, args...)
+}
+
+// SyncBuffer is a bytes.Buffer that one goroutine (a child's stderr
+// copier, say) may write while another reads it.
+type SyncBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what has been written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Len returns the number of bytes written so far.
+func (b *SyncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
