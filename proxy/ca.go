@@ -65,10 +65,14 @@ func DefaultCADir() (string, error) {
 // CA's identity: a missing, expired or mismatched ca.pem is issued again
 // from it, with the same subject and key, so that certificates already
 // trusted keep working. Processes creating the CA at the same time end up
-// with the same key.
+// with the same key. If dir is empty, DefaultCADir() is used.
 func LoadOrCreateCA(dir string) (*CA, error) {
 	if dir == "" {
-		return nil, errors.New("loading the CA: empty directory name")
+		d, err := DefaultCADir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating the CA directory: %w", err)

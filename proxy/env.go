@@ -111,6 +111,29 @@ func (t *Tap) Env(env []string) ([]string, error) {
 	return out, nil
 }
 
+// BaseURLEnv returns env with the variable of each base-URL route set to
+// its local URL and nothing else changed: for an agent that reaches the
+// LLM only through base-URL routes (no proxy variables, no CA files), as
+// `record --no-proxy-env` starts it and replay starts such a recording.
+func (t *Tap) BaseURLEnv(env []string) []string {
+	t.mu.Lock()
+	routes := t.sortedRoutes()
+	t.mu.Unlock()
+	isRoute := func(name string) bool {
+		return slices.ContainsFunc(routes, func(rt *route) bool { return rt.varName == name })
+	}
+	out := make([]string, 0, len(env)+len(routes))
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); !isRoute(name) {
+			out = append(out, kv)
+		}
+	}
+	for _, rt := range routes {
+		out = append(out, rt.varName+"="+rt.localURL)
+	}
+	return out
+}
+
 // envDir returns the directory for Env's files, creating it on first use,
 // and the routes, by variable name.
 func (t *Tap) envDir() (string, []*route, error) {
@@ -126,6 +149,12 @@ func (t *Tap) envDir() (string, []*route, error) {
 		}
 		t.tempDir = dir
 	}
+	return t.tempDir, t.sortedRoutes(), nil
+}
+
+// sortedRoutes returns the routes in a stable order, by variable name.
+// t.mu must be held.
+func (t *Tap) sortedRoutes() []*route {
 	routes := make([]*route, 0, len(t.routes))
 	for _, rt := range t.routes {
 		routes = append(routes, rt)
@@ -133,7 +162,7 @@ func (t *Tap) envDir() (string, []*route, error) {
 	slices.SortFunc(routes, func(a, b *route) int {
 		return strings.Compare(a.varName+" "+a.localURL, b.varName+" "+b.localURL)
 	})
-	return t.tempDir, routes, nil
+	return routes
 }
 
 // readRoots returns the PEM bundle of the system roots: the file named by

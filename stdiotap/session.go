@@ -77,7 +77,7 @@ func Start(cfg Config) (*Session, error) {
 		done:   make(chan struct{}),
 	}
 	if s.grace <= 0 {
-		s.grace = defaultGrace
+		s.grace = DefaultGrace
 	}
 	maxLine := cfg.MaxLine
 	if maxLine <= 0 {

@@ -103,7 +103,7 @@ type Config struct {
 	// After the agent has exited, Wait gives its stdout and stderr up to
 	// Grace to reach EOF (a process that inherited them may keep them
 	// open), then stops reading them, waits up to another Grace for the
-	// pumps, and returns. If zero or negative, 3s is used.
+	// pumps, and returns. If zero or negative, DefaultGrace is used.
 	Grace time.Duration
 
 	// MaxLine is the longest Line.Data; a longer line is framed in
@@ -117,10 +117,10 @@ type Config struct {
 	ForwardSignals bool
 }
 
-const (
-	defaultGrace   = 3 * time.Second
-	defaultMaxLine = 256 << 20
-)
+// DefaultGrace is the Grace used when Config.Grace is zero.
+const DefaultGrace = 3 * time.Second
+
+const defaultMaxLine = 256 << 20
 
 // Exit is how the agent ended.
 type Exit struct {

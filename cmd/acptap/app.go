@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -24,20 +25,12 @@ type IO struct {
 	Out io.Writer
 	Err io.Writer
 
-	// args is the command line Main runs, for the commands that must see
-	// where "--" was (urfave/cli drops it).
-	args []string
-}
-
-// isTerminal reports whether w is a character device, for colour and
-// column decisions.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	// agentArgv is what followed "--" on the command line (or, for
+	// record, the agent command where no "--" was given), and dashDash
+	// says whether there was a "--". Main splits it off before urfave/cli
+	// sees the arguments, so that every command finds it the same way.
+	agentArgv []string
+	dashDash  bool
 }
 
 // exitError carries an exit code out of a command. A nil err exits with
@@ -71,15 +64,6 @@ func version() string {
 	return "devel"
 }
 
-func storeFlag() cli.Flag {
-	return &cli.StringFlag{
-		Name:    "store",
-		Usage:   "bbolt store `PATH`",
-		EnvVars: []string{"ACPTAP_STORE"},
-		Value:   "acptap.db",
-	}
-}
-
 func newApp(stdio *IO) *cli.App {
 	return &cli.App{
 		Name:      "acptap",
@@ -100,7 +84,7 @@ func newApp(stdio *IO) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
-		Commands: withUsageErrors(
+		Commands: commands(
 			recordCommand(stdio),
 			showCommand(stdio),
 			rmCommand(stdio),
@@ -120,18 +104,43 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 	return usageErrorf("%v; see %s --help", err, cmd)
 }
 
-func withUsageErrors(cmds ...*cli.Command) []*cli.Command {
+// commands gives every command the same treatment: one-line flag errors,
+// and the command's name in front of the errors its action returns, added
+// here once rather than by each error.
+func commands(cmds ...*cli.Command) []*cli.Command {
 	for _, c := range cmds {
 		c.OnUsageError = onUsageError
+		if action, name := c.Action, c.Name; action != nil {
+			c.Action = func(ctx *cli.Context) error {
+				return withCommandName(name, action(ctx))
+			}
+		}
 	}
 	return cmds
+}
+
+// withCommandName puts "NAME: " in front of err's message.
+func withCommandName(name string, err error) error {
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		if err == nil {
+			return nil
+		}
+		return &exitError{code: ExitUsage, err: fmt.Errorf("%s: %w", name, err)}
+	}
+	// "replay fix-typo: ..." names the command already.
+	if msg := ee.err; msg == nil || strings.HasPrefix(msg.Error(), name+": ") || strings.HasPrefix(msg.Error(), name+" ") {
+		return err
+	}
+	return &exitError{code: ee.code, err: fmt.Errorf("%s: %w", name, ee.err)}
 }
 
 // Main runs acptap with args (args[0] is the program name) and returns the
 // process exit code.
 func Main(args []string, stdio *IO) int {
-	stdio.args = args
-	err := newApp(stdio).Run(args)
+	app := newApp(stdio)
+	args, stdio.agentArgv, stdio.dashDash = splitArgs(app, args)
+	err := app.Run(args)
 	if err == nil {
 		return ExitOK
 	}
@@ -145,4 +154,77 @@ func Main(args []string, stdio *IO) int {
 	// Flag parsing and other urfave/cli errors are usage errors.
 	fmt.Fprintf(stdio.Err, "acptap: %v\n", err)
 	return ExitUsage
+}
+
+// agentCommands are the commands whose positional arguments are the agent
+// command itself, with or without a "--" before it.
+var agentCommands = map[string]bool{"record": true}
+
+// splitArgs rearranges a command line so that flags are accepted anywhere
+// before "--": urfave/cli stops reading flags at the first positional
+// argument, so the flags of the command (and anything else that looks like
+// a flag, for urfave/cli to refuse) are moved in front of its positional
+// arguments. What follows "--" is split off as the agent command. Commands
+// that parse their own arguments (SkipFlagParsing) are left as they are.
+func splitArgs(app *cli.App, args []string) (cliArgs, agent []string, dashDash bool) {
+	ci := 1 // the command's index: the first argument not a flag
+	for ci < len(args) && strings.HasPrefix(args[ci], "-") && args[ci] != "--" {
+		ci++
+	}
+	if ci >= len(args) {
+		return args, nil, false
+	}
+	cmd := app.Command(args[ci])
+	if cmd == nil || cmd.SkipFlagParsing {
+		return args, nil, false
+	}
+	rest := args[ci+1:]
+	var flags, positional []string
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case a == "--":
+			agent, dashDash = rest[i+1:], true
+			i = len(rest)
+		case strings.HasPrefix(a, "-") && a != "-":
+			flags = append(flags, a)
+			if takesValue(cmd, a) && i+1 < len(rest) {
+				i++
+				flags = append(flags, rest[i])
+			}
+		case agentCommands[cmd.Name] && !slices.Contains(rest[i:], "--"):
+			// "acptap record my-agent --acp": the agent command starts at
+			// the first positional argument, its own flags included.
+			agent = rest[i:]
+			i = len(rest)
+		default:
+			positional = append(positional, a)
+		}
+	}
+	cliArgs = append(append([]string(nil), args[:ci+1]...), flags...)
+	if len(positional) > 0 {
+		// After "--", urfave/cli reads the names as names even if one
+		// looks like a flag.
+		cliArgs = append(append(cliArgs, "--"), positional...)
+	}
+	return cliArgs, agent, dashDash
+}
+
+// takesValue reports whether arg (-name or --name, without "=value") is a
+// flag of cmd that reads the next argument as its value.
+func takesValue(cmd *cli.Command, arg string) bool {
+	name := strings.TrimLeft(arg, "-")
+	if strings.Contains(name, "=") {
+		return false
+	}
+	for _, f := range cmd.Flags {
+		for _, n := range f.Names() {
+			if n != name {
+				continue
+			}
+			_, isBool := f.(*cli.BoolFlag)
+			return !isBool
+		}
+	}
+	return false // unknown flags and -h/--help
 }

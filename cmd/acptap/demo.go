@@ -37,7 +37,7 @@ func demoCommand(stdio *IO) *cli.Command {
 		Action: func(c *cli.Context) error {
 			self, err := os.Executable()
 			if err != nil {
-				return usageErrorf("demo: cannot find the acptap executable: %v", err)
+				return usageErrorf("cannot find the acptap executable: %v", err)
 			}
 			return runDemo(&demoOptions{IO: stdio, Keep: c.Bool("keep"), Self: self})
 		},
@@ -63,7 +63,7 @@ func runDemo(opts *demoOptions) error {
 	out := opts.IO.Out
 	dir, err := os.MkdirTemp("", "acptap-demo-")
 	if err != nil {
-		return usageErrorf("demo: %v", err)
+		return usageErrorf("%v", err)
 	}
 	if opts.Keep {
 		fmt.Fprintf(out, "demo files kept in %s\n", dir)
@@ -72,10 +72,10 @@ func runDemo(opts *demoOptions) error {
 	}
 	workspace := filepath.Join(dir, "workspace")
 	if err := os.Mkdir(workspace, 0o755); err != nil {
-		return usageErrorf("demo: %v", err)
+		return usageErrorf("%v", err)
 	}
 	if err := os.WriteFile(filepath.Join(workspace, "notes.txt"), []byte(demoNotes), 0o644); err != nil {
-		return usageErrorf("demo: %v", err)
+		return usageErrorf("%v", err)
 	}
 	db := filepath.Join(dir, "demo.db")
 	caDir := filepath.Join(dir, "ca")
@@ -84,7 +84,7 @@ func runDemo(opts *demoOptions) error {
 	// The scripted LLM, on loopback, for the recording only.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return usageErrorf("demo: starting the scripted LLM: %v", err)
+		return usageErrorf("starting the scripted LLM: %v", err)
 	}
 	llm := &http.Server{Handler: demollm.Handler()}
 	go llm.Serve(ln)
@@ -110,7 +110,7 @@ func runDemo(opts *demoOptions) error {
 	})
 	llm.Close()
 	if err != nil {
-		return usageErrorf("demo: the recorded session failed: %v; its stderr was: %q", err, stderr.String())
+		return usageErrorf("the recorded session failed: %v; its stderr was: %q", err, stderr.String())
 	}
 	for _, turn := range tr.Turns {
 		fmt.Fprintf(out, "  editor: %q\n  agent:  %q (%s)\n", turn.Prompt, turn.Text, turn.StopReason)
@@ -118,7 +118,7 @@ func runDemo(opts *demoOptions) error {
 
 	step("2. Inspect the recording: every lane on one timeline")
 	fmt.Fprintf(out, "$ acptap show --store demo.db %s\n", name)
-	if err := runShow(&showOptions{IO: opts.IO, StorePath: db, Name: name, Color: isTerminal(out)}); err != nil {
+	if err := runShow(&showOptions{IO: opts.IO, StorePath: db, Name: name, Color: colorFor(out)}); err != nil {
 		return err
 	}
 
@@ -129,14 +129,14 @@ func runDemo(opts *demoOptions) error {
 			Names:     []string{name},
 			Argv:      argv,
 			CADir:     caDir,
-			Color:     isTerminal(out),
+			Color:     colorFor(out),
 			Replay:    replay.Options{Timeout: 20 * time.Second},
 		}
 	}
 	step("3. Replay offline: the scripted LLM is gone; the LLM side comes from the recording")
 	fmt.Fprintf(out, "$ acptap replay --store demo.db %s\n", name)
 	if err := runReplay(replayOpts(nil)); err != nil {
-		return fmt.Errorf("demo: the replay of the unchanged agent failed: %w", err)
+		return fmt.Errorf("the replay of the unchanged agent failed: %w", err)
 	}
 
 	step("4. Replay a changed agent: it no longer asks permission before reading the file")
@@ -144,7 +144,7 @@ func runDemo(opts *demoOptions) error {
 	err = runReplay(replayOpts(append(agent, "--no-permission")))
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != ExitDiverged {
-		return fmt.Errorf("demo: the replay of the changed agent should have failed with exit %d, got: %v", ExitDiverged, err)
+		return fmt.Errorf("the replay of the changed agent should have failed with exit %d, got: %v", ExitDiverged, err)
 	}
 	fmt.Fprintf(out, "\nThe first replay passed and the changed agent was caught (acptap replay exits 1 on a divergence).\n")
 	return nil

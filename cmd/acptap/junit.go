@@ -89,7 +89,7 @@ func openJUnit(path string) (*junitReport, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, usageErrorf("replay: cannot write the --junit report %s: %v; pass a writable file path", path, err)
+		return nil, usageErrorf("cannot write the --junit report %s: %v; pass a writable file path", path, err)
 	}
 	return &junitReport{path: path, f: f, created: errors.Is(statErr, fs.ErrNotExist), started: time.Now()}, nil
 }
@@ -184,7 +184,7 @@ func (r *junitReport) write() error {
 		err = r.f.Sync()
 	}
 	if err != nil {
-		return usageErrorf("replay: writing the --junit report %s: %v", r.path, err)
+		return usageErrorf("writing the --junit report %s: %v", r.path, err)
 	}
 	r.written = true
 	return nil

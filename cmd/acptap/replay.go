@@ -15,6 +15,7 @@ import (
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay"
+	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
 )
@@ -51,13 +52,13 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.Float64Flag{Name: "speed", Usage: "0: serve the LLM side without waits; N: recorded timing divided by N"},
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; repeatable"},
 			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does: ignore, warn or fail"},
-			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "longest wait for the agent's output"},
-			&cli.DurationFlag{Name: "grace", Value: 3 * time.Second, Usage: "how long the agent may take to exit after its stdin closes"},
+			&cli.DurationFlag{Name: "timeout", Value: driver.DefaultTimeout, Usage: "longest wait for the agent's output"},
+			graceFlag(),
 			&cli.StringFlag{Name: "workspace", Usage: "seed the sandbox workspace from `DIR` (copied)"},
 			&cli.StringSliceFlag{Name: "env", Usage: "add `K=V` to the agent's environment; repeatable"},
 			&cli.StringFlag{Name: "rules", Usage: "normalization rules `FILE` (JSON)"},
 			&cli.BoolFlag{Name: "no-coalesce", Usage: "compare message chunks one by one instead of joined"},
-			&cli.StringFlag{Name: "ca-dir", EnvVars: []string{"ACPTAP_CA_DIR"}, Usage: "`DIR` of the interception CA"},
+			caDirFlag(),
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "pass the agent's stderr through"},
 			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
 			&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE`"},
@@ -70,33 +71,35 @@ func replayCommand(stdio *IO) *cli.Command {
 				CADir:     c.String("ca-dir"),
 				RulesFile: c.String("rules"),
 				Verbose:   c.Bool("verbose"),
-				Color:     isTerminal(stdio.Out),
+				Color:     colorFor(stdio.Out),
 				Update:    c.Bool("update"),
 				JUnit:     c.String("junit"),
 			}
 			// Names come before --, the agent command after it.
-			args := c.Args().Slice()
-			if i := dashDashIndex(stdio.args, args); i >= 0 {
-				opts.Names, opts.Argv = args[:i:i], args[i:]
-				if i < len(args) && args[i] == "--" {
-					opts.Argv = args[i+1:]
-				}
-				if len(opts.Argv) == 0 {
-					return usageErrorf("replay: no agent command after --; usage: acptap replay [NAME...] [-- AGENT [ARGS...]]")
-				}
-			} else {
-				opts.Names = args
+			opts.Names = c.Args().Slice()
+			argv, err := agentAfterDashDash(stdio, "acptap replay [NAME...] [-- AGENT [ARGS...]]")
+			if err != nil {
+				return err
+			}
+			opts.Argv = argv
+			timeout, err := positiveDuration(c, "timeout")
+			if err != nil {
+				return err
+			}
+			grace, err := positiveDuration(c, "grace")
+			if err != nil {
+				return err
 			}
 			mode, err := replay.ParseRequestMode(c.String("requests"))
 			if err != nil {
-				return usageErrorf("replay: --requests: %v", err)
+				return usageErrorf("--requests: %v", err)
 			}
 			faults, err := parseFaults(c.StringSlice("fault"))
 			if err != nil {
 				return err
 			}
 			if c.Float64("speed") < 0 {
-				return usageErrorf("replay: --speed must be 0 or positive, got %v", c.Float64("speed"))
+				return usageErrorf("--speed must be 0 or positive, got %v", c.Float64("speed"))
 			}
 			opts.Replay = replay.Options{
 				Workspace:  c.String("workspace"),
@@ -104,33 +107,13 @@ func replayCommand(stdio *IO) *cli.Command {
 				Speed:      c.Float64("speed"),
 				Faults:     faults,
 				Requests:   mode,
-				Timeout:    c.Duration("timeout"),
-				Grace:      c.Duration("grace"),
+				Timeout:    timeout,
+				Grace:      grace,
 				NoCoalesce: c.Bool("no-coalesce"),
 			}
 			return runReplay(opts)
 		},
 	}
-}
-
-// dashDashIndex finds where the agent command starts within args, the
-// command's positional arguments. urfave/cli keeps a "--" that follows a
-// positional argument (the index of the "--" is returned) and drops one
-// that directly follows the flags (the index after it is found from the
-// whole command line).
-func dashDashIndex(osArgs, args []string) int {
-	for i, a := range args {
-		if a == "--" {
-			return i
-		}
-	}
-	for i, a := range osArgs {
-		if a == "--" {
-			after := len(osArgs) - i - 1
-			return len(args) - after
-		}
-	}
-	return -1
 }
 
 func parseFaults(specs []string) (map[int]llmserver.Fault, error) {
@@ -139,14 +122,14 @@ func parseFaults(specs []string) (map[int]llmserver.Fault, error) {
 		n, spec, ok := strings.Cut(s, "=")
 		num, err := strconv.Atoi(n)
 		if !ok || err != nil || num < 1 {
-			return nil, usageErrorf("replay: --fault %q: want N=SPEC with N an exchange number from acptap show, e.g. --fault 1=status:429:retry-after=1", s)
+			return nil, usageErrorf("--fault %q: want N=SPEC with N an exchange number from acptap show, e.g. --fault 1=status:429:retry-after=1", s)
 		}
 		if _, dup := faults[num]; dup {
-			return nil, usageErrorf("replay: --fault %d given twice; give one fault per exchange", num)
+			return nil, usageErrorf("--fault %d given twice; give one fault per exchange", num)
 		}
 		f, err := llmserver.ParseFault(spec)
 		if err != nil {
-			return nil, usageErrorf("replay: --fault %q: %v", s, err)
+			return nil, usageErrorf("--fault %q: %v", s, err)
 		}
 		faults[num] = f
 	}
@@ -155,26 +138,26 @@ func parseFaults(specs []string) (map[int]llmserver.Fault, error) {
 
 func runReplay(opts *replayOptions) error {
 	if opts.All && len(opts.Names) > 0 {
-		return usageErrorf("replay: both --all and names given; pass one or the other")
+		return usageErrorf("both --all and names given; pass one or the other")
 	}
 	if !opts.All && len(opts.Names) == 0 {
-		return usageErrorf("replay: no recording named; usage: acptap replay NAME... or acptap replay --all")
+		return usageErrorf("no recording named; usage: acptap replay NAME... or acptap replay --all")
 	}
 	if opts.RulesFile != "" {
 		rules, err := normalize.LoadRules(opts.RulesFile)
 		if err != nil {
-			return usageErrorf("replay: --rules: %v; fix the rules file", err)
+			return usageErrorf("--rules: %v; fix the rules file", err)
 		}
 		opts.Replay.Rules = rules
 	}
 	if opts.Replay.Workspace != "" {
 		if fi, err := os.Stat(opts.Replay.Workspace); err != nil || !fi.IsDir() {
-			return usageErrorf("replay: --workspace %s is not a directory; pass a directory to copy into the sandbox", opts.Replay.Workspace)
+			return usageErrorf("--workspace %s is not a directory; pass a directory to copy into the sandbox", opts.Replay.Workspace)
 		}
 	}
 	for _, kv := range opts.Replay.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return usageErrorf("replay: --env %q: want K=V", kv)
+			return usageErrorf("--env %q: want K=V", kv)
 		}
 	}
 	report, err := openJUnit(opts.JUnit)
@@ -182,17 +165,9 @@ func runReplay(opts *replayOptions) error {
 		return err
 	}
 	defer report.close()
-	caDir := opts.CADir
-	if caDir == "" {
-		d, err := proxy.DefaultCADir()
-		if err != nil {
-			return usageErrorf("replay: %v; pass --ca-dir", err)
-		}
-		caDir = d
-	}
-	ca, err := proxy.LoadOrCreateCA(caDir)
+	ca, err := proxy.LoadOrCreateCA(opts.CADir)
 	if err != nil {
-		return usageErrorf("replay: interception CA: %v; pass another --ca-dir", err)
+		return usageErrorf("interception CA: %v; pass another --ca-dir", err)
 	}
 	opts.Replay.CA = ca
 	opts.Replay.Argv = opts.Argv
@@ -217,14 +192,14 @@ func runReplay(opts *replayOptions) error {
 		recs, err := st.List()
 		if err != nil {
 			st.Close()
-			return usageErrorf("replay: %v", err)
+			return usageErrorf("%v", err)
 		}
 		for _, r := range recs {
 			names = append(names, r.Name)
 		}
 		if len(names) == 0 {
 			st.Close()
-			return usageErrorf("replay: no recordings in %s; record one with acptap record", opts.StorePath)
+			return usageErrorf("no recordings in %s; record one with acptap record", opts.StorePath)
 		}
 	}
 	// Check every name first: a typo is a usage error, not a divergence.
@@ -298,12 +273,7 @@ func (u *updateOutcome) summary() string {
 // printResult prints the outcome of one replay; up is what --update did,
 // nil without --update or when the replay was equal.
 func printResult(w io.Writer, res *replay.Result, up *updateOutcome, color, summaryOnly bool) {
-	paint := func(c, s string) string {
-		if !color {
-			return s
-		}
-		return c + s + colorReset
-	}
+	paint := painter(color).paint
 	stats := fmt.Sprintf("%d frames, %d LLM exchanges served, %s", res.Frames, res.LLM.Served, res.Duration.Round(time.Millisecond))
 	isUpdated := up != nil && up.err == nil
 	switch {

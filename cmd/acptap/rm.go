@@ -26,7 +26,7 @@ func rmCommand(stdio *IO) *cli.Command {
 
 func runRm(opts *rmOptions) error {
 	if len(opts.Names) == 0 {
-		return usageErrorf("rm: no recording named; usage: acptap rm NAME...")
+		return usageErrorf("no recording named; usage: acptap rm NAME...")
 	}
 	st, err := openStore(opts.StorePath, false)
 	if err != nil {

@@ -37,14 +37,14 @@ func showCommand(stdio *IO) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
-				return usageErrorf("show: too many arguments %q; usage: acptap show [--json] [NAME]", c.Args().Slice())
+				return usageErrorf("too many arguments %q; usage: acptap show [--json] [NAME]", c.Args().Slice())
 			}
 			return runShow(&showOptions{
 				IO:        stdio,
 				StorePath: c.String("store"),
 				Name:      c.Args().First(),
 				JSON:      c.Bool("json"),
-				Color:     isTerminal(stdio.Out),
+				Color:     colorFor(stdio.Out),
 			})
 		},
 	}
@@ -61,7 +61,7 @@ func runShow(opts *showOptions) error {
 	if opts.Name == "" {
 		recs, err := st.List()
 		if err != nil {
-			return usageErrorf("show: %v", err)
+			return usageErrorf("%v", err)
 		}
 		if opts.JSON {
 			return listJSON(out, recs)
@@ -207,23 +207,9 @@ func eventJSON(e store.Event) any {
 	return line
 }
 
-const (
-	colorReset  = "\x1b[0m"
-	colorDim    = "\x1b[2m"
-	colorRed    = "\x1b[31m"
-	colorGreen  = "\x1b[32m"
-	colorYellow = "\x1b[33m"
-	colorCyan   = "\x1b[36m"
-)
-
 // timelineLine renders one event as a line of the human timeline.
 func timelineLine(e store.Event, color bool) string {
-	paint := func(c, s string) string {
-		if !color {
-			return s
-		}
-		return c + s + colorReset
-	}
+	paint := painter(color).paint
 	var laneColor string
 	switch e.Lane {
 	case store.LaneEditor:

@@ -169,20 +169,9 @@ func TestSnapshotUsageErrors(t *testing.T) {
 	}
 }
 
-func TestSnapshotParseSize(t *testing.T) {
-	for in, want := range map[string]int64{
-		"1": 1, "1048576": 1 << 20, "64MiB": 64 << 20, "64M": 64 << 20, "64 mib": 64 << 20,
-		"512k": 512 << 10, "1.5GiB": 3 << 29, "1GB": 1e9, "2kb": 2000, "10B": 10,
-	} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "0", "-1", "MiB", "1XB", "1e3", "0.1", "1..2M", "99999999999GiB"} {
-		if got, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) = %d, want an error", in, got)
-		}
-	}
+// TestSnapshotMaxDefault: the size parser's own cases are in
+// internal/bytesize; here, the flag shows its default readably.
+func TestSnapshotMaxDefault(t *testing.T) {
 	if (&sizeValue{snapshot.DefaultMaxBytes}).String() != "64.0 MiB" {
 		t.Errorf("the default --snapshot-max shows as %q", (&sizeValue{snapshot.DefaultMaxBytes}).String())
 	}

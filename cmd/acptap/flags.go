@@ -1,0 +1,86 @@
+package main
+
+import (
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/acptap/acptap/internal/bytesize"
+	"github.com/acptap/acptap/stdiotap"
+)
+
+// The flags that several commands take are made here, once, with one
+// name, help text and default, and checked by one function.
+
+func storeFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "store",
+		Usage:   "bbolt store `PATH`",
+		EnvVars: []string{"ACPTAP_STORE"},
+		Value:   "acptap.db",
+	}
+}
+
+func caDirFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "ca-dir",
+		EnvVars: []string{"ACPTAP_CA_DIR"},
+		Usage:   "`DIR` of the interception CA (created on first use; default ~/.config/acptap)",
+	}
+}
+
+func graceFlag() cli.Flag {
+	return &cli.DurationFlag{
+		Name:  "grace",
+		Value: stdiotap.DefaultGrace,
+		Usage: "after the agent's stdin closes, how long it may take to exit before it is terminated",
+	}
+}
+
+// positiveDuration returns the value of the duration flag name, refusing
+// zero and negative values the same way for every command.
+func positiveDuration(c *cli.Context, name string) (time.Duration, error) {
+	d := c.Duration(name)
+	if d <= 0 {
+		return 0, usageErrorf("--%s must be positive, got %v", name, d)
+	}
+	return d, nil
+}
+
+// sizeValue is a size flag: bytes, or a number with a unit (64MiB, 512K,
+// 1.5GB).
+type sizeValue struct{ n int64 }
+
+func (v *sizeValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return bytesize.Format(v.n)
+}
+
+func (v *sizeValue) Set(s string) error {
+	n, err := bytesize.Parse(s)
+	if err != nil {
+		return err
+	}
+	v.n = n
+	return nil
+}
+
+// noArgsBeforeAgent refuses positional arguments of a command that takes
+// only flags before "--".
+func noArgsBeforeAgent(c *cli.Context, usage string) error {
+	if c.NArg() > 0 {
+		return usageErrorf("unexpected argument %q before --; usage: %s", c.Args().First(), usage)
+	}
+	return nil
+}
+
+// agentAfterDashDash returns the agent command given after "--", refusing
+// a "--" with nothing after it.
+func agentAfterDashDash(stdio *IO, usage string) ([]string, error) {
+	if stdio.dashDash && len(stdio.agentArgv) == 0 {
+		return nil, usageErrorf("no agent command after --; usage: %s", usage)
+	}
+	return stdio.agentArgv, nil
+}

@@ -1,0 +1,472 @@
+// Package record runs an ACP agent between the editor and its LLM and records both conversations into a store.
+//
+// The agent's stdio is passed through byte for byte by stdiotap and framed
+// into the store; its HTTP traffic reaches a proxy.Tap by the forward proxy
+// variables, by rewritten base-URL variables, or both, and each exchange is
+// recorded on the same timeline. Secrets are masked in everything recorded,
+// never in what the editor and the agent exchange.
+//
+// Recording has two phases so that a mistake records nothing: Prepare
+// checks the options and readies what can fail (the agent's program, the
+// base-URL routes, the CAs, the workspace snapshot) without touching the
+// store; Plan.Run creates the recording and runs the agent. Run does both.
+package record
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/acptap/acptap/internal/redact"
+	"github.com/acptap/acptap/proxy"
+	"github.com/acptap/acptap/stdiotap"
+	"github.com/acptap/acptap/store"
+)
+
+// BaseURL is one base-URL route: the agent's variable Var is set to a
+// loopback URL of the tap that forwards to Upstream.
+type BaseURL struct {
+	Var string
+	// Upstream is where the route forwards to. If empty, Var's value in
+	// Options.Env is used, else the public endpoint of a well-known
+	// variable (proxy.KnownBaseURLs).
+	Upstream string
+}
+
+// Options configure a recording. The zero value records nothing: Argv is
+// required; everything else has a default.
+type Options struct {
+	// Argv is the agent command.
+	Argv []string
+	// Name is the recording's name. If empty, one is generated from the
+	// agent's program name and the time.
+	Name string
+	// Force replaces a recording of the same name.
+	Force bool
+	// Env is the agent's environment before the tap's variables are
+	// added. If nil, os.Environ() is used.
+	Env []string
+
+	// Stdin, Stdout and Stderr are the editor's side of the agent's stdio.
+	// If nil, os.Stdin, os.Stdout and os.Stderr are used.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Grace is how long the agent may take to exit after its stdin
+	// closes before it is terminated. If zero, stdiotap.DefaultGrace.
+	Grace time.Duration
+	// ForwardSignals relays SIGINT, SIGTERM and SIGHUP to the agent. Off
+	// for callers that must not install signal handlers (in-process tests).
+	ForwardSignals bool
+
+	// BaseURLs are the base-URL routes.
+	BaseURLs []BaseURL
+	// UpstreamCA is a PEM file of extra roots trusted for upstream TLS.
+	UpstreamCA string
+	// CADir holds the interception CA. If empty, proxy.DefaultCADir().
+	CADir string
+	// NoProxyEnv leaves the forward proxy variables and the CA files out
+	// of the agent's environment: only base-URL routes reach the tap.
+	NoProxyEnv bool
+
+	// Snapshot archives the working directory into the recording before
+	// the agent starts, for replay to restore as its workspace.
+	Snapshot bool
+	// SnapshotMaxBytes and SnapshotMaxFiles bound a snapshot. If zero,
+	// snapshot.DefaultMaxBytes and snapshot.DefaultMaxFiles.
+	SnapshotMaxBytes int64
+	SnapshotMaxFiles int
+	// StorePath is the store's file, left out of a snapshot when it lies
+	// in the working directory. Run sets it from the store if empty.
+	StorePath string
+
+	// Version is the recorder's version, kept in the recording's metadata.
+	Version string
+	// Logf receives notices (the recording's name, the snapshot taken,
+	// problems of the HTTP tap), one line each, without a program name.
+	// If nil, notices are discarded.
+	Logf func(format string, args ...any)
+}
+
+// Result is how a recorded session ended.
+type Result struct {
+	// Name is the recording's name (generated if Options.Name was empty).
+	Name string
+	// Exit is how the agent ended; its Code is what a wrapper should exit
+	// with.
+	Exit stdiotap.Exit
+	// AgentErr is set when the agent's status could not be obtained; the
+	// recording says so too.
+	AgentErr error
+}
+
+// A Plan is a recording that passed Prepare: its agent found, its routes
+// resolved, its CAs loaded and its snapshot taken. Nothing is in the store
+// until Run.
+type Plan struct {
+	opts    Options
+	name    string
+	env     []string
+	routes  []BaseURL // with their upstreams resolved
+	tap     proxy.Config
+	secrets *redact.Redactor
+	archive []byte // the snapshot; nil without Options.Snapshot
+}
+
+// Prepare checks opts and readies everything that can fail before the
+// store is touched.
+func Prepare(opts Options) (*Plan, error) {
+	if len(opts.Argv) == 0 {
+		return nil, ErrNoCommand
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = stdiotap.DefaultGrace
+	}
+	if opts.Env == nil {
+		opts.Env = os.Environ()
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if _, err := exec.LookPath(opts.Argv[0]); errors.Is(err, exec.ErrNotFound) {
+		return nil, classify(ErrAgentNotFound, "agent %q not found", opts.Argv[0])
+	} else if err != nil {
+		return nil, classify(ErrAgent, "cannot run agent: %w", err)
+	}
+	p := &Plan{opts: opts, env: opts.Env, name: opts.Name}
+	if p.name == "" {
+		p.name = generateName(opts.Argv[0], time.Now())
+	}
+	if err := store.ValidName(p.name); err != nil {
+		return nil, classify(ErrName, "%w", err)
+	}
+	var err error
+	if p.routes, err = resolveBaseURLs(opts.BaseURLs, p.env); err != nil {
+		return nil, err
+	}
+	if p.tap, err = tapConfig(opts); err != nil {
+		return nil, err
+	}
+	// One Redactor for everything recorded: the snapshot, the base URLs,
+	// the HTTP exchanges and the stdio frames.
+	p.secrets = redact.New(p.env)
+	if opts.Snapshot {
+		if p.archive, err = takeSnapshot(opts, p.secrets); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Name returns the name the recording will have.
+func (p *Plan) Name() string { return p.name }
+
+// Run records opts into st: Prepare, then Plan.Run.
+func Run(ctx context.Context, st *store.Store, opts Options) (*Result, error) {
+	if opts.StorePath == "" {
+		opts.StorePath = st.Path()
+	}
+	p, err := Prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	return p.Run(ctx, st)
+}
+
+// Run creates the recording in st, starts the tap and the agent, and
+// records until the agent has exited and the tap has recorded its last
+// exchange. Cancelling ctx terminates the agent (SIGTERM to its process
+// group, SIGKILL after Options.Grace). The error is nil whenever the agent
+// ran, whatever its exit status; a recording that could not be finished
+// in the store is ErrSave, with what was committed before the failure
+// kept.
+func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
+	opts := p.opts
+	cwd, _ := os.Getwd()
+	meta := store.Recording{
+		Name:     p.name,
+		Created:  time.Now(),
+		Version:  opts.Version,
+		Argv:     opts.Argv,
+		Cwd:      cwd,
+		EnvNames: envNames(p.env),
+		Home:     getenv(p.env, "HOME"),
+		Tmp:      os.TempDir(),
+		ProxyEnv: !opts.NoProxyEnv,
+		Snapshot: p.archive != nil,
+	}
+	if len(p.routes) > 0 {
+		meta.BaseURLs = map[string]string{}
+		for _, r := range p.routes {
+			meta.BaseURLs[r.Var] = p.secrets.URL(r.Upstream)
+		}
+	}
+	w, err := st.Create(meta, opts.Force)
+	if err != nil {
+		return nil, err
+	}
+	if p.archive != nil {
+		if err := w.PutBlob(store.SnapshotBlob, p.archive); err != nil {
+			// A recording that says it has a snapshot must have it.
+			w.Finish()
+			st.Delete(p.name)
+			return nil, classify(ErrSnapshot, "%w", err)
+		}
+	}
+	opts.Logf("recording %q into %s", p.name, st.Path())
+
+	// Offsets count from just before the HTTP tap and the agent start; the
+	// callbacks below may run before Start returns.
+	start := time.Now()
+	tapCfg := p.tap
+	tapCfg.Recorder = w
+	tapCfg.Redact = p.secrets.Exchange
+	tapCfg.Start = start
+	tapCfg.Logf = opts.Logf
+	tap, childEnv, local, err := p.startTap(tapCfg)
+	if err != nil {
+		return nil, abandon(w, err)
+	}
+	sess, err := stdiotap.Start(stdiotap.Config{
+		Argv:           proxy.ExpandBaseURLs(opts.Argv, local),
+		Env:            childEnv,
+		Stdin:          opts.Stdin,
+		Stdout:         opts.Stdout,
+		Stderr:         opts.Stderr,
+		Grace:          opts.Grace,
+		ForwardSignals: opts.ForwardSignals,
+		OnLine: func(l stdiotap.Line) {
+			// Agents do print their keys (debug logs, echoed config):
+			// secrets are masked on every lane, not only in HTTP.
+			l.Data = p.secrets.Bytes(l.Data)
+			w.Append(frameEvent(l, start))
+		},
+	})
+	if err != nil {
+		tap.Close()
+		return nil, abandon(w, classify(ErrAgent, "%w", err))
+	}
+	stopOnCancel := context.AfterFunc(ctx, func() { terminate(sess, opts.Grace) })
+	exit, waitErr := sess.Wait()
+	stopOnCancel()
+	// The tap closes before the writer finishes: Close waits for the last
+	// exchanges to be recorded.
+	if err := tap.Close(); err != nil {
+		opts.Logf("closing the HTTP tap: %v", err)
+	}
+	w.Update(func(r *store.Recording) {
+		r.Done = true
+		r.ExitCode = exit.Code
+		if exit.Signal != 0 {
+			r.Signal = exit.Signal.String()
+		}
+		if waitErr != nil {
+			r.Error = waitErr.Error()
+		}
+		r.Duration = time.Since(start)
+	})
+	if err := w.Finish(); err != nil {
+		return nil, classify(ErrSave, "saving recording %q: %w", p.name, err)
+	}
+	return &Result{Name: p.name, Exit: exit, AgentErr: waitErr}, nil
+}
+
+// abandon ends a recording whose agent never ran: the recording is kept,
+// marked done with err (its metadata says why nothing follows), and err is
+// returned, joined with the store's error if the recording could not be
+// finished.
+func abandon(w *store.Writer, err error) error {
+	w.Update(func(r *store.Recording) {
+		r.Done = true
+		r.ExitCode = 2 // acptap's exit code for an environment error
+		r.Error = err.Error()
+	})
+	if ferr := w.Finish(); ferr != nil {
+		return errors.Join(err, classify(ErrSave, "saving recording: %w", ferr))
+	}
+	return err
+}
+
+// terminate ends the agent's process group: SIGTERM, then SIGKILL after
+// grace if it is still there.
+func terminate(sess *stdiotap.Session, grace time.Duration) {
+	if sess.Signal(syscall.SIGTERM) != nil {
+		return
+	}
+	time.AfterFunc(grace, func() { sess.Signal(syscall.SIGKILL) })
+}
+
+// startTap starts the HTTP tap with the plan's routes and returns the
+// agent's environment and each route's local URL, by variable.
+func (p *Plan) startTap(cfg proxy.Config) (*proxy.Tap, []string, map[string]string, error) {
+	tap, err := proxy.New(cfg)
+	if err != nil {
+		return nil, nil, nil, classify(ErrTap, "starting the HTTP tap: %w", err)
+	}
+	local := map[string]string{}
+	for _, r := range p.routes {
+		u, err := tap.AddBaseURL(r.Var, r.Upstream)
+		if err != nil {
+			tap.Close()
+			return nil, nil, nil, &BaseURLError{Var: r.Var, Upstream: r.Upstream, Err: err}
+		}
+		local[r.Var] = u
+	}
+	if p.opts.NoProxyEnv {
+		return tap, tap.BaseURLEnv(p.env), local, nil
+	}
+	env, err := tap.Env(p.env)
+	if err != nil {
+		tap.Close()
+		return nil, nil, nil, classify(ErrTap, "preparing the agent's environment: %w", err)
+	}
+	return tap, env, local, nil
+}
+
+// resolveBaseURLs gives each route its upstream: the explicit one, else
+// the variable's value in env, else the public endpoint of a well-known
+// name.
+func resolveBaseURLs(routes []BaseURL, env []string) ([]BaseURL, error) {
+	var out []BaseURL
+	for _, r := range routes {
+		if r.Var == "" || strings.ContainsAny(r.Var, "= \t\x00") {
+			return nil, &BaseURLError{Var: r.Var, Err: errors.New("invalid variable name")}
+		}
+		if slices.ContainsFunc(out, func(o BaseURL) bool { return o.Var == r.Var }) {
+			return nil, &BaseURLError{Var: r.Var, Err: ErrBaseURLTwice}
+		}
+		if r.Upstream == "" {
+			r.Upstream = getenv(env, r.Var)
+		}
+		if r.Upstream == "" {
+			r.Upstream = proxy.KnownBaseURLs[r.Var]
+		}
+		if r.Upstream == "" {
+			return nil, &BaseURLError{Var: r.Var, Err: ErrBaseURLUnknown}
+		}
+		if err := checkUpstream(r.Upstream); err != nil {
+			return nil, &BaseURLError{Var: r.Var, Upstream: r.Upstream, Err: classify(ErrBaseURLUpstream, "%w", err)}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// checkUpstream refuses upstreams the tap cannot forward to, before
+// anything is started or recorded. A bare host:port is taken as http, as
+// OLLAMA_HOST allows.
+func checkUpstream(upstream string) error {
+	if !strings.Contains(upstream, "://") {
+		upstream = "http://" + upstream
+	}
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return fmt.Errorf("not a URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme %q is not http or https", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("no host")
+	}
+	return nil
+}
+
+// tapConfig loads the CAs of the tap's configuration.
+func tapConfig(opts Options) (proxy.Config, error) {
+	var cfg proxy.Config
+	if opts.UpstreamCA != "" {
+		pem, err := os.ReadFile(opts.UpstreamCA)
+		if err != nil {
+			return cfg, classify(ErrUpstreamCA, "%w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return cfg, classify(ErrUpstreamCA, "%s: no PEM certificate in it", opts.UpstreamCA)
+		}
+		cfg.UpstreamCAs = pool
+	}
+	ca, err := proxy.LoadOrCreateCA(opts.CADir)
+	if err != nil {
+		return cfg, classify(ErrCA, "interception CA: %w", err)
+	}
+	cfg.CA = ca
+	return cfg, nil
+}
+
+// frameEvent turns a framed stdio line into a store event.
+func frameEvent(l stdiotap.Line, start time.Time) store.Event {
+	e := store.Event{Kind: store.KindFrame, Offset: l.At.Sub(start), Data: l.Data}
+	switch l.Stream {
+	case stdiotap.Stdin:
+		e.Lane = store.LaneEditor
+	case stdiotap.Stdout:
+		e.Lane = store.LaneAgent
+	default:
+		e.Lane = store.LaneStderr
+	}
+	if e.Offset < 0 {
+		e.Offset = 0
+	}
+	if l.NoNewline {
+		e.Flags |= store.FlagNoNewline
+	}
+	if l.Continued {
+		e.Flags |= store.FlagContinued
+	}
+	return e
+}
+
+var nameUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// generateName makes a recording name from the agent's program name and the
+// time, with a random suffix so that two agents started in the same second
+// don't collide.
+func generateName(program string, now time.Time) string {
+	base := strings.Trim(nameUnsafe.ReplaceAllString(filepath.Base(program), "-"), ".-")
+	if base == "" {
+		base = "agent"
+	}
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	var b [3]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s-%s-%s", base, now.Format("20060102-150405"), hex.EncodeToString(b[:]))
+}
+
+// envNames returns the sorted names of env, never the values: values may be
+// secrets.
+func envNames(env []string) []string {
+	names := make([]string, 0, len(env))
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); ok && k != "" {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// getenv returns the last value of name in env.
+func getenv(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
