@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Exit codes of acptap, as DESIGN.md fixes them.
+// Exit codes of acptap, a contract (README, "Exit codes").
 const (
 	ExitOK       = 0 // success; replays equal
 	ExitDiverged = 1 // a replay diverged

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/acptap/acptap/internal/acp"
+	"github.com/acptap/acptap/internal/bytesize"
 	"github.com/acptap/acptap/store"
 )
 
@@ -169,7 +170,8 @@ func writeHeader(w io.Writer, r store.Recording) {
 	}
 }
 
-// eventJSON is one line of `show --json NAME`; see DESIGN.md.
+// eventJSON is one line of `show --json NAME`: the fields are a contract
+// (README, "Inspecting recordings"), kept as they are.
 type eventJSONLine struct {
 	Seq       uint64          `json:"seq"`
 	TMs       int64           `json:"t_ms"`
@@ -232,7 +234,7 @@ func timelineLine(e store.Event, color bool) string {
 	}
 	var notes []string
 	if len(e.Data) >= 4096 && e.Lane != store.LaneLLM {
-		notes = append(notes, byteSize(len(e.Data)))
+		notes = append(notes, bytesize.Format(int64(len(e.Data))))
 	}
 	if e.Flags&store.FlagNoNewline != 0 {
 		notes = append(notes, "no newline")
@@ -350,14 +352,4 @@ func truncate(s string, max int) string {
 		return s
 	}
 	return string([]rune(s)[:max-1]) + "…"
-}
-
-func byteSize(n int) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/acptap/acptap/store"
 )
 
-// llmEventJSON is one LLM exchange in `show --json NAME`; see DESIGN.md.
+// llmEventJSON is one LLM exchange in `show --json NAME`: the fields are a
+// contract (README, "Inspecting recordings"), kept as they are.
 type llmEventJSON struct {
 	Seq             uint64        `json:"seq"`
 	TMs             int64         `json:"t_ms"`
