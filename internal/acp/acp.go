@@ -1,4 +1,4 @@
-// Package acp reads the JSON-RPC envelope of ACP messages without decoding their payloads.
+// Package acp reads and writes the JSON-RPC 2.0 envelope of ACP messages, one message a line, leaving their payloads to the caller.
 package acp
 
 import (
@@ -23,6 +23,8 @@ const (
 
 var kindNames = [...]string{Junk: "junk", Request: "request", Notification: "notification", Response: "response", Error: "error"}
 
+// String returns the kind's name: "junk", "request", "notification",
+// "response" or "error".
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
@@ -30,7 +32,7 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// Message is the envelope of one ACP line.
+// Message is what Parse reads of one ACP line: its kind and envelope.
 type Message struct {
 	Kind   Kind
 	ID     json.RawMessage // the raw id of requests and responses; nil otherwise
@@ -41,24 +43,11 @@ type Message struct {
 	UpdateKind string
 
 	// ErrorCode and ErrorMessage are set for Error responses.
-	ErrorCode    int64
+	ErrorCode    int
 	ErrorMessage string
 
 	Params json.RawMessage // requests and notifications; nil if absent
 	Result json.RawMessage // responses
-}
-
-// envelope is the union of JSON-RPC 2.0 message fields.
-type envelope struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Method  *string         `json:"method"`
-	Params  json.RawMessage `json:"params"`
-	Result  json.RawMessage `json:"result"`
-	Error   *struct {
-		Code    int64  `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
 }
 
 // Parse reads the envelope of one line (without its newline). It never
@@ -69,7 +58,12 @@ func Parse(line []byte) Message {
 	if len(trimmed) == 0 || trimmed[0] != '{' || !utf8.Valid(trimmed) {
 		return Message{Kind: Junk}
 	}
-	var env envelope
+	var env struct {
+		Envelope
+		// A present "method" makes a request or a notification, even
+		// an empty one: the pointer tells it from an absent one.
+		Method *string `json:"method"`
+	}
 	if err := json.Unmarshal(trimmed, &env); err != nil {
 		return Message{Kind: Junk}
 	}
@@ -106,13 +100,16 @@ func updateKind(params json.RawMessage) string {
 	return p.Update.SessionUpdate
 }
 
-// IDKey returns a comparable form of a JSON-RPC id, so that 1 and "1" stay
-// different while white space differences do not matter.
+// IDKey returns a comparable form of a JSON-RPC id, the id compacted:
+// white space does not matter, while 1 and "1" stay different, and so do
+// numbers that a float64 cannot tell apart, such as 9007199254740992 and
+// 9007199254740993. Ids are compared as they are spelled, since peers echo
+// them: 1 and 1.0 are different ids. An id that is not JSON is its own
+// key.
 func IDKey(id json.RawMessage) string {
-	var v any
-	if json.Unmarshal(id, &v) != nil {
+	var buf bytes.Buffer
+	if json.Compact(&buf, id) != nil {
 		return string(id)
 	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	return buf.String()
 }

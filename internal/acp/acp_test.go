@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -19,6 +20,8 @@ func TestParse(t *testing.T) {
 		{`{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s"}}`, Notification, "session/cancel", "", ""},
 		{`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`, Response, "", "3", ""},
 		{`{"jsonrpc":"2.0","id":3,"result":null}`, Response, "", "3", ""},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"result":{}}`, Response, "", "9007199254740993", ""},
+		{`{"jsonrpc":"2.0","id":5,"method":""}`, Request, "", "5", ""},
 		{`{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"nope"}}`, Error, "", "4", ""},
 		{`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}`, Error, "", "", ""},
 		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r", Response, "", "1", ""},
@@ -39,17 +42,128 @@ func TestParse(t *testing.T) {
 }
 
 func TestIDKey(t *testing.T) {
-	if got, want := IDKey(json.RawMessage(` 1 `)), "1"; got != want {
-		t.Errorf("IDKey(1) = %q, want %q", got, want)
+	tests := []struct{ id, want string }{
+		{`1`, `1`},
+		{` 1 `, `1`},
+		{"\t\"7f1c\"\r\n", `"7f1c"`},
+		{`"1"`, `"1"`},
+		{`9007199254740992`, `9007199254740992`},
+		{`9007199254740993`, `9007199254740993`},
+		{`{ "a" : [1, 2] }`, `{"a":[1,2]}`},
+		{`not json`, `not json`},
 	}
-	if IDKey(json.RawMessage(`1`)) == IDKey(json.RawMessage(`"1"`)) {
-		t.Errorf("IDKey(1) == IDKey(\"1\"), want them different")
+	for _, tt := range tests {
+		if got := IDKey(json.RawMessage(tt.id)); got != tt.want {
+			t.Errorf("IDKey(%q) = %q, want %q", tt.id, got, tt.want)
+		}
+	}
+	distinct := [][2]string{
+		{`1`, `"1"`},
+		{`9007199254740992`, `9007199254740993`}, // equal as float64
+		{`1`, `1.0`},
+	}
+	for _, ids := range distinct {
+		if a, b := IDKey(json.RawMessage(ids[0])), IDKey(json.RawMessage(ids[1])); a == b {
+			t.Errorf("IDKey(%s) = IDKey(%s) = %q, want them different", ids[0], ids[1], a)
+		}
+	}
+}
+
+func TestEncode(t *testing.T) {
+	tests := []struct {
+		name string
+		line func() ([]byte, error)
+		want string
+		kind Kind
+	}{
+		{
+			"request",
+			func() ([]byte, error) {
+				return EncodeRequest(json.RawMessage(`0`), "initialize", map[string]any{"protocolVersion": 1})
+			},
+			`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`,
+			Request,
+		},
+		{
+			"request without params",
+			func() ([]byte, error) { return EncodeRequest(json.RawMessage(`"7f1c"`), "session/list", nil) },
+			`{"jsonrpc":"2.0","id":"7f1c","method":"session/list"}`,
+			Request,
+		},
+		{
+			"notification with HTML characters",
+			func() ([]byte, error) {
+				return EncodeNotification("session/update", map[string]any{"text": "<b> & </b>"})
+			},
+			`{"jsonrpc":"2.0","method":"session/update","params":{"text":"<b> & </b>"}}`,
+			Notification,
+		},
+		{
+			"empty result",
+			func() ([]byte, error) { return EncodeResult(json.RawMessage(`3`), struct{}{}) },
+			`{"jsonrpc":"2.0","id":3,"result":{}}`,
+			Response,
+		},
+		{
+			"raw result",
+			func() ([]byte, error) {
+				return EncodeResult(json.RawMessage(` 3 `), json.RawMessage(` { "a" : "<&>" } `))
+			},
+			`{"jsonrpc":"2.0","id":3,"result":{"a":"<&>"}}`,
+			Response,
+		},
+		{
+			"null result",
+			func() ([]byte, error) { return EncodeResult(json.RawMessage(`3`), map[string]any(nil)) },
+			`{"jsonrpc":"2.0","id":3,"result":null}`,
+			Response,
+		},
+		{
+			"error",
+			func() ([]byte, error) {
+				return EncodeError(json.RawMessage(`null`), &ResponseError{Code: CodeParseError, Message: "parse error"})
+			},
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`,
+			Error,
+		},
+	}
+	for _, tt := range tests {
+		line, err := tt.line()
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		if got, want := string(line), tt.want+"\n"; got != want {
+			t.Errorf("%s: encoded %q, want %q", tt.name, got, want)
+		}
+		if got := Parse(line).Kind; got != tt.kind {
+			t.Errorf("%s: Parse(%s).Kind = %v, want %v", tt.name, line, got, tt.kind)
+		}
+	}
+}
+
+func TestEncodeFails(t *testing.T) {
+	if _, err := EncodeResult(json.RawMessage(`1`), map[string]any{"c": make(chan int)}); err == nil {
+		t.Error("EncodeResult of a channel: no error, want one")
+	}
+	if _, err := EncodeError(json.RawMessage(`{`), &ResponseError{Code: CodeInternalError}); err == nil {
+		t.Error("EncodeError with the id `{`: no error, want one")
+	}
+}
+
+func TestResponseError(t *testing.T) {
+	e := &ResponseError{Code: CodeInternalError, Message: "boom"}
+	if got, want := e.Error(), "boom (code -32603)"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
 	}
 }
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`))
 	f.Add([]byte(`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":9007199254740993,"method":"fs/read_text_file","params":{"path":"/a"}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk"}}}`))
+	f.Add([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`))
 	f.Add([]byte(`junk`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		m := Parse(line)
@@ -66,5 +180,63 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("junk with envelope fields: %q", line)
 			}
 		}
+		if m.ID != nil {
+			var spaced bytes.Buffer
+			if err := json.Indent(&spaced, m.ID, " ", "\t"); err != nil {
+				t.Fatalf("Parse(%q).ID = %q, not JSON: %v", line, m.ID, err)
+			}
+			if IDKey(spaced.Bytes()) != IDKey(m.ID) {
+				t.Fatalf("IDKey(%q) = %q, want IDKey(%q) = %q", spaced.Bytes(), IDKey(spaced.Bytes()), m.ID, IDKey(m.ID))
+			}
+		}
+		checkReencoded(t, line, m)
 	})
+}
+
+// checkReencoded checks that m, parsed from line, parses back the same
+// once written by the Encode functions.
+func checkReencoded(t *testing.T, line []byte, m Message) {
+	t.Helper()
+	var (
+		out []byte
+		err error
+	)
+	switch {
+	case m.Kind == Request && m.Method != "":
+		out, err = EncodeRequest(m.ID, m.Method, payload(m.Params))
+	case m.Kind == Notification && m.Method != "":
+		out, err = EncodeNotification(m.Method, payload(m.Params))
+	case m.Kind == Response:
+		out, err = EncodeResult(m.ID, payload(m.Result))
+	case m.Kind == Error:
+		out, err = EncodeError(m.ID, &ResponseError{Code: m.ErrorCode, Message: m.ErrorMessage})
+	default:
+		return // junk, or an empty method, which an Envelope leaves out
+	}
+	if err != nil {
+		t.Fatalf("re-encoding %q: %v", line, err)
+	}
+	got := Parse(out)
+	if got.Kind != m.Kind || got.Method != m.Method || IDKey(got.ID) != IDKey(m.ID) || got.UpdateKind != m.UpdateKind ||
+		got.ErrorCode != m.ErrorCode || got.ErrorMessage != m.ErrorMessage ||
+		compact(got.Params) != compact(m.Params) || compact(got.Result) != compact(m.Result) {
+		t.Fatalf("Parse(%q) = %+v, re-encoded as %q: %+v", line, m, out, got)
+	}
+}
+
+// compact returns raw without white space, or as it is if it is not JSON.
+func compact(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// payload is raw as an Encode argument: nil, to be left out, when absent.
+func payload(raw json.RawMessage) any {
+	if raw == nil {
+		return nil
+	}
+	return raw
 }

@@ -26,6 +26,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/acptap/acptap/internal/acp"
 )
 
 // config is the parsed command line.
@@ -302,24 +304,24 @@ func (a *agent) handleLine(line []byte) {
 	}
 	if !json.Valid(line) {
 		a.debugf("recv a line that is not JSON")
-		a.c.replyError(nullID, codeParseError, "parse error: line is not JSON")
+		a.c.replyError(nullID, acp.CodeParseError, "parse error: line is not JSON")
 		return
 	}
-	var m message
+	var m acp.Envelope
 	if err := json.Unmarshal(line, &m); err != nil {
-		a.c.replyError(nullID, codeInvalidRequest, "invalid request: %v", err)
+		a.c.replyError(nullID, acp.CodeInvalidRequest, "invalid request: %v", err)
 		return
 	}
 	id := m.ID
 	if id != nil && !validID(id) {
-		a.c.replyError(nullID, codeInvalidRequest, "invalid request: id must be a string, a number or null")
+		a.c.replyError(nullID, acp.CodeInvalidRequest, "invalid request: id must be a string, a number or null")
 		return
 	}
-	if m.JSONRPC != "2.0" {
+	if m.JSONRPC != acp.Version {
 		if id == nil {
 			id = nullID
 		}
-		a.c.replyError(id, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
+		a.c.replyError(id, acp.CodeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`)
 		return
 	}
 	switch {
@@ -332,7 +334,7 @@ func (a *agent) handleLine(line []byte) {
 		if id == nil {
 			id = nullID
 		}
-		a.c.replyError(id, codeInvalidRequest, "invalid request: no method, result or error")
+		a.c.replyError(id, acp.CodeInvalidRequest, "invalid request: no method, result or error")
 	default:
 		a.debugf("recv %s", m.Method)
 		a.dispatch(&m)
@@ -340,7 +342,7 @@ func (a *agent) handleLine(line []byte) {
 }
 
 // dispatch handles a request (m.ID set) or notification from the editor.
-func (a *agent) dispatch(m *message) {
+func (a *agent) dispatch(m *acp.Envelope) {
 	switch m.Method {
 	case "initialize":
 		a.initialize(m)
@@ -352,21 +354,21 @@ func (a *agent) dispatch(m *message) {
 		a.cancel(m)
 	default:
 		if m.ID != nil {
-			a.c.replyError(m.ID, codeMethodNotFound, "method not found: %s", m.Method)
+			a.c.replyError(m.ID, acp.CodeMethodNotFound, "method not found: %s", m.Method)
 		}
 	}
 }
 
 // decodeParams decodes m's params into v, answering with an invalid-params
 // error (for requests) when they don't fit.
-func (a *agent) decodeParams(m *message, v any) bool {
+func (a *agent) decodeParams(m *acp.Envelope, v any) bool {
 	err := errors.New("params missing")
 	if m.Params != nil {
 		err = json.Unmarshal(m.Params, v)
 	}
 	if err != nil {
 		if m.ID != nil {
-			a.c.replyError(m.ID, codeInvalidParams, "invalid params for %s: %v", m.Method, err)
+			a.c.replyError(m.ID, acp.CodeInvalidParams, "invalid params for %s: %v", m.Method, err)
 		} else {
 			a.log.Printf("ignoring %s: invalid params: %v", m.Method, err)
 		}
@@ -375,7 +377,7 @@ func (a *agent) decodeParams(m *message, v any) bool {
 	return true
 }
 
-func (a *agent) initialize(m *message) {
+func (a *agent) initialize(m *acp.Envelope) {
 	if m.ID == nil {
 		return
 	}
@@ -399,7 +401,7 @@ func (a *agent) initialize(m *message) {
 	})
 }
 
-func (a *agent) newSession(m *message) {
+func (a *agent) newSession(m *acp.Envelope) {
 	if m.ID == nil {
 		return
 	}
@@ -411,7 +413,7 @@ func (a *agent) newSession(m *message) {
 		return
 	}
 	if !filepath.IsAbs(p.Cwd) {
-		a.c.replyError(m.ID, codeInvalidParams, "invalid params for session/new: cwd %q is not an absolute path", p.Cwd)
+		a.c.replyError(m.ID, acp.CodeInvalidParams, "invalid params for session/new: cwd %q is not an absolute path", p.Cwd)
 		return
 	}
 	s := &session{id: "sess_" + randHex(12), cwd: filepath.Clean(p.Cwd)}
@@ -434,7 +436,7 @@ type contentBlock struct {
 	Text string `json:"text"`
 }
 
-func (a *agent) prompt(m *message) {
+func (a *agent) prompt(m *acp.Envelope) {
 	if m.ID == nil {
 		a.log.Printf("ignoring session/prompt sent as a notification")
 		return
@@ -448,7 +450,7 @@ func (a *agent) prompt(m *message) {
 	}
 	s := a.session(p.SessionID)
 	if s == nil {
-		a.c.replyError(m.ID, codeInvalidParams, "invalid params for session/prompt: unknown session %q", p.SessionID)
+		a.c.replyError(m.ID, acp.CodeInvalidParams, "invalid params for session/prompt: unknown session %q", p.SessionID)
 		return
 	}
 	var texts []string
@@ -465,7 +467,7 @@ func (a *agent) prompt(m *message) {
 	}
 	a.mu.Unlock()
 	if stopping {
-		a.c.replyError(m.ID, codeInternalError, "the agent is stopping")
+		a.c.replyError(m.ID, acp.CodeInternalError, "the agent is stopping")
 		return
 	}
 
@@ -481,7 +483,7 @@ func (a *agent) prompt(m *message) {
 	if busy {
 		cancel()
 		a.turns.Done()
-		a.c.replyError(m.ID, codeInvalidRequest, "session %s is already running a prompt turn", s.id)
+		a.c.replyError(m.ID, acp.CodeInvalidRequest, "session %s is already running a prompt turn", s.id)
 		return
 	}
 
@@ -498,7 +500,7 @@ func (a *agent) prompt(m *message) {
 	}()
 }
 
-func (a *agent) cancel(m *message) {
+func (a *agent) cancel(m *acp.Envelope) {
 	var p struct {
 		SessionID string `json:"sessionId"`
 	}

@@ -1,7 +1,6 @@
 package testagent
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,50 +10,9 @@ import (
 	"io"
 	"strconv"
 	"sync"
+
+	"github.com/acptap/acptap/internal/acp"
 )
-
-// JSON-RPC 2.0 error codes used by the agent.
-const (
-	codeParseError     = -32700
-	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInvalidParams  = -32602
-	codeInternalError  = -32603
-)
-
-// message is one JSON-RPC 2.0 message as read from the wire. A request has
-// ID and Method, a notification only Method, a response ID and Result or
-// Error.
-type message struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
-}
-
-// outMessage is one JSON-RPC 2.0 message to write. Params and Result are
-// marshaled as they are; fields are written in declaration order so that
-// "jsonrpc" comes first, as every ACP implementation writes it.
-type outMessage struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  any             `json:"params,omitempty"`
-	Result  any             `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
-}
-
-// rpcError is a JSON-RPC error object.
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-func (e *rpcError) Error() string {
-	return fmt.Sprintf("%s (code %d)", e.Message, e.Code)
-}
 
 // errInputClosed is returned by calls that can never be answered because
 // the editor closed the agent's stdin.
@@ -68,76 +26,75 @@ var nullID = json.RawMessage("null")
 type conn struct {
 	stringIDs bool // mint UUID strings rather than numbers as request ids
 
-	wmu  sync.Mutex // guards w, buf and werr; held for the whole of one line
+	wmu  sync.Mutex // guards w and werr; held for the whole of one line
 	w    io.Writer
-	buf  bytes.Buffer
 	werr error // first write error; later writes are dropped
 
 	pmu     sync.Mutex // guards nextID, pending and closed
 	nextID  int64
-	pending map[string]chan *message // by canonical id
-	closed  bool                     // no response can arrive any more
+	pending map[string]chan *acp.Envelope // by acp.IDKey
+	closed  bool                          // no response can arrive any more
 }
 
 func newConn(w io.Writer, stringIDs bool) *conn {
-	return &conn{w: w, stringIDs: stringIDs, pending: make(map[string]chan *message)}
+	return &conn{w: w, stringIDs: stringIDs, pending: make(map[string]chan *acp.Envelope)}
 }
 
-// send writes m as one line. After a failed write it returns the first
-// error without writing anything, so that a vanished editor is reported
-// once and the agent can wind down.
-func (c *conn) send(m *outMessage) error {
-	m.JSONRPC = "2.0"
+// send writes line, one encoded message, with one Write. After a failed
+// write it returns the first error without writing anything, so that a
+// vanished editor is reported once and the agent can wind down.
+func (c *conn) send(line []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.werr != nil {
 		return c.werr
 	}
-	c.buf.Reset()
-	enc := json.NewEncoder(&c.buf)
-	// Agents write "<" and "&" as they are; Go's default \u003c escaping
-	// would make every transcript harder to read.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil { // Encode appends the '\n'
-		return fmt.Errorf("encoding %s message: %w", describe(m), err)
-	}
-	if _, err := c.w.Write(c.buf.Bytes()); err != nil {
+	if _, err := c.w.Write(line); err != nil {
 		c.werr = fmt.Errorf("writing to stdout: %w", err)
 		return c.werr
 	}
 	return nil
 }
 
-func describe(m *outMessage) string {
-	if m.Method != "" {
-		return m.Method
-	}
-	return "response"
-}
-
 func (c *conn) notify(method string, params any) error {
-	return c.send(&outMessage{Method: method, Params: params})
+	line, err := acp.EncodeNotification(method, params)
+	if err != nil {
+		return fmt.Errorf("encoding %s message: %w", method, err)
+	}
+	return c.send(line)
 }
 
 func (c *conn) reply(id json.RawMessage, result any) error {
-	return c.send(&outMessage{ID: id, Result: result})
+	line, err := acp.EncodeResult(id, result)
+	if err != nil {
+		return fmt.Errorf("encoding response message: %w", err)
+	}
+	return c.send(line)
 }
 
 func (c *conn) replyError(id json.RawMessage, code int, format string, args ...any) error {
-	return c.send(&outMessage{ID: id, Error: &rpcError{Code: code, Message: fmt.Sprintf(format, args...)}})
+	line, err := acp.EncodeError(id, &acp.ResponseError{Code: code, Message: fmt.Sprintf(format, args...)})
+	if err != nil {
+		return fmt.Errorf("encoding response message: %w", err)
+	}
+	return c.send(line)
 }
 
 // call sends a request to the editor and waits for its response, which it
 // decodes into result. It returns ctx's error if ctx ends first (a late
-// response is then dropped), an *rpcError if the editor answered with an
-// error, and errInputClosed once stdin is closed.
+// response is then dropped), an *acp.ResponseError if the editor answered
+// with an error, and errInputClosed once stdin is closed.
 func (c *conn) call(ctx context.Context, method string, params, result any) error {
 	id, ch, err := c.register()
 	if err != nil {
 		return fmt.Errorf("%s: %w", method, err)
 	}
 	defer c.unregister(id)
-	if err := c.send(&outMessage{ID: id, Method: method, Params: params}); err != nil {
+	line, err := acp.EncodeRequest(id, method, params)
+	if err != nil {
+		return fmt.Errorf("encoding %s message: %w", method, err)
+	}
+	if err := c.send(line); err != nil {
 		return err
 	}
 	select {
@@ -160,7 +117,7 @@ func (c *conn) call(ctx context.Context, method string, params, result any) erro
 	}
 }
 
-func (c *conn) register() (json.RawMessage, chan *message, error) {
+func (c *conn) register() (json.RawMessage, chan *acp.Envelope, error) {
 	c.pmu.Lock()
 	defer c.pmu.Unlock()
 	if c.closed {
@@ -173,25 +130,26 @@ func (c *conn) register() (json.RawMessage, chan *message, error) {
 		id = json.RawMessage(strconv.FormatInt(c.nextID, 10))
 		c.nextID++
 	}
-	ch := make(chan *message, 1)
-	c.pending[string(id)] = ch
+	ch := make(chan *acp.Envelope, 1)
+	c.pending[acp.IDKey(id)] = ch
 	return id, ch, nil
 }
 
 func (c *conn) unregister(id json.RawMessage) {
 	c.pmu.Lock()
-	delete(c.pending, string(id))
+	delete(c.pending, acp.IDKey(id))
 	c.pmu.Unlock()
 }
 
 // deliver hands a response to the call waiting for it and reports whether
 // one was.
-func (c *conn) deliver(m *message) bool {
+func (c *conn) deliver(m *acp.Envelope) bool {
 	c.pmu.Lock()
 	defer c.pmu.Unlock()
-	ch, ok := c.pending[canonicalID(m.ID)]
+	key := acp.IDKey(m.ID)
+	ch, ok := c.pending[key]
 	if ok {
-		delete(c.pending, canonicalID(m.ID))
+		delete(c.pending, key)
 		ch <- m
 	}
 	return ok
@@ -206,16 +164,6 @@ func (c *conn) closeInput() {
 		delete(c.pending, id)
 		ch <- nil
 	}
-}
-
-// canonicalID returns the id as the agent itself would have written it,
-// so that a response with "id": 3 or "id" : "x" still matches.
-func canonicalID(id json.RawMessage) string {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, id); err != nil {
-		return string(id)
-	}
-	return buf.String()
 }
 
 // validID reports whether id is one that JSON-RPC allows: a string, a

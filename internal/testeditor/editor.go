@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/acptap/acptap/internal/acp"
 )
 
 // DefaultExitWait is the ExitWait used when Options.ExitWait is zero.
@@ -331,7 +333,11 @@ func (e *editor) waitingFor() string {
 func (e *editor) call(ctx context.Context, method, what string, params, result any) error {
 	id := e.newID()
 	e.waiting, e.waitID = what, id
-	if err := e.send(&outMessage{ID: id, Method: method, Params: params}); errors.Is(err, syscall.EPIPE) {
+	line, err := acp.EncodeRequest(id, method, params)
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", method, err)
+	}
+	if err := e.send(line); errors.Is(err, syscall.EPIPE) {
 		return errOutputClosed // it is gone, as its exit status will tell
 	} else if err != nil {
 		return err
@@ -341,7 +347,7 @@ func (e *editor) call(ctx context.Context, method, what string, params, result a
 		if err != nil {
 			return err
 		}
-		if m.Method == "" && m.ID != nil && canonicalID(m.ID) == string(id) {
+		if m.Method == "" && m.ID != nil && acp.IDKey(m.ID) == acp.IDKey(id) {
 			if m.Error != nil {
 				return fmt.Errorf("%s: the agent answered with error %d: %s", method, m.Error.Code, m.Error.Message)
 			}
@@ -365,7 +371,7 @@ func (e *editor) newID() json.RawMessage {
 
 // next returns the next JSON-RPC message from the agent, recording every
 // line and skipping those that are not messages.
-func (e *editor) next(ctx context.Context) (*message, error) {
+func (e *editor) next(ctx context.Context) (*acp.Envelope, error) {
 	for {
 		line, ok := e.in.pop()
 		if !ok {
@@ -388,7 +394,7 @@ func (e *editor) next(ctx context.Context) (*message, error) {
 
 // record adds a line from the agent to the transcript and returns it as a
 // message, or nil if it is blank or not a JSON-RPC message.
-func (e *editor) record(line []byte) *message {
+func (e *editor) record(line []byte) *acp.Envelope {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return nil
 	}
@@ -397,40 +403,37 @@ func (e *editor) record(line []byte) *message {
 		return nil
 	}
 	e.tr.Messages = append(e.tr.Messages, Message{Dir: "recv", Msg: json.RawMessage(line)})
-	var m message
+	var m acp.Envelope
 	if err := json.Unmarshal(line, &m); err != nil {
-		return nil // valid JSON, but not an object
+		return nil // valid JSON, but not an object with members of the envelope's types
 	}
 	return &m
 }
 
-// send writes one message to the agent and records it.
-func (e *editor) send(m *outMessage) error {
-	m.JSONRPC = "2.0"
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return fmt.Errorf("encoding %s: %w", m.Method, err)
-	}
-	if _, err := e.stdin.Write(buf.Bytes()); err != nil {
+// send writes line, one encoded message, to the agent and records it.
+func (e *editor) send(line []byte) error {
+	if _, err := e.stdin.Write(line); err != nil {
 		return fmt.Errorf("writing to the agent's stdin: %w", err)
 	}
-	line := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	e.tr.Messages = append(e.tr.Messages, Message{Dir: "send", Msg: json.RawMessage(line)})
+	e.tr.Messages = append(e.tr.Messages, Message{Dir: "send", Msg: json.RawMessage(bytes.TrimSuffix(line, []byte("\n")))})
 	return nil
 }
 
 // handle acts on a message that is not the awaited response.
-func (e *editor) handle(m *message) {
+func (e *editor) handle(m *acp.Envelope) {
 	switch {
 	case m.Method != "" && m.ID != nil:
 		result, rerr := e.serve(m)
-		// A failed write means the agent is gone; the next read says so.
+		var line []byte
+		var err error
 		if rerr != nil {
-			e.send(&outMessage{ID: m.ID, Error: rerr})
+			line, err = acp.EncodeError(m.ID, rerr)
 		} else {
-			e.send(&outMessage{ID: m.ID, Result: result})
+			line, err = acp.EncodeResult(m.ID, result)
+		}
+		// A failed write means the agent is gone; the next read says so.
+		if err == nil {
+			e.send(line)
 		}
 	case m.Method == "session/update":
 		e.update(m)
@@ -438,7 +441,7 @@ func (e *editor) handle(m *message) {
 }
 
 // update accounts a session/update notification to the running turn.
-func (e *editor) update(m *message) {
+func (e *editor) update(m *acp.Envelope) {
 	if e.turn < 0 {
 		return
 	}
@@ -458,12 +461,14 @@ func (e *editor) update(m *message) {
 	}
 	if e.turn == 0 && e.opts.CancelAfter > 0 && !e.cancelled && t.Updates >= e.opts.CancelAfter {
 		e.cancelled = true
-		e.send(&outMessage{Method: "session/cancel", Params: map[string]any{"sessionId": e.tr.SessionID}})
+		if line, err := acp.EncodeNotification("session/cancel", map[string]any{"sessionId": e.tr.SessionID}); err == nil {
+			e.send(line)
+		}
 	}
 }
 
 // serve answers a request from the agent.
-func (e *editor) serve(m *message) (any, *rpcError) {
+func (e *editor) serve(m *acp.Envelope) (any, *acp.ResponseError) {
 	switch m.Method {
 	case "session/request_permission":
 		return e.permission(m)
@@ -472,14 +477,14 @@ func (e *editor) serve(m *message) (any, *rpcError) {
 	case "fs/write_text_file":
 		return writeTextFile(m)
 	}
-	return nil, &rpcError{Code: codeMethodNotFound, Message: "method not found: " + m.Method}
+	return nil, &acp.ResponseError{Code: acp.CodeMethodNotFound, Message: "method not found: " + m.Method}
 }
 
-func invalidParams(m *message, err error) *rpcError {
-	return &rpcError{Code: codeInvalidParams, Message: fmt.Sprintf("invalid params for %s: %v", m.Method, err)}
+func invalidParams(m *acp.Envelope, err error) *acp.ResponseError {
+	return &acp.ResponseError{Code: acp.CodeInvalidParams, Message: fmt.Sprintf("invalid params for %s: %v", m.Method, err)}
 }
 
-func (e *editor) permission(m *message) (any, *rpcError) {
+func (e *editor) permission(m *acp.Envelope) (any, *acp.ResponseError) {
 	var p struct {
 		Options []struct {
 			OptionID string `json:"optionId"`
@@ -508,7 +513,7 @@ func (e *editor) permission(m *message) (any, *rpcError) {
 	return nil, invalidParams(m, fmt.Errorf("no option of kind %s or %s", kinds[0], kinds[1]))
 }
 
-func readTextFile(m *message) (any, *rpcError) {
+func readTextFile(m *acp.Envelope) (any, *acp.ResponseError) {
 	var p struct {
 		Path  string `json:"path"`
 		Line  *int   `json:"line"`  // 1-based first line
@@ -540,7 +545,7 @@ func readTextFile(m *message) (any, *rpcError) {
 	return map[string]any{"content": content}, nil
 }
 
-func writeTextFile(m *message) (any, *rpcError) {
+func writeTextFile(m *acp.Envelope) (any, *acp.ResponseError) {
 	var p struct {
 		Path    string `json:"path"`
 		Content string `json:"content"`
@@ -557,13 +562,12 @@ func writeTextFile(m *message) (any, *rpcError) {
 	return map[string]any{}, nil
 }
 
-// fileError is the JSON-RPC error for a failed file operation; ACP uses
-// -32002 for a missing resource.
-func fileError(err error) *rpcError {
+// fileError is the JSON-RPC error for a failed file operation.
+func fileError(err error) *acp.ResponseError {
 	if errors.Is(err, fs.ErrNotExist) {
-		return &rpcError{Code: codeResourceNotFound, Message: err.Error()}
+		return &acp.ResponseError{Code: acp.CodeResourceNotFound, Message: err.Error()}
 	}
-	return &rpcError{Code: codeInternalError, Message: err.Error()}
+	return &acp.ResponseError{Code: acp.CodeInternalError, Message: err.Error()}
 }
 
 // shutdown closes the agent's stdin and waits for it to exit, sending
@@ -672,48 +676,6 @@ func (in *inbox) pop() ([]byte, bool) {
 	in.lines[0] = nil
 	in.lines = in.lines[1:]
 	return line, true
-}
-
-// JSON-RPC 2.0 and ACP error codes used by the editor.
-const (
-	codeMethodNotFound   = -32601
-	codeInvalidParams    = -32602
-	codeInternalError    = -32603
-	codeResourceNotFound = -32002
-)
-
-// message is one JSON-RPC 2.0 message from the agent.
-type message struct {
-	ID     json.RawMessage `json:"id,omitempty"`
-	Method string          `json:"method,omitempty"`
-	Params json.RawMessage `json:"params,omitempty"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  *rpcError       `json:"error,omitempty"`
-}
-
-// outMessage is one JSON-RPC 2.0 message to the agent.
-type outMessage struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  any             `json:"params,omitempty"`
-	Result  any             `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
-}
-
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-// canonicalID returns id in compact form, so that the agent's spacing
-// does not matter when matching it.
-func canonicalID(id json.RawMessage) string {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, id); err != nil {
-		return string(id)
-	}
-	return buf.String()
 }
 
 // newUUID returns a random (version 4) UUID.

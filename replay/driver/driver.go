@@ -412,26 +412,13 @@ func (r *run) request(k reqKey, id json.RawMessage) {
 	if _, recorded := r.p.reqs[k]; recorded {
 		return
 	}
-	var e errorResponse
-	e.JSONRPC, e.ID = "2.0", id
-	e.Error.Code = codeInternalError
-	e.Error.Message = fmt.Sprintf("acptap replay: no recorded answer for %s #%d", k.method, k.n)
+	e := acp.Envelope{JSONRPC: acp.Version, ID: id, Error: &acp.ResponseError{
+		Code:    acp.CodeInternalError,
+		Message: fmt.Sprintf("acptap replay: no recorded answer for %s #%d", k.method, k.n),
+	}}
 	line, _ := json.Marshal(e) // a valid id always marshals
 	r.queue = append(r.queue, write{data: line, frame: -1, what: fmt.Sprintf("the error response to %s #%d", k.method, k.n)})
 	r.errs = append(r.errs, &MismatchError{Method: k.method, N: k.n, Recorded: r.p.reqN[k.method]})
-}
-
-// codeInternalError is JSON-RPC's "internal error".
-const codeInternalError = -32603
-
-// errorResponse is a JSON-RPC error response.
-type errorResponse struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Error   struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
 }
 
 // flushAnswers queues the answers whose step has been queued.

@@ -408,6 +408,44 @@ func TestReplayRemapsIDs(t *testing.T) {
 	}
 }
 
+// TestReplayRemapsIDsBeyondFloat64 checks that two recorded agent request
+// ids a float64 cannot tell apart, 2^53 and 2^53+1, stay two requests,
+// each paired with its own recorded answer, which is sent under the id of
+// the live request.
+func TestReplayRemapsIDsBeyondFloat64(t *testing.T) {
+	recorded := []driver.Frame{
+		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)},
+		{Dir: driver.FromAgent, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740992,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/a"}}`)},
+		{Dir: driver.FromAgent, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740993,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/b"}}`)},
+		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740992,"result":{"content":"a"}}`)},
+		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740993,"result":{"content":"b"}}`)},
+		{Dir: driver.FromAgent, Data: []byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)},
+	}
+	// The live agent numbers its requests the other way round.
+	live := make(chan []byte, 3)
+	live <- []byte(`{"jsonrpc":"2.0","id":9007199254740993,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/a"}}`)
+	live <- []byte(`{"jsonrpc":"2.0","id":9007199254740992,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/b"}}`)
+	live <- []byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	res, err := driver.New(driver.Options{Recorded: recorded}).Run(ctx, io.Discard, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		string(recorded[0].Data),
+		`{"jsonrpc":"2.0","id":9007199254740993,"result":{"content":"a"}}`,
+		`{"jsonrpc":"2.0","id":9007199254740992,"result":{"content":"b"}}`,
+	}
+	var got []string
+	for _, l := range res.Sent {
+		got = append(got, string(l))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sent:\n%s\nwant each answer under its live request's id:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // turns returns, for each editor prompt in sent, the agent's message text
 // and stop reason in live.
 func turns(t *testing.T, sent, live [][]byte) (texts, reasons []string) {
