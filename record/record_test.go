@@ -78,19 +78,9 @@ func recorder() int {
 	return res.Exit.Code
 }
 
-// childEnv is this process's environment without what would send the test
-// agent elsewhere, plus extra.
+// childEnv is a child's environment: a recorder's or the agent's.
 func childEnv(t *testing.T, extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch strings.ToUpper(k) {
-		case "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "OPENAI_BASE_URL", "OPENAI_API_KEY", modeEnv:
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, append([]string{"GORACE=atexit_sleep_ms=0", "ACPTAP_CA_DIR=" + filepath.Join(t.TempDir(), "ca")}, extra...)...)
+	return testkit.ChildEnv(append([]string{modeEnv + "=", "ACPTAP_CA_DIR=" + filepath.Join(t.TempDir(), "ca")}, extra...)...)
 }
 
 // events returns the events of recording name.

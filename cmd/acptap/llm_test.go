@@ -70,18 +70,7 @@ func caFile(t *testing.T, srv *httptest.Server) string {
 
 // agentEnv is the environment without anything that would send the test
 // agent elsewhere.
-func agentEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch strings.ToUpper(k) {
-		case "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "OPENAI_BASE_URL", "OPENAI_API_KEY":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
-}
+func agentEnv(extra ...string) []string { return testkit.ChildEnv(extra...) }
 
 // recordLLMSession drives the LLM-backed test agent through acptap record
 // with the scripted editor and returns the editor's stdout (the answers).

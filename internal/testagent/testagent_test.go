@@ -37,22 +37,7 @@ func TestMain(m *testing.M) {
 // agentEnviron is the agent's environment: this process's without what
 // would change the agent's HTTP setup, plus extra.
 func agentEnviron(extra ...string) []string {
-	// Under -race an exiting binary sleeps a second by default, which
-	// every agent process would add to the tests' run time.
-	gorace := "atexit_sleep_ms=0"
-	var env []string
-	for _, kv := range os.Environ() {
-		name, value, _ := strings.Cut(kv, "=")
-		switch strings.ToUpper(name) {
-		case "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "OPENAI_BASE_URL", "OPENAI_API_KEY":
-			continue
-		case "GORACE":
-			gorace = value + " " + gorace
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(append(env, agentEnv+"=1", "GORACE="+gorace), extra...)
+	return testkit.ChildEnv(append([]string{agentEnv + "=1"}, extra...)...)
 }
 
 // session runs the agent with args under the test editor; env is added to

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -90,4 +92,29 @@ func (b *SyncBuffer) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Len()
+}
+
+// steeringVars would send a child's HTTP elsewhere than the test means:
+// the tests set them themselves where they want them.
+var steeringVars = []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "OPENAI_BASE_URL", "OPENAI_API_KEY"}
+
+// ChildEnv is the environment of a child process of a test: this process's
+// without the variables that steer HTTP clients (proxies, CA bundle, base
+// URL, API key; any case), with GORACE telling a race-built child not to
+// linger a second at exit, then extra (later entries win, as in os/exec).
+func ChildEnv(extra ...string) []string {
+	gorace := "atexit_sleep_ms=0"
+	var env []string
+	for _, kv := range os.Environ() {
+		name, value, _ := strings.Cut(kv, "=")
+		switch {
+		case slices.Contains(steeringVars, strings.ToUpper(name)):
+			continue
+		case name == "GORACE":
+			gorace = value + " " + gorace
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(append(env, "GORACE="+gorace), extra...)
 }

@@ -66,21 +66,7 @@ func (m *muted) Write(p []byte) (int, error) {
 // agentEnviron is the agent's environment: this process's in the scripted
 // mode, plus extra.
 func agentEnviron(extra ...string) []string {
-	// Under -race an exiting binary sleeps a second by default.
-	gorace := "atexit_sleep_ms=0"
-	var env []string
-	for _, kv := range os.Environ() {
-		name, value, _ := strings.Cut(kv, "=")
-		switch name {
-		case "OPENAI_BASE_URL", agentEnv, muteEnv:
-			continue
-		case "GORACE":
-			gorace = value + " " + gorace
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(append(env, agentEnv+"=1", "GORACE="+gorace), extra...)
+	return testkit.ChildEnv(append([]string{agentEnv + "=1"}, extra...)...)
 }
 
 // hangGuard bounds a test's wait for a process that went wrong.
