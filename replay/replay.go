@@ -395,7 +395,7 @@ func normalizeStream(n *normalize.Normalizer, lines [][]byte) []json.RawMessage 
 		if len(bytes.TrimSpace(l)) == 0 {
 			continue
 		}
-		frames = append(frames, normalize.Frame{Lane: normalize.Agent, Line: l})
+		frames = append(frames, normalize.Frame{Side: normalize.Agent, Line: l})
 	}
 	return n.Stream(frames)
 }
