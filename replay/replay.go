@@ -335,7 +335,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	res.Expected, res.Actual = expected, actual
 	if path, want, got, differ := firstStreamDifference(expected, actual); differ {
 		res.Divergences = append([]string{fmt.Sprintf("agent output differs at %s: expected %s, got %s", path, brief(want), brief(got))}, res.Divergences...)
-		res.Diff = unifiedDiff("recorded", "replayed", pretty(expected), pretty(actual), 3)
+		res.Diff = unifiedDiff("recorded", "replayed", pretty(expected), pretty(actual))
 	}
 	for _, u := range res.LLM.Unanswered {
 		res.Divergences = append(res.Divergences, "llm: "+u.String())
