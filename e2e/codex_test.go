@@ -708,7 +708,7 @@ func TestCodexRunsNormalizeEqual(t *testing.T) {
 		var frames []normalize.Frame
 		for _, e := range events {
 			if e.Lane == "agent" && strings.TrimSpace(e.Raw) != "" {
-				frames = append(frames, normalize.Frame{Lane: normalize.Agent, Line: []byte(e.Raw)})
+				frames = append(frames, normalize.Frame{Side: normalize.Agent, Line: []byte(e.Raw)})
 			}
 		}
 		var out []any

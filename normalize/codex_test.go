@@ -20,7 +20,7 @@ func TestStreamStateUpdatesFloat(t *testing.T) {
 	stream := func(lines ...string) []any {
 		frames := make([]Frame, len(lines))
 		for i, l := range lines {
-			frames[i] = Frame{Lane: Agent, Line: []byte(l)}
+			frames[i] = Frame{Side: Agent, Line: []byte(l)}
 		}
 		var out []any
 		for _, m := range New(Options{}).Stream(frames) {

@@ -10,15 +10,15 @@ import (
 // ids, compare equal except where the agent behaved differently.
 func Example() {
 	recorded := []normalize.Frame{
-		{Lane: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"ses_5f1c2a9e8ffeQx7RbT2vKw"}}`)},
-		{Lane: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_5f1c2a9e8ffeQx7RbT2vKw","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading /home/alice/demo/README.md"}}}}`)},
-		{Lane: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)},
+		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"ses_5f1c2a9e8ffeQx7RbT2vKw"}}`)},
+		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_5f1c2a9e8ffeQx7RbT2vKw","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading /home/alice/demo/README.md"}}}}`)},
+		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)},
 	}
 	replayed := []normalize.Frame{
-		{Lane: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":11,"result":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr"}}`)},
-		{Lane: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading /tmp/ws"}}}}`)},
-		{Lane: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"/README.md"}}}}`)},
-		{Lane: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":12,"result":{"stopReason":"max_tokens"}}`)},
+		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":11,"result":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr"}}`)},
+		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading /tmp/ws"}}}}`)},
+		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"/README.md"}}}}`)},
+		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":12,"result":{"stopReason":"max_tokens"}}`)},
 	}
 	want := normalize.New(normalize.Options{Cwd: []string{"/home/alice/demo"}}).Stream(recorded)
 	got := normalize.New(normalize.Options{Cwd: []string{"/tmp/ws"}}).Stream(replayed)

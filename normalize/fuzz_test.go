@@ -56,7 +56,7 @@ func FuzzIdempotent(f *testing.F) {
 
 		var frames []Frame
 		for i, line := range bytes.Split(data, []byte("\n")) {
-			frames = append(frames, Frame{Lane(i % 2), line})
+			frames = append(frames, Frame{Side(i % 2), line})
 		}
 		for _, noCoalesce := range []bool{false, true} {
 			o := opts

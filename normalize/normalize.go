@@ -37,17 +37,17 @@ type Options struct {
 	NoDefaults bool
 }
 
-// A Lane says which side of the editor-agent connection wrote a frame.
-type Lane uint8
+// A Side says which side of the editor-agent connection wrote a frame.
+type Side uint8
 
 const (
-	Agent  Lane = iota // the agent wrote it to the editor
+	Agent  Side = iota // the agent wrote it to the editor
 	Editor             // the editor wrote it to the agent
 )
 
 // String returns "agent" or "editor".
-func (l Lane) String() string {
-	if l == Editor {
+func (s Side) String() string {
+	if s == Editor {
 		return "editor"
 	}
 	return "agent"
@@ -55,7 +55,7 @@ func (l Lane) String() string {
 
 // A Frame is one line of an ACP stream, without its newline.
 type Frame struct {
-	Lane Lane
+	Side Side
 	Line []byte
 }
 
@@ -130,14 +130,14 @@ func New(opts Options) *Normalizer {
 	}
 }
 
-// Frame normalizes one frame written by lane and returns it as canonical
+// Frame normalizes one frame written by side and returns it as canonical
 // JSON (compact, keys sorted). A line that is not JSON becomes a JSON
 // string, normalized like any other string, so that junk lines compare
 // too. Frame never coalesces.
-func (n *Normalizer) Frame(lane Lane, line []byte) json.RawMessage {
+func (n *Normalizer) Frame(side Side, line []byte) json.RawMessage {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return encode(n.frame(lane, parseLine(line)))
+	return encode(n.frame(side, parseLine(line)))
 }
 
 // Stream normalizes a sequence of frames, typically all the agent wrote,
@@ -157,7 +157,7 @@ func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
 	rest := make([]decoded, 0, len(frames))
 	var floating []decoded
 	for _, f := range frames {
-		d := decoded{lane: f.Lane, v: parseLine(f.Line)}
+		d := decoded{side: f.Side, v: parseLine(f.Line)}
 		if n.defaults {
 			d.floating = floatingKind(d.v)
 		}
@@ -179,7 +179,7 @@ func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
 	for _, f := range rest {
 		v := f.v
 		if n.coalesce {
-			if c, ok := n.startChunk(f.lane, v); ok {
+			if c, ok := n.startChunk(f.side, v); ok {
 				if group != nil && group.key == c.key {
 					group.text.WriteString(c.text.String())
 					continue
@@ -193,20 +193,20 @@ func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
 		// finished, which numbers its placeholders first; that is the
 		// same in every run, as the frame ends the run of chunks in
 		// every run.
-		v = n.frame(f.lane, v)
+		v = n.frame(f.side, v)
 		flush()
 		out = append(out, encode(v))
 	}
 	flush()
 	for _, f := range floating {
-		out = append(out, encode(n.frame(f.lane, f.v)))
+		out = append(out, encode(n.frame(f.side, f.v)))
 	}
 	return out
 }
 
 // decoded is a frame of Stream, decoded.
 type decoded struct {
-	lane     Lane
+	side     Side
 	v        any
 	floating string // the update kind of a floating state notification, or ""
 }
@@ -241,8 +241,8 @@ func floatingKind(v any) string {
 
 // frame normalizes one decoded frame: the default rules, then the user
 // rules.
-func (n *Normalizer) frame(lane Lane, v any) any {
-	return applyRules(n.rules, n.defaultFrame(lane, v), nil)
+func (n *Normalizer) frame(side Side, v any) any {
+	return applyRules(n.rules, n.defaultFrame(side, v), nil)
 }
 
 // parseLine decodes a frame, or returns its text for a line that is not
@@ -257,12 +257,12 @@ func parseLine(line []byte) any {
 
 // defaultFrame applies the default rules to a decoded frame, linking the
 // id of a JSON-RPC request and the id of its response.
-func (n *Normalizer) defaultFrame(lane Lane, v any) any {
+func (n *Normalizer) defaultFrame(side Side, v any) any {
 	m, ok := v.(map[string]any)
 	if !ok || !n.defaults {
 		return n.value(v, fromACP, false)
 	}
-	ns, ok := rpcNamespace(lane, m)
+	ns, ok := rpcNamespace(side, m)
 	if !ok {
 		return n.value(m, fromACP, false)
 	}
@@ -276,13 +276,13 @@ func (n *Normalizer) defaultFrame(lane Lane, v any) any {
 // rpcNamespace returns the id namespace of a JSON-RPC request or response:
 // 0 for the requests the editor sends, 1 for those the agent sends. The
 // two sides number their requests independently, so both have an id 0.
-func rpcNamespace(lane Lane, m map[string]any) (int, bool) {
+func rpcNamespace(side Side, m map[string]any) (int, bool) {
 	switch m["id"].(type) {
 	case string, json.Number:
 	default:
 		return 0, false
 	}
-	from := lane // the lane that sent the request
+	from := side // the side that sent the request
 	if method, isCall := m["method"]; isCall {
 		if _, ok := method.(string); !ok {
 			return 0, false
@@ -294,7 +294,7 @@ func rpcNamespace(lane Lane, m map[string]any) (int, bool) {
 			return 0, false
 		}
 		from = Agent
-		if lane == Agent {
+		if side == Agent {
 			from = Editor
 		}
 	}
@@ -327,9 +327,9 @@ func (n *Normalizer) rpcID(ns int, id any) any {
 	return p
 }
 
-// A chunk is a run of message chunks being coalesced. The lane is not part
+// A chunk is a run of message chunks being coalesced. The side is not part
 // of what must be alike: only agents send session/update, and the output
-// of Stream, which has no lanes, must coalesce alike when normalized again.
+// of Stream, which has no sides, must coalesce alike when normalized again.
 type chunk struct {
 	rest map[string]any  // the normalized frame without its text
 	key  string          // rest as JSON: chunks with equal keys join
@@ -342,7 +342,7 @@ var chunkKinds = map[string]bool{"agent_message_chunk": true, "agent_thought_chu
 // text content and returns it with everything but its text normalized.
 // The text is normalized once the run of chunks is complete, so that a
 // path or an id cut in two by a chunk boundary is still recognized.
-func (n *Normalizer) startChunk(lane Lane, v any) (*chunk, bool) {
+func (n *Normalizer) startChunk(side Side, v any) (*chunk, bool) {
 	m, ok := v.(map[string]any)
 	if !ok || m["method"] != "session/update" {
 		return nil, false
@@ -363,7 +363,7 @@ func (n *Normalizer) startChunk(lane Lane, v any) (*chunk, bool) {
 		return nil, false
 	}
 	delete(content, "text")
-	rest, _ := applyRules(n.rules, n.defaultFrame(lane, m), nil).(map[string]any)
+	rest, _ := applyRules(n.rules, n.defaultFrame(side, m), nil).(map[string]any)
 	// A user rule may have replaced the content or put a text back:
 	// such a frame is normalized whole instead.
 	if c, ok := dig(rest, "params", "update", "content"); !ok || c["text"] != nil {

@@ -271,7 +271,7 @@ func TestFrameLines(t *testing.T) {
 func TestRPCIDs(t *testing.T) {
 	n := New(Options{})
 	steps := []struct {
-		lane       Lane
+		side       Side
 		line, want string
 	}{
 		{Editor, `{"id":0,"method":"initialize"}`, "<rpc:1>"},
@@ -286,11 +286,11 @@ func TestRPCIDs(t *testing.T) {
 	}
 	for i, s := range steps {
 		var got struct{ ID any }
-		if err := json.Unmarshal(n.Frame(s.lane, []byte(s.line)), &got); err != nil {
+		if err := json.Unmarshal(n.Frame(s.side, []byte(s.line)), &got); err != nil {
 			t.Fatal(err)
 		}
 		if got.ID != s.want {
-			t.Errorf("step %d: %s frame %s: id = %v, want %v", i, s.lane, s.line, got.ID, s.want)
+			t.Errorf("step %d: %s frame %s: id = %v, want %v", i, s.side, s.line, got.ID, s.want)
 		}
 	}
 	// A notification has no id to link, and an object that is not

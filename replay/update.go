@@ -70,13 +70,10 @@ func (res *Result) Updatable() error {
 	if res.restore == nil {
 		return fmt.Errorf("%w %q: the result is not one of a replay", ErrNotUpdatable, res.Name)
 	}
-	others := res.Divergences
-	if res.Diff != "" {
-		// Run puts the difference of the agent's output first.
-		others = others[1:]
-	}
-	if len(others) > 0 {
-		return fmt.Errorf("%w %q: rewriting the expected agent stream cannot fix %s", ErrNotUpdatable, res.Name, others[0])
+	for _, d := range res.Divergences {
+		if d.Kind != OutputDiffers {
+			return fmt.Errorf("%w %q: rewriting the expected agent stream cannot fix %s", ErrNotUpdatable, res.Name, d)
+		}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/replay/driver"
+	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
 )
 
@@ -64,7 +65,7 @@ func layout(t *testing.T, st *store.Store, name string) []string {
 // were played, the timeline is steps ("e0" editor frame 0, "a" the next
 // agent line), the agent lines are named a1, a2...
 func diverged(name string, editors int, steps ...string) *Result {
-	res := &Result{Name: name, Divergences: []string{"agent output differs"}, Diff: "-x\n+y\n", editors: editors}
+	res := &Result{Name: name, Divergences: []Divergence{outputDiffers("$[0]", "x", "y")}, Diff: "-x\n+y\n", editors: editors}
 	for _, s := range steps {
 		if s == "a" {
 			res.Timeline = append(res.Timeline, Step{driver.FromAgent, len(res.Live)})
@@ -171,13 +172,13 @@ func TestUpdateRefuses(t *testing.T) {
 	}{
 		{"other divergence", func() *Result {
 			r := diverged("r", 1, "e0", "a")
-			r.Divergences = append(r.Divergences, "llm: no recorded exchange for POST /v1/chat/completions")
+			r.Divergences = append(r.Divergences, requestUnanswered(llmserver.Request{Method: "POST", URL: "http://x/v1/chat/completions", Lane: "POST /v1/chat/completions model m", Reason: "not recorded"}))
 			return r
 		}()},
 		{"only another divergence", func() *Result {
 			r := diverged("r", 1, "e0", "a")
 			r.Diff = ""
-			r.Divergences = []string{"editor side: timed out"}
+			r.Divergences = []Divergence{editorFailed(errors.New("timed out"))}
 			return r
 		}()},
 		{"not from Run", &Result{Name: "r"}},
@@ -194,6 +195,36 @@ func TestUpdateRefuses(t *testing.T) {
 			}
 			if got := layout(t, st, "r"); !slices.Equal(got, before) {
 				t.Errorf("the recording changed: %q", got)
+			}
+		})
+	}
+}
+
+// TestUpdatableByKind checks that Updatable goes by what diverged, not by
+// where in Divergences it is or whether there is a diff.
+func TestUpdatableByKind(t *testing.T) {
+	timeout := editorFailed(errors.New("frame 3 waited 30s for: 1 more session/update"))
+	drift := requestDrift(llmserver.Drift{Number: 1, Path: "$.body.model", Recorded: "a", Live: "b"})
+	for _, tc := range []struct {
+		name        string
+		divergences []Divergence
+		warnings    []Divergence
+		refused     *Divergence // the divergence the error names; nil for updatable
+	}{
+		{"the output alone, without a diff", []Divergence{outputDiffers("$[0]", "x", "y")}, nil, nil},
+		{"the output, with a warning", []Divergence{outputDiffers("$[0]", "x", "y")}, []Divergence{drift}, nil},
+		{"another divergence first", []Divergence{timeout, outputDiffers("$[0]", "x", "y")}, nil, &timeout},
+		{"drift as a divergence", []Divergence{outputDiffers("$[0]", "x", "y"), drift}, nil, &drift},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := diverged("r", 1, "e0", "a")
+			res.Divergences, res.Warnings, res.Diff = tc.divergences, tc.warnings, ""
+			err := res.Updatable()
+			switch {
+			case tc.refused == nil && err != nil:
+				t.Errorf("Updatable = %v, want nil", err)
+			case tc.refused != nil && (!errors.Is(err, ErrNotUpdatable) || !strings.HasSuffix(err.Error(), "cannot fix "+tc.refused.Message)):
+				t.Errorf("Updatable = %v, want ErrNotUpdatable naming %q", err, tc.refused.Message)
 			}
 		})
 	}

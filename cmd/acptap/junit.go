@@ -103,7 +103,7 @@ func (r *junitReport) add(res *replay.Result, up *updateOutcome) {
 	c := junitCase{Name: res.Name, Classname: junitSuiteName, Time: seconds(res.Duration)}
 	var out strings.Builder
 	for _, w := range res.Warnings {
-		fmt.Fprintf(&out, "warning: %s\n", w)
+		fmt.Fprintf(&out, "warning: %s\n", w.Message)
 	}
 	switch {
 	case res.Equal():
@@ -112,7 +112,7 @@ func (r *junitReport) add(res *replay.Result, up *updateOutcome) {
 	default:
 		var text strings.Builder
 		for _, d := range res.Divergences[1:] {
-			fmt.Fprintf(&text, "also: %s\n", d)
+			fmt.Fprintf(&text, "also: %s\n", d.Message)
 		}
 		if up != nil {
 			fmt.Fprintf(&text, "not updated: %v\n", up.err)
@@ -123,7 +123,7 @@ func (r *junitReport) add(res *replay.Result, up *updateOutcome) {
 			}
 			text.WriteString(res.Diff)
 		}
-		c.Failure = &junitProblem{Message: res.Divergences[0], Type: "divergence", Text: xmlText(text.String())}
+		c.Failure = &junitProblem{Message: res.Divergences[0].Message, Type: "divergence", Text: xmlText(text.String())}
 	}
 	if out.Len() > 0 {
 		c.SystemOut = &junitText{xmlText(out.String())}

@@ -220,6 +220,9 @@ func runReplay(opts *replayOptions) error {
 			if errors.Is(err, store.ErrNotFound) {
 				return recordingError(err, opts.StorePath)
 			}
+			if errors.Is(err, replay.ErrNoCommand) {
+				err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
+			}
 			err = fmt.Errorf("replay %s: %w", name, err)
 			report.addError(name, time.Since(started), err)
 			return errors.Join(&exitError{code: ExitUsage, err: err}, report.write())
@@ -282,17 +285,17 @@ func printResult(w io.Writer, res *replay.Result, up *updateOutcome, color, summ
 	case isUpdated:
 		fmt.Fprintf(w, "%s %s (%s)\n", paint(colorYellow, "UPDATED"), res.Name, up.summary())
 	default:
-		fmt.Fprintf(w, "%s %s: %s\n", paint(colorRed, "FAIL"), res.Name, res.Divergences[0])
+		fmt.Fprintf(w, "%s %s: %s\n", paint(colorRed, "FAIL"), res.Name, res.Divergences[0].Message)
 	}
 	for _, warn := range res.Warnings {
-		fmt.Fprintf(w, "  %s %s\n", paint(colorYellow, "warning:"), warn)
+		fmt.Fprintf(w, "  %s %s\n", paint(colorYellow, "warning:"), warn.Message)
 	}
 	if res.Equal() {
 		return
 	}
 	if !isUpdated {
 		for _, d := range res.Divergences[1:] {
-			fmt.Fprintf(w, "  also: %s\n", d)
+			fmt.Fprintf(w, "  also: %s\n", d.Message)
 		}
 		if up != nil {
 			fmt.Fprintf(w, "  not updated: %v\n", up.err)

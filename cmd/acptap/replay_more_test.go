@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/acptap/acptap/store"
 )
 
 func TestReplayCancelAndRejectedPermission(t *testing.T) {
@@ -109,5 +111,31 @@ func TestReplayRequestsModes(t *testing.T) {
 	out, _, code = runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--requests", "fail", "llm")
 	if code != 0 || strings.Contains(out, "warning") {
 		t.Errorf("unchanged agent with --requests fail: exit %d\n%s", code, out)
+	}
+}
+
+// TestReplayNoAgentCommand checks the one line a recording without an agent
+// command gets: what is wrong, then how to fix it on the command line.
+func TestReplayNoAgentCommand(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "s.db")
+	st, err := store.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Create(store.Recording{Name: "bare"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runAcptap(t, dir, agentEnv(), "replay", "--store", db, "bare")
+	want := `acptap: replay bare: no agent command: recording "bare" has no agent command; pass -- AGENT [ARGS...]` + "\n"
+	if code != ExitUsage || out != "" || errOut != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing and %q", code, out, errOut, ExitUsage, want)
 	}
 }

@@ -1,0 +1,188 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/acptap/acptap/replay/driver"
+	"github.com/acptap/acptap/stdiotap"
+)
+
+// agentConfig says how to run the agent of a replay.
+type agentConfig struct {
+	argv []string
+	dir  string // its working directory, the sandbox's workspace
+	env  []string
+	// stderr receives the agent's stderr, and a line if waiting for its
+	// exit fails. If nil, both are discarded.
+	stderr io.Writer
+	grace  time.Duration // see Options.Grace
+	// maxLine is stdiotap's Config.MaxLine, 0 for its default: longer
+	// lines reach the replay in pieces, which runAgent joins.
+	maxLine int
+
+	// The driver's options: the recorded frames to play, how long to
+	// wait for the agent, the recorded paths and the sandbox's.
+	frames  []driver.Frame
+	timeout time.Duration
+	pathMap map[string]string
+}
+
+// agentRun is what happened when the agent ran.
+type agentRun struct {
+	// live is every line the agent wrote on stdout, in order, each whole.
+	live [][]byte
+	// drive is the driver's result; driveErr is why the editor side could
+	// not follow the recording (see driver.Driver.Run), nil if it could.
+	drive    driver.Result
+	driveErr error
+	exit     stdiotap.Exit
+}
+
+// runAgent starts the agent, plays the recorded editor side on its stdin
+// with a driver.Driver, closes its stdin once the driver is done and
+// returns when the agent has exited (stdiotap stops it after the grace).
+// It fails, wrapping ErrStart, only if the agent cannot be started: how
+// the agent behaved is in the agentRun.
+func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
+	stderr := cfg.stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	// OnLine must not block: lines go through an unbounded queue to the
+	// driver.
+	stdinR, stdinW := io.Pipe()
+	q := newLineQueue()
+	var partial []byte // pieces of a line longer than maxLine
+	sess, err := stdiotap.Start(stdiotap.Config{
+		Argv:    cfg.argv,
+		Dir:     cfg.dir,
+		Env:     cfg.env,
+		Stdin:   stdinR,
+		Stdout:  io.Discard,
+		Stderr:  stderr,
+		Grace:   cfg.grace,
+		MaxLine: cfg.maxLine,
+		OnLine: func(l stdiotap.Line) {
+			// Called from the stdout pump only, one at a time: long
+			// lines are joined from their pieces here.
+			if l.Stream != stdiotap.Stdout {
+				return
+			}
+			if l.Continued {
+				partial = append(partial, l.Data...)
+				return
+			}
+			if partial != nil {
+				l.Data = append(partial, l.Data...)
+				partial = nil
+			}
+			q.push(l.Data)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	drv := driver.New(driver.Options{
+		Recorded: cfg.frames,
+		Timeout:  cfg.timeout,
+		PathMap:  cfg.pathMap,
+	})
+	run := &agentRun{}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		run.exit, waitErr = sess.Wait()
+		q.close() // the agent's output has ended
+		close(exited)
+	}()
+	lines := make(chan []byte)
+	stop := make(chan struct{})
+	go q.feed(lines, stop)
+	run.drive, run.driveErr = drv.Run(ctx, stdinW, lines)
+	close(stop)
+	stdinW.Close()
+	<-exited
+	if waitErr != nil {
+		fmt.Fprintf(stderr, "acptap replay: agent: %v\n", waitErr)
+	}
+	run.live = q.all()
+	return run, nil
+}
+
+// lineQueue passes the agent's lines from stdiotap's callback, which must
+// not block, to the driver, and keeps them all for the comparison.
+type lineQueue struct {
+	mu     sync.Mutex // guards the fields below
+	lines  [][]byte   // every line pushed
+	sent   int        // lines handed to feed's channel
+	closed bool
+	ready  chan struct{} // signalled (non-blocking) on push and close
+}
+
+func newLineQueue() *lineQueue { return &lineQueue{ready: make(chan struct{}, 1)} }
+
+func (q *lineQueue) push(l []byte) {
+	q.mu.Lock()
+	q.lines = append(q.lines, l)
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *lineQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *lineQueue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *lineQueue) all() [][]byte {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lines
+}
+
+// feed sends the queued lines to out in order, closing out once the queue
+// is closed and drained, until stop is closed.
+func (q *lineQueue) feed(out chan<- []byte, stop <-chan struct{}) {
+	for {
+		q.mu.Lock()
+		var next []byte
+		have := q.sent < len(q.lines)
+		if have {
+			next = q.lines[q.sent]
+		}
+		done := !have && q.closed
+		q.mu.Unlock()
+		switch {
+		case done:
+			close(out)
+			return
+		case have:
+			select {
+			case out <- next:
+				q.mu.Lock()
+				q.sent++
+				q.mu.Unlock()
+			case <-stop:
+				return
+			}
+		default:
+			select {
+			case <-q.ready:
+			case <-stop:
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package replay
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/normalize"
+	"github.com/acptap/acptap/proxy"
+	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/store"
+)
+
+// normalizers makes the Normalizers of a replay, which know the recorded
+// directories and the sandbox's alike, so that a path under either
+// normalizes to the same placeholder.
+type normalizers struct {
+	opts normalize.Options
+}
+
+func newNormalizers(rec *recording, sb *sandbox, opts *Options) normalizers {
+	return normalizers{normalize.Options{
+		// Found once: new is called twice per LLM request.
+		Cwd:        nonEmpty(append(sessionCwds(rec.frames), rec.meta.Cwd, sb.work)...),
+		Home:       nonEmpty(rec.meta.Home, sb.home),
+		Tmp:        nonEmpty(rec.meta.Tmp, sb.tmp),
+		Rules:      opts.Rules,
+		NoCoalesce: opts.NoCoalesce,
+	}}
+}
+
+// new returns a fresh Normalizer: placeholders are numbered per
+// Normalizer, so each of two things compared gets its own.
+func (n normalizers) new() *normalize.Normalizer { return normalize.New(n.opts) }
+
+// compareRequests is an llmserver.Options.Compare: the first difference of
+// the two requests, normalized.
+func (n normalizers) compareRequests(recorded, live *exchange.Exchange) (string, any, any, bool) {
+	a := n.new().Request(recorded.Method, recorded.URL, recorded.RequestHeaders, recorded.RequestBody)
+	b := n.new().Request(live.Method, live.URL, live.RequestHeaders, live.RequestBody)
+	return normalize.FirstDifference(a, b)
+}
+
+func nonEmpty(xs ...string) []string {
+	var out []string
+	for _, x := range xs {
+		if x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// llmSide is the LLM end of a replay: the recorded exchanges served by an
+// llmserver.Server behind a proxy.Tap that never dials out, and the
+// agent's command line and environment pointing at them the way the
+// recording says the agent reached the LLM.
+type llmSide struct {
+	server *llmserver.Server
+	tap    *proxy.Tap
+	// argv is the agent's command with ${VAR} of each recorded base-URL
+	// variable expanded to the tap's URL for it.
+	argv []string
+	// env is the sandbox's environment with the tap's variables: each
+	// recorded base-URL variable set to the tap's URL for it, and
+	// HTTPS_PROXY and friends if the recorded agent had them.
+	env []string
+}
+
+// startLLM starts the LLM side of a replay of rec for the agent command
+// argv and the sandbox's environment env. compare, if not nil, compares
+// each request with its recorded twin (see llmserver.Options.Compare).
+// The caller closes it.
+func startLLM(rec *recording, argv, env []string, opts *Options, compare func(recorded, live *exchange.Exchange) (string, any, any, bool)) (*llmSide, error) {
+	server, err := llmserver.New(llmserver.Options{
+		Exchanges: rec.exchanges,
+		Speed:     opts.Speed,
+		Faults:    opts.Faults,
+		Compare:   compare,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tap, err := proxy.New(proxy.Config{
+		Transport: server,
+		CA:        opts.CA,
+		Logf:      func(string, ...any) {},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the replay LLM server: %w", err)
+	}
+	llm := &llmSide{server: server, tap: tap}
+	local := map[string]string{}
+	for v, upstream := range rec.meta.BaseURLs {
+		u, err := tap.AddBaseURL(v, upstream)
+		if err != nil {
+			tap.Close()
+			return nil, fmt.Errorf("base URL %s: %w", v, err)
+		}
+		local[v] = u
+	}
+	llm.argv = proxy.ExpandBaseURLs(argv, local)
+	if llm.env, err = tapEnv(env, tap, rec.meta); err != nil {
+		tap.Close()
+		return nil, err
+	}
+	return llm, nil
+}
+
+// close stops the tap, and with it the server's answers.
+func (l *llmSide) close() { l.tap.Close() }
+
+// tapEnv returns env with the tap's variables, the way the recorded agent
+// reached the LLM: its base-URL variables, and the proxy variables and CA
+// bundles only if it was given them (meta.ProxyEnv).
+func tapEnv(env []string, tap *proxy.Tap, meta store.Recording) ([]string, error) {
+	full, err := tap.Env(env)
+	if err != nil {
+		return nil, fmt.Errorf("preparing the agent's environment: %w", err)
+	}
+	if !meta.ProxyEnv {
+		// Only the base-URL variables: the recorded agent did not go
+		// through a proxy, and a replay must reach it the same way.
+		full = keepBaseURLs(env, full, meta.BaseURLs)
+	}
+	return dedupeEnv(full), nil
+}
+
+func keepBaseURLs(env, full []string, baseURLs map[string]string) []string {
+	out := append([]string(nil), env...)
+	for _, kv := range full {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := baseURLs[k]; ok {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// dedupeEnv keeps the last value of each variable.
+func dedupeEnv(env []string) []string {
+	last := map[string]int{}
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		last[k] = i
+	}
+	out := env[:0:0]
+	for i, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if last[k] == i {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

@@ -1,0 +1,105 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/acptap/acptap/internal/acp"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/replay/driver"
+	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/store"
+)
+
+// recording is what a replay reads of a stored recording.
+type recording struct {
+	meta      store.Recording
+	frames    []driver.Frame // editor and agent frames in recorded order, Continued pieces joined
+	agent     [][]byte       // the agent frames alone
+	exchanges []llmserver.Recorded
+}
+
+// load reads the named recording of st: its metadata, its editor and agent
+// frames, each line whole, and its complete LLM exchanges, numbered as
+// `acptap show` numbers them. Stderr is left out: a replay neither plays
+// nor compares it.
+func load(st *store.Store, name string) (*recording, error) {
+	meta, err := st.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	rec := &recording{meta: meta}
+	var pending = map[store.Lane][]byte{}
+	number := 0
+	err = st.Events(name, func(e store.Event) error {
+		switch e.Lane {
+		case store.LaneEditor, store.LaneAgent:
+			data := append(pending[e.Lane], e.Data...)
+			if e.Flags&store.FlagContinued != 0 {
+				pending[e.Lane] = data
+				return nil
+			}
+			delete(pending, e.Lane)
+			dir := driver.FromEditor
+			if e.Lane == store.LaneAgent {
+				dir = driver.FromAgent
+				rec.agent = append(rec.agent, data)
+			}
+			rec.frames = append(rec.frames, driver.Frame{Dir: dir, Data: data})
+		case store.LaneLLM:
+			if e.Flags&store.FlagIncomplete != 0 {
+				// In flight when the recording stopped: no response to
+				// serve, and never counted by show either.
+				return nil
+			}
+			number++
+			x, err := exchange.Unmarshal(e.Data)
+			if err != nil {
+				return fmt.Errorf("llm #%d (event %d): %w", number, e.Seq, err)
+			}
+			rec.exchanges = append(rec.exchanges, llmserver.Recorded{Number: number, Seq: e.Seq, Exchange: x})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// command returns the agent command to replay rec with: override, else
+// the recorded one. It fails with ErrNoCommand when neither has one.
+func (rec *recording) command(override []string) ([]string, error) {
+	argv := override
+	if argv == nil {
+		argv = rec.meta.Argv
+	}
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("%w: recording %q has no agent command", ErrNoCommand, rec.meta.Name)
+	}
+	return argv, nil
+}
+
+// sessionCwds returns the cwds of the recorded session/new (and
+// session/load) requests.
+func sessionCwds(frames []driver.Frame) []string {
+	var cwds []string
+	for _, f := range frames {
+		if f.Dir != driver.FromEditor {
+			continue
+		}
+		m := acp.Parse(f.Data)
+		if m.Kind != acp.Request || (m.Method != "session/new" && m.Method != "session/load") {
+			continue
+		}
+		var p struct {
+			Cwd string `json:"cwd"`
+		}
+		if json.Unmarshal(m.Params, &p) == nil && filepath.IsAbs(p.Cwd) && !slices.Contains(cwds, p.Cwd) {
+			cwds = append(cwds, p.Cwd)
+		}
+	}
+	return cwds
+}

@@ -1,0 +1,198 @@
+package replay
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/acptap/acptap/internal/snapshot"
+	"github.com/acptap/acptap/replay/driver"
+	"github.com/acptap/acptap/store"
+)
+
+// createWithSnapshot stores a recording named name whose snapshot is the
+// directory dir.
+func createWithSnapshot(t *testing.T, st *store.Store, name, dir string) {
+	t.Helper()
+	archive, _, err := snapshot.Take(dir, snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := st.Create(store.Recording{Name: name, Argv: []string{"agent"}, Snapshot: true}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.PutBlob(store.SnapshotBlob, archive); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dirWith makes a directory holding the file name with content.
+func dirWith(t *testing.T, name, content string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// files returns the names of the files in dir, failing if it is missing.
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestSandboxWorkspace(t *testing.T) {
+	st := openStore(t)
+	createWithSnapshot(t, st, "snap", dirWith(t, "recorded.txt", "as recorded"))
+	writeRecording(t, st, "plain")
+	snap, err := load(st, "snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := load(st, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := dirWith(t, "seed.txt", "from --workspace")
+	for _, tc := range []struct {
+		name      string
+		rec       *recording
+		workspace string
+		want      []string // the workspace's files
+	}{
+		{"the directory", plain, seed, []string{"seed.txt"}},
+		{"the directory over the snapshot", snap, seed, []string{"seed.txt"}},
+		{"the snapshot", snap, "", []string{"recorded.txt"}},
+		{"empty", plain, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, err := newSandbox(st, tc.rec, tc.workspace, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := files(t, sb.work); !slices.Equal(got, tc.want) {
+				t.Errorf("workspace files %q, want %q", got, tc.want)
+			}
+			for _, d := range []string{sb.home, sb.tmp} {
+				if got := files(t, d); len(got) != 0 || filepath.Dir(d) != sb.root {
+					t.Errorf("%s holds %q, want an empty directory in %s", d, got, sb.root)
+				}
+			}
+			if sb.work == sb.home || sb.home == sb.tmp || filepath.Dir(sb.work) != sb.root {
+				t.Errorf("sandbox directories %+v are not three of its root", sb)
+			}
+			sb.remove()
+			if _, err := os.Stat(sb.root); !os.IsNotExist(err) {
+				t.Errorf("after remove, the sandbox root: %v", err)
+			}
+		})
+	}
+	if b, err := os.ReadFile(filepath.Join(seed, "seed.txt")); err != nil || string(b) != "from --workspace" {
+		t.Errorf("the seed directory changed: %q, %v", b, err)
+	}
+}
+
+func TestSandboxWorkspaceErrors(t *testing.T) {
+	st := openStore(t)
+	// A recording that says it has a snapshot but has none.
+	w, err := st.Create(store.Recording{Name: "lost", Snapshot: true}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := load(st, "lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sandboxes are made in TMPDIR: one of the test's own shows what is
+	// left.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	for _, tc := range []struct {
+		name      string
+		workspace string
+	}{
+		{"missing snapshot", ""},
+		{"missing directory", filepath.Join(t.TempDir(), "nope")},
+	} {
+		if sb, err := newSandbox(st, lost, tc.workspace, nil); !errors.Is(err, ErrWorkspace) {
+			t.Errorf("%s: newSandbox = %+v, %v; want ErrWorkspace", tc.name, sb, err)
+		}
+	}
+	// Nothing is left behind.
+	if left := files(t, tmp); len(left) != 0 {
+		t.Errorf("left in TMPDIR after the errors: %q", left)
+	}
+}
+
+func TestSandboxEnv(t *testing.T) {
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("LC_TIME", "en_GB.UTF-8")
+	t.Setenv("SOME_TOOL_SETTING", "leaks") // not on the allowlist
+	t.Setenv("OPENAI_API_KEY", "sk-real-0123456789")
+	meta := store.Recording{EnvNames: []string{"OPENAI_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "PATH"}}
+	sb := &sandbox{home: "/sb/home", tmp: "/sb/tmp"}
+	env, err := sandboxEnv(meta, sb, []string{"EXTRA=1", "LANG=fr_FR.UTF-8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"LANG":           "fr_FR.UTF-8", // the extra value, after the allowlist's
+		"LC_TIME":        "en_GB.UTF-8",
+		"PATH":           os.Getenv("PATH"),
+		"HOME":           "/sb/home",
+		"TMPDIR":         "/sb/tmp",
+		"OPENAI_API_KEY": dummyKey, // never the real one
+		"GITHUB_TOKEN":   dummyKey,
+		"EXTRA":          "1",
+	} {
+		if got, ok := envValue(env, k); !ok || got != want {
+			t.Errorf("%s=%q (set %v), want %q", k, got, ok, want)
+		}
+	}
+	for _, k := range []string{"SOME_TOOL_SETTING", "DB_PASSWORD"} {
+		if v, ok := envValue(env, k); ok {
+			t.Errorf("%s=%q is in the environment, want it left out", k, v)
+		}
+	}
+	if last := env[len(env)-1]; last != "LANG=fr_FR.UTF-8" {
+		t.Errorf("the last variable is %q, want the last extra one", last)
+	}
+	if _, err := sandboxEnv(meta, sb, []string{"NOEQUALS"}); !errors.Is(err, ErrEnv) || !strings.Contains(err.Error(), "NOEQUALS") {
+		t.Errorf("sandboxEnv with NOEQUALS = %v, want ErrEnv naming it", err)
+	}
+}
+
+func TestSandboxPathMap(t *testing.T) {
+	rec := &recording{
+		meta: store.Recording{Cwd: "/rec", Home: "/home/u", Tmp: "/"},
+		frames: []driver.Frame{
+			{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/rec/project","mcpServers":[]}}`)},
+		},
+	}
+	sb := &sandbox{work: "/sb/work", home: "/sb/home", tmp: "/sb/tmp"}
+	// "/" is nobody's TMPDIR worth mapping: every path is under it.
+	want := map[string]string{"/rec/project": "/sb/work", "/rec": "/sb/work", "/home/u": "/sb/home"}
+	if got := sb.pathMap(rec); !maps.Equal(got, want) {
+		t.Errorf("pathMap = %v, want %v", got, want)
+	}
+}
