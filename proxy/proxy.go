@@ -74,7 +74,7 @@ type Config struct {
 	UpstreamCAs *x509.CertPool
 
 	// CA signs the certificates of intercepted TLS connections. If nil,
-	// LoadOrCreateCA(DefaultCADir()) is used.
+	// LoadOrCreateCA("") is used: the CA of DefaultCADir.
 	CA *CA
 
 	// Recorder receives the exchanges. If nil, nothing is recorded.
@@ -145,11 +145,8 @@ func New(cfg Config) (*Tap, error) {
 	}
 	ca := cfg.CA
 	if ca == nil {
-		dir, err := DefaultCADir()
-		if err != nil {
-			return nil, fmt.Errorf("starting the HTTP tap: %w", err)
-		}
-		if ca, err = LoadOrCreateCA(dir); err != nil {
+		var err error
+		if ca, err = LoadOrCreateCA(""); err != nil {
 			return nil, fmt.Errorf("starting the HTTP tap: %w", err)
 		}
 	}

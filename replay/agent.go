@@ -107,7 +107,7 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	stdinW.Close()
 	<-exited
 	if waitErr != nil {
-		fmt.Fprintf(stderr, "acptap replay: agent: %v\n", waitErr)
+		fmt.Fprintf(stderr, "replay: agent: %v\n", waitErr)
 	}
 	run.live = q.all()
 	return run, nil

@@ -114,27 +114,16 @@ func (l *llmSide) close() { l.tap.Close() }
 // reached the LLM: its base-URL variables, and the proxy variables and CA
 // bundles only if it was given them (meta.ProxyEnv).
 func tapEnv(env []string, tap *proxy.Tap, meta store.Recording) ([]string, error) {
+	if !meta.ProxyEnv {
+		// Only the base-URL variables: the recorded agent did not go
+		// through a proxy, and a replay must reach it the same way.
+		return dedupeEnv(tap.BaseURLEnv(env)), nil
+	}
 	full, err := tap.Env(env)
 	if err != nil {
 		return nil, fmt.Errorf("preparing the agent's environment: %w", err)
 	}
-	if !meta.ProxyEnv {
-		// Only the base-URL variables: the recorded agent did not go
-		// through a proxy, and a replay must reach it the same way.
-		full = keepBaseURLs(env, full, meta.BaseURLs)
-	}
 	return dedupeEnv(full), nil
-}
-
-func keepBaseURLs(env, full []string, baseURLs map[string]string) []string {
-	out := append([]string(nil), env...)
-	for _, kv := range full {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := baseURLs[k]; ok {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // dedupeEnv keeps the last value of each variable.

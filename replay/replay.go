@@ -75,7 +75,7 @@ type Options struct {
 	// NoCoalesce keeps message chunks apart in the comparison.
 	NoCoalesce bool
 	// CA intercepts TLS for agents that reach the LLM by HTTPS_PROXY. If
-	// nil, proxy.LoadOrCreateCA(proxy.DefaultCADir()).
+	// nil, the tap's default (proxy.Config.CA).
 	CA *proxy.CA
 	// Stderr receives the agent's stderr. If nil, it is discarded.
 	Stderr io.Writer
