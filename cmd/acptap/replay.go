@@ -28,7 +28,6 @@ type replayOptions struct {
 	Argv      []string // after --; nil for the recorded command
 	Replay    replay.Options
 	CADir     string
-	RulesFile string
 	Verbose   bool // pass the agent's stderr through
 	Color     bool
 	Update    bool   // rewrite the expected agent stream of diverged recordings
@@ -64,56 +63,86 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE`"},
 		},
 		Action: func(c *cli.Context) error {
-			opts := &replayOptions{
-				IO:        stdio,
-				StorePath: c.String("store"),
-				All:       c.Bool("all"),
-				CADir:     c.String("ca-dir"),
-				RulesFile: c.String("rules"),
-				Verbose:   c.Bool("verbose"),
-				Color:     colorFor(stdio.Out),
-				Update:    c.Bool("update"),
-				JUnit:     c.String("junit"),
-			}
-			// Names come before --, the agent command after it.
-			opts.Names = c.Args().Slice()
-			argv, err := agentAfterDashDash(stdio, "acptap replay [NAME...] [-- AGENT [ARGS...]]")
+			opts, err := newReplayOptions(c, stdio)
 			if err != nil {
 				return err
-			}
-			opts.Argv = argv
-			timeout, err := positiveDuration(c, "timeout")
-			if err != nil {
-				return err
-			}
-			grace, err := positiveDuration(c, "grace")
-			if err != nil {
-				return err
-			}
-			mode, err := replay.ParseRequestMode(c.String("requests"))
-			if err != nil {
-				return usageErrorf("--requests: %v", err)
-			}
-			faults, err := parseFaults(c.StringSlice("fault"))
-			if err != nil {
-				return err
-			}
-			if c.Float64("speed") < 0 {
-				return usageErrorf("--speed must be 0 or positive, got %v", c.Float64("speed"))
-			}
-			opts.Replay = replay.Options{
-				Workspace:  c.String("workspace"),
-				Env:        c.StringSlice("env"),
-				Speed:      c.Float64("speed"),
-				Faults:     faults,
-				Requests:   mode,
-				Timeout:    timeout,
-				Grace:      grace,
-				NoCoalesce: c.Bool("no-coalesce"),
 			}
 			return runReplay(opts)
 		},
 	}
+}
+
+// newReplayOptions turns replay's flags into options, checking them all.
+func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
+	opts := &replayOptions{
+		IO:        stdio,
+		StorePath: c.String("store"),
+		Names:     c.Args().Slice(), // names come before --, the agent command after it
+		All:       c.Bool("all"),
+		CADir:     c.String("ca-dir"),
+		Verbose:   c.Bool("verbose"),
+		Color:     colorFor(stdio.Out),
+		Update:    c.Bool("update"),
+		JUnit:     c.String("junit"),
+	}
+	if opts.All && len(opts.Names) > 0 {
+		return nil, usageErrorf("both --all and names given; pass one or the other")
+	}
+	if !opts.All && len(opts.Names) == 0 {
+		return nil, usageErrorf("no recording named; usage: acptap replay NAME... or acptap replay --all")
+	}
+	argv, err := agentAfterDashDash(stdio, "acptap replay [NAME...] [-- AGENT [ARGS...]]")
+	if err != nil {
+		return nil, err
+	}
+	opts.Argv = argv
+	timeout, err := positiveDuration(c, "timeout")
+	if err != nil {
+		return nil, err
+	}
+	grace, err := positiveDuration(c, "grace")
+	if err != nil {
+		return nil, err
+	}
+	mode, err := replay.ParseRequestMode(c.String("requests"))
+	if err != nil {
+		return nil, usageErrorf("--requests: %v", err)
+	}
+	faults, err := parseFaults(c.StringSlice("fault"))
+	if err != nil {
+		return nil, err
+	}
+	if c.Float64("speed") < 0 {
+		return nil, usageErrorf("--speed must be 0 or positive, got %v", c.Float64("speed"))
+	}
+	opts.Replay = replay.Options{
+		Workspace:  c.String("workspace"),
+		Env:        c.StringSlice("env"),
+		Speed:      c.Float64("speed"),
+		Faults:     faults,
+		Requests:   mode,
+		Timeout:    timeout,
+		Grace:      grace,
+		NoCoalesce: c.Bool("no-coalesce"),
+	}
+	if f := c.String("rules"); f != "" {
+		rules, err := normalize.LoadRules(f)
+		if err != nil {
+			return nil, usageErrorf("--rules: %v; fix the rules file", err)
+		}
+		opts.Replay.Rules = rules
+	}
+	if ws := opts.Replay.Workspace; ws != "" {
+		if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+			return nil, usageErrorf("--workspace %s is not a directory; pass a directory to copy into the sandbox", ws)
+		}
+	}
+	for _, kv := range opts.Replay.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, usageErrorf("--env %q: want K=V", kv)
+		}
+	}
+	return opts, nil
 }
 
 func parseFaults(specs []string) (map[int]llmserver.Fault, error) {
@@ -137,29 +166,6 @@ func parseFaults(specs []string) (map[int]llmserver.Fault, error) {
 }
 
 func runReplay(opts *replayOptions) error {
-	if opts.All && len(opts.Names) > 0 {
-		return usageErrorf("both --all and names given; pass one or the other")
-	}
-	if !opts.All && len(opts.Names) == 0 {
-		return usageErrorf("no recording named; usage: acptap replay NAME... or acptap replay --all")
-	}
-	if opts.RulesFile != "" {
-		rules, err := normalize.LoadRules(opts.RulesFile)
-		if err != nil {
-			return usageErrorf("--rules: %v; fix the rules file", err)
-		}
-		opts.Replay.Rules = rules
-	}
-	if opts.Replay.Workspace != "" {
-		if fi, err := os.Stat(opts.Replay.Workspace); err != nil || !fi.IsDir() {
-			return usageErrorf("--workspace %s is not a directory; pass a directory to copy into the sandbox", opts.Replay.Workspace)
-		}
-	}
-	for _, kv := range opts.Replay.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return usageErrorf("--env %q: want K=V", kv)
-		}
-	}
 	report, err := openJUnit(opts.JUnit)
 	if err != nil {
 		return err
