@@ -6,7 +6,7 @@ import "errors"
 // errors.Is.
 var (
 	// ErrClosed means the Tap was closed. An exchange cut short by Close is
-	// recorded with an Error that says so.
+	// recorded with End exchange.EndTapClosed.
 	ErrClosed = errors.New("tap closed")
 
 	// ErrInvalidUpstream means a base-URL upstream is not an http or https

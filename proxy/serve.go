@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acptap/acptap/internal/exchange"
 )
 
 // target is where a request goes and how its exchange is recorded.
@@ -99,14 +101,14 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	rec.request(header, body)
 	if err != nil {
 		err = fmt.Errorf("reading the request body: %w", err)
-		rec.end(err)
+		rec.end(exchange.EndRefused, err)
 		t.notice(r.Method, tg.url, err)
 		http.Error(w, "acptap: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	if upgrade {
 		err := errors.New("protocol upgrades and tunnels within tunnels are not supported by the tap")
-		rec.end(err)
+		rec.end(exchange.EndRefused, err)
 		t.notice(r.Method, tg.url, err)
 		http.Error(w, "acptap: "+err.Error(), http.StatusNotImplemented)
 		return
@@ -118,7 +120,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	resp, err := t.transport.RoundTrip(upstreamRequest(ctx, r.Method, tg, header, trailers, body))
 	if err != nil {
 		err = t.why(r, err)
-		rec.end(fmt.Errorf("no response: %w", err))
+		rec.end(endOf(err, exchange.EndUpstreamFailed), fmt.Errorf("no response: %w", err))
 		t.notice(r.Method, tg.url, fmt.Errorf("no response: %w", err))
 		if errors.Is(err, errClientGone) {
 			// The agent left: a clean return would hand it an empty 200
@@ -166,7 +168,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 					cause = fmt.Errorf("%w: %w", errClientGone, werr)
 				}
 				err := fmt.Errorf("response cut after %d bytes: %w", total, cause)
-				rec.end(err)
+				rec.end(endOf(cause, exchange.EndClientGone), err)
 				t.notice(r.Method, tg.url, err)
 				return
 			}
@@ -180,7 +182,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 		if rerr != nil {
 			cause := t.why(r, rerr)
 			err := fmt.Errorf("response cut after %d bytes: %w", total, cause)
-			rec.end(err)
+			rec.end(endOf(cause, exchange.EndCut), err)
 			t.notice(r.Method, tg.url, err)
 			if errors.Is(rerr, ErrReset) && !errors.Is(cause, errClientGone) {
 				resetConn(w)
@@ -194,7 +196,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	for k, vv := range resp.Trailer {
 		h[http.TrailerPrefix+k] = vv
 	}
-	rec.end(nil)
+	rec.end(exchange.EndComplete, nil)
 }
 
 // resetConn resets the agent's connection of w, as a Transport asks with
@@ -294,6 +296,18 @@ func (t *Tap) interrupted(r *http.Request) error {
 		return errClientGone
 	}
 	return nil
+}
+
+// endOf returns how an exchange that failed with err ended: the tap
+// closed, the client went away, or else otherwise.
+func endOf(err error, otherwise exchange.End) exchange.End {
+	switch {
+	case errors.Is(err, ErrClosed):
+		return exchange.EndTapClosed
+	case errors.Is(err, errClientGone):
+		return exchange.EndClientGone
+	}
+	return otherwise
 }
 
 // why says why the upstream request of r failed with err: the tap closed,

@@ -174,12 +174,12 @@ func runRecord(opts *recordOptions) error {
 	// Offsets count from just before the HTTP tap and the agent start; the
 	// callbacks below may run before Start returns.
 	start := time.Now()
-	tapCfg.Recorder = w
 	tapCfg.Redact = secrets.Exchange
 	tapCfg.Start = start
 	tapCfg.Logf = func(format string, args ...any) {
 		fmt.Fprintf(opts.IO.Err, "acptap: "+format+"\n", args...)
 	}
+	tapCfg.Recorder = storeRecorder{w: w, logf: tapCfg.Logf}
 	childEnv, local, tap, err := startTap(tapCfg, routes, env, opts.NoProxyEnv)
 	if err != nil {
 		w.Update(func(r *store.Recording) {

@@ -337,11 +337,10 @@ func (s *Server) waitCancel(ctx context.Context, number int, why string) error {
 	return fmt.Errorf("replaying llm #%d: %s: %w", number, why, context.Cause(ctx))
 }
 
-// agentLeft reports whether a recorded exchange ended, as the tap records
-// it, because the agent went away or the recording stopped: the agent
-// never saw it end.
-func agentLeft(recordedErr string) bool {
-	return strings.Contains(recordedErr, "the client went away") || strings.Contains(recordedErr, proxy.ErrClosed.Error())
+// agentLeft reports whether a recorded exchange ended because the agent
+// went away or the recording stopped: the agent never saw it end.
+func agentLeft(x *exchange.Exchange) bool {
+	return x.End == exchange.EndClientGone || x.End == exchange.EndTapClosed
 }
 
 // replay answers req with the recorded response of e, with fault applied
@@ -352,7 +351,7 @@ func (s *Server) replay(req *http.Request, start time.Time, e *entry, fault *Fau
 		if err := s.sleepUntil(ctx, nil, e.Number, start, x.Duration); err != nil {
 			return nil, fmt.Errorf("replaying llm #%d: waiting for the recorded failure: %w", e.Number, err)
 		}
-		if agentLeft(x.Error) {
+		if agentLeft(x) {
 			return nil, s.waitCancel(ctx, e.Number, "the agent got no response when recording")
 		}
 		why := x.Error
@@ -373,9 +372,10 @@ func (s *Server) replay(req *http.Request, start time.Time, e *entry, fault *Fau
 		closed: make(chan struct{}),
 	}
 	switch {
-	case x.Error != "" && agentLeft(x.Error):
+	case x.End == exchange.EndComplete:
+	case agentLeft(x):
 		b.endHangs = true
-	case x.Error != "":
+	default:
 		b.endErr = fmt.Errorf("replaying llm #%d: the recorded response was cut (%s): %w", e.Number, x.Error, io.ErrUnexpectedEOF)
 	}
 	if fault != nil {

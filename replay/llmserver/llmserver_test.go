@@ -291,10 +291,11 @@ func TestRecordedFailures(t *testing.T) {
 		URL:         upstream + "/v1/messages",
 		RequestBody: requestBody("claude-x", "hi"),
 		Duration:    time.Hour,
+		End:         exchange.EndUpstreamFailed,
 		Error:       "no response: dial tcp 10.1.2.3:443: connect: connection refused",
 	}
 	cut := streamed(upstream+"/v1/messages", "claude-x", "text/event-stream", events[:3])
-	cut.Error = "response cut after 1234 bytes: read tcp: connection reset by peer"
+	cut.End, cut.Error = exchange.EndCut, "response cut after 1234 bytes: read tcp: connection reset by peer"
 	for _, rt := range routes {
 		t.Run(rt.name, func(t *testing.T) {
 			s := newServer(t, llmserver.Options{Exchanges: recordedList(noResponse, cut)})
@@ -454,7 +455,7 @@ func TestSpeed(t *testing.T) {
 // TestNew: New refuses options it cannot serve.
 func TestNew(t *testing.T) {
 	x := laneExchange("/v1/responses", "gpt-x", 1)
-	noResponse := &exchange.Exchange{Method: http.MethodPost, URL: upstream + "/v1/responses", Error: "no response: EOF"}
+	noResponse := &exchange.Exchange{Method: http.MethodPost, URL: upstream + "/v1/responses", End: exchange.EndUpstreamFailed, Error: "no response: EOF"}
 	cases := []struct {
 		name string
 		opts llmserver.Options

@@ -49,6 +49,7 @@ func TestNoNetwork(t *testing.T) {
 				Method:      http.MethodPost,
 				URL:         up.URL + c.path,
 				RequestBody: answered.RequestBody,
+				End:         exchange.EndUpstreamFailed,
 				Error:       "no response: dial tcp: connection refused",
 			}
 			retried := captured(t, c, up.URL)
