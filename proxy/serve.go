@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/hop"
 )
 
 // target is where a request goes and how its exchange is recorded.
@@ -37,35 +38,6 @@ const readSize = 32 << 10
 
 // bufPool holds the buffers that response bodies are read into.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, readSize); return &b }}
-
-// hopHeaders are the hop-by-hop headers, which concern one connection and
-// are not forwarded (RFC 9110, section 7.6.1).
-var hopHeaders = []string{
-	"Connection",
-	"Proxy-Connection", // not standard, but sent by some clients
-	"Keep-Alive",
-	"Proxy-Authenticate",
-	"Proxy-Authorization",
-	"Te",
-	"Trailer",
-	"Transfer-Encoding",
-	"Upgrade",
-}
-
-// removeHopHeaders removes the hop-by-hop headers from h, including those
-// that its Connection header names.
-func removeHopHeaders(h http.Header) {
-	for _, f := range h["Connection"] {
-		for sf := range strings.SplitSeq(f, ",") {
-			if sf = textproto.TrimString(sf); sf != "" {
-				h.Del(sf)
-			}
-		}
-	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
-}
 
 // isUpgrade reports whether the request asks to switch protocols
 // (WebSocket, h2c).
@@ -96,7 +68,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	// The request's header is the handler's to change; it becomes the
 	// upstream request's, and the recording's.
 	header := r.Header
-	removeHopHeaders(header)
+	hop.RemoveHeaders(header)
 	body, err := io.ReadAll(r.Body)
 	rec.request(header, body)
 	if err != nil {
@@ -131,7 +103,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 		return
 	}
 	defer resp.Body.Close()
-	removeHopHeaders(resp.Header)
+	hop.RemoveHeaders(resp.Header)
 	rec.response(resp, time.Since(start))
 
 	h := w.Header()

@@ -74,9 +74,9 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/hop"
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/internal/wire"
-	"github.com/acptap/acptap/proxy"
 )
 
 // Recorded is one recorded LLM exchange.
@@ -389,7 +389,7 @@ func (s *Server) replay(req *http.Request, start time.Time, e *entry, fault *Fau
 			if fault.Kind == FaultCut {
 				b.endErr = fmt.Errorf("replaying llm #%d: %s injected after %d bytes: %w", e.Number, fault, n, io.ErrUnexpectedEOF)
 			} else {
-				b.endErr = fmt.Errorf("replaying llm #%d: %s injected after %d bytes: %w", e.Number, fault, n, proxy.ErrReset)
+				b.endErr = fmt.Errorf("replaying llm #%d: %s injected after %d bytes: %w", e.Number, fault, n, hop.ErrReset)
 			}
 		case FaultMalformed:
 			if from, to, ok := garbleRange(full, fr); ok {
