@@ -14,6 +14,9 @@
 // body that cannot be decoded is recorded as received, with its encoding
 // field left empty (its Content-Encoding header still says how it was
 // sent).
+//
+// The tap's notices (Config.Logf) name the tap, not the program: the
+// program that runs the tap says who is speaking.
 package proxy
 
 import (
@@ -106,8 +109,9 @@ type Config struct {
 	Start time.Time
 
 	// Logf receives the tap's own one-line notices: failed exchanges,
-	// bodies recorded undecoded, TLS handshakes the agent refused. If nil,
-	// they are discarded.
+	// bodies recorded undecoded, TLS handshakes the agent refused. They
+	// start "http tap: " and do not name the program, which the caller
+	// may add. If nil, they are discarded.
 	Logf func(format string, args ...any)
 }
 
@@ -305,7 +309,7 @@ func verifyChain(certs []*x509.Certificate, host string, extra *x509.CertPool) e
 type logWriter func(format string, args ...any)
 
 func (f logWriter) Write(p []byte) (int, error) {
-	f("acptap: http tap: %s", strings.TrimRight(string(p), "\n"))
+	f("http tap: %s", strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
 

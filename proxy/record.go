@@ -103,7 +103,7 @@ func (r *record) request(h http.Header, body []byte) {
 		decoded, err := httpcoding.Decode(body, codings, maxDecodedBody)
 		switch {
 		case err != nil:
-			r.t.logf("acptap: recording the request body of %s %s://%s%s undecoded: %v", req.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
+			r.t.logf("http tap: recording the request body of %s %s://%s%s undecoded: %v", req.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
 			decoded, sent = bytes.Clone(body), ""
 		case len(codings) == 0 || len(body) == 0:
 			// body is the upstream request's too; the recording must be
@@ -182,7 +182,7 @@ func (r *record) finish() {
 	if len(r.respCodings) > 0 {
 		decoded, err := decodeChunks(chunks, r.respCodings, r.x.End != exchange.EndComplete)
 		if err != nil {
-			r.t.logf("acptap: recording the response body of %s %s://%s%s undecoded: %v", r.x.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
+			r.t.logf("http tap: recording the response body of %s %s://%s%s undecoded: %v", r.x.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
 			r.x.ResponseEncoding = ""
 		} else {
 			chunks = decoded

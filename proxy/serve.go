@@ -302,5 +302,5 @@ func (t *Tap) notice(method string, u *url.URL, err error) {
 	if errors.Is(err, ErrClosed) || errors.Is(err, errClientGone) {
 		return
 	}
-	t.logf("acptap: %s %s://%s%s: %v", method, u.Scheme, u.Host, u.EscapedPath(), err)
+	t.logf("http tap: %s %s://%s%s: %v", method, u.Scheme, u.Host, u.EscapedPath(), err)
 }
