@@ -19,17 +19,14 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/store"
 )
 
 // chatSSE is a real OpenAI Chat Completions stream.
 func chatSSE(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "wire", "testdata", "oai_chat_text.sse"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testkit.WireSample(t, "oai_chat_text.sse")
 }
 
 // chatUpstream is a fake OpenAI endpoint answering every chat completion
