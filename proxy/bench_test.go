@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/store"
 )
@@ -26,6 +27,29 @@ import (
 // at once, the baseline; and through a tap recording nothing, which
 // separates the cost of forwarding from the cost of recording.
 var benchNames = []string{"direct", "tap", "reverseproxy", "tap-unrecorded"}
+
+// benchRecorder records into a store.Writer as acptap record does (its
+// storeRecorder, in cmd/acptap), so that the tap pays what recording costs
+// there: encoding each exchange twice and appending it.
+type benchRecorder struct{ w *store.Writer }
+
+func (r benchRecorder) Begin() uint64 { return r.w.Reserve() }
+
+func (r benchRecorder) Started(id uint64, at time.Duration, x *exchange.Exchange) {
+	r.append(id, at, x, store.FlagIncomplete)
+}
+
+func (r benchRecorder) Ended(id uint64, at time.Duration, x *exchange.Exchange) {
+	r.append(id, at, x, 0)
+}
+
+func (r benchRecorder) append(id uint64, at time.Duration, x *exchange.Exchange, flags store.Flag) {
+	data, err := exchange.Marshal(x)
+	if err != nil {
+		panic(err) // only an End that is no End fails to encode: a bug of the tap
+	}
+	r.w.Append(store.Event{Seq: id, Kind: store.KindExchange, Lane: store.LaneLLM, Offset: at, Flags: flags, Data: data})
+}
 
 // benchTargets returns, for an upstream at upstream, the URL base of each
 // of benchNames.
@@ -39,7 +63,7 @@ func benchTargets(b *testing.B, upstream string) map[string]string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tap, err := proxy.New(proxy.Config{CA: newCA(b), Recorder: w})
+	tap, err := proxy.New(proxy.Config{CA: newCA(b), Recorder: benchRecorder{w}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func (t *Tap) Env(env []string) ([]string, error) {
 
 	roots := readRoots(getenv("SSL_CERT_FILE"))
 	if roots == nil {
-		t.logf("acptap: no system CA bundle found: the agent will trust the tap's CA only")
+		t.logf("http tap: no system CA bundle found: the agent will trust the tap's CA only")
 	}
 	bundle, err := writeEnvFile(dir, "ca-bundle-*.pem", roots, caPEM)
 	if err != nil {

@@ -1,12 +1,16 @@
 package proxy
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/acptap/acptap/internal/hop"
+)
 
 // Errors returned by this package, wrapped with context; test for them with
 // errors.Is.
 var (
 	// ErrClosed means the Tap was closed. An exchange cut short by Close is
-	// recorded with an Error that says so.
+	// recorded with End exchange.EndTapClosed.
 	ErrClosed = errors.New("tap closed")
 
 	// ErrInvalidUpstream means a base-URL upstream is not an http or https
@@ -23,5 +27,5 @@ var (
 	// closed with a TCP RST, and the stream of an HTTP/2 one is reset. Any
 	// other body error aborts the response, which the agent sees as a
 	// stream cut short. The replay server uses it to inject resets.
-	ErrReset = errors.New("connection reset requested")
+	ErrReset = hop.ErrReset
 )

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
-	"github.com/acptap/acptap/store"
 )
 
 // deadAddr returns a loopback address nothing listens on.
@@ -54,8 +54,8 @@ func checkStillServes(t *testing.T, tap *proxy.Tap, ca *proxy.CA, upCA *testCA, 
 	if resp.StatusCode != http.StatusOK || string(body) != "still here" {
 		t.Fatalf("the tap no longer serves: got %s %q", resp.Status, body)
 	}
-	if x := rec.finished(t, n)[n-1]; x.Error != "" || x.Status != http.StatusOK {
-		t.Errorf("the next exchange was recorded with status %d, error %q; want 200 and no error", x.Status, x.Error)
+	if x := rec.finished(t, n)[n-1]; x.Error != "" || x.Status != http.StatusOK || x.End != exchange.EndComplete {
+		t.Errorf("the next exchange was recorded with status %d, end %v, error %q; want 200, complete and no error", x.Status, x.End, x.Error)
 	}
 }
 
@@ -115,6 +115,9 @@ func TestUpstreamFailures(t *testing.T) {
 				if x.Status != 0 || !strings.Contains(x.Error, "no response") || !strings.Contains(x.Error, c.wantCause) {
 					t.Errorf("recorded status %d, error %q; want 0 and a %q error", x.Status, x.Error, c.wantCause)
 				}
+				if x.End != exchange.EndUpstreamFailed {
+					t.Errorf("recorded end %v, want upstream-failed", x.End)
+				}
 				if string(x.RequestBody) != "{}" {
 					t.Errorf("recorded request body %q, want {}", x.RequestBody)
 				}
@@ -169,6 +172,9 @@ func TestResetMidStream(t *testing.T) {
 			if cut := fmt.Sprintf("response cut after %d bytes", len(first)); !strings.Contains(x.Error, cut) || string(x.Body()) != first || x.Status != http.StatusOK {
 				t.Errorf("recorded status %d, body %q, error %q; want 200, %q and %q", x.Status, x.Body(), x.Error, first, cut)
 			}
+			if x.End != exchange.EndCut {
+				t.Errorf("recorded end %v, want cut", x.End)
+			}
 			checkStillServes(t, tap, ca, upCA, rt, rec, 2)
 		})
 	}
@@ -214,6 +220,9 @@ func TestClientGoesAway(t *testing.T) {
 			if !strings.Contains(x.Error, "the client went away") || string(x.Body()) != first {
 				t.Errorf("recorded body %q, error %q; want %q and the client going away", x.Body(), x.Error, first)
 			}
+			if x.End != exchange.EndClientGone {
+				t.Errorf("recorded end %v, want client-gone", x.End)
+			}
 		})
 	}
 }
@@ -249,13 +258,16 @@ func TestCloseInFlight(t *testing.T) {
 			if err := s.tap.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
-			finals := finalEvents(s.rec.all())
+			finals := endedCalls(s.rec.all())
 			if len(finals) != 1 {
 				t.Fatalf("after Close, %d exchanges are recorded as finished, want 1", len(finals))
 			}
 			x := s.rec.finished(t, 1)[0]
 			if !strings.Contains(x.Error, proxy.ErrClosed.Error()) || string(x.Body()) != first {
 				t.Errorf("recorded body %q, error %q; want %q and %q", x.Body(), x.Error, first, proxy.ErrClosed)
+			}
+			if x.End != exchange.EndTapClosed {
+				t.Errorf("recorded end %v, want tap-closed", x.End)
 			}
 			if _, err := io.ReadAll(resp.Body); err == nil {
 				t.Errorf("the client read the stream to a clean end after Close; want an error")
@@ -284,7 +296,7 @@ func TestIncompleteFirst(t *testing.T) {
 		t.Run(rt.name, func(t *testing.T) {
 			var rec *fakeRecorder
 			h := func(w http.ResponseWriter, r *http.Request) {
-				rec.waitFor(t, "the incomplete exchange", func(events []store.Event) bool { return len(events) > 0 })
+				rec.waitFor(t, "the exchange in flight", func(calls []call) bool { return len(calls) > 0 })
 				io.WriteString(w, "answer")
 			}
 			rec = newFakeRecorder()
@@ -296,14 +308,14 @@ func TestIncompleteFirst(t *testing.T) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			rec.finished(t, 1)
-			events := rec.all()
-			if len(events) != 2 || events[0].Seq != events[1].Seq || events[0].Flags != store.FlagIncomplete || events[1].Flags != 0 {
-				t.Fatalf("recorded %d events; want an incomplete and a final one of one Seq", len(events))
+			calls := rec.all()
+			if len(calls) != 2 || calls[0].ID != calls[1].ID || calls[0].Ended || !calls[1].Ended {
+				t.Fatalf("recorded %d calls; want Started and Ended of one exchange", len(calls))
 			}
-			if events[0].Offset != events[1].Offset {
-				t.Errorf("the two events have offsets %v and %v, want the request's start in both", events[0].Offset, events[1].Offset)
+			if calls[0].At != calls[1].At {
+				t.Errorf("the two calls are at %v and %v, want the request's start in both", calls[0].At, calls[1].At)
 			}
-			x := decode(t, events[0])
+			x := decode(t, calls[0])
 			if x.Status != 0 || len(x.Chunks) != 0 || string(x.RequestBody) != `{"q":1}` || x.URL != s.upstream {
 				t.Errorf("incomplete exchange: %s, status %d, %d chunks, request body %q; want %s, 0, 0, {\"q\":1}", x.URL, x.Status, len(x.Chunks), x.RequestBody, s.upstream)
 			}
@@ -328,8 +340,8 @@ func TestUpgradeRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusNotImplemented {
 		t.Errorf("got %s, want 501", resp.Status)
 	}
-	if x := s.rec.finished(t, 1)[0]; !strings.Contains(x.Error, "not supported") {
-		t.Errorf("recorded error %q, want one saying upgrades are not supported", x.Error)
+	if x := s.rec.finished(t, 1)[0]; !strings.Contains(x.Error, "not supported") || x.End != exchange.EndRefused {
+		t.Errorf("recorded end %v, error %q; want refused, and an error saying upgrades are not supported", x.End, x.Error)
 	}
 }
 
@@ -370,6 +382,9 @@ func TestClientLeavesAfterTheFinalEvent(t *testing.T) {
 			x := s.rec.finished(t, 1)[0]
 			if complete := x.Error == ""; complete != cut.complete {
 				t.Errorf("recorded error %q; want complete = %v", x.Error, cut.complete)
+			}
+			if want := map[bool]exchange.End{true: exchange.EndComplete, false: exchange.EndClientGone}[cut.complete]; x.End != want {
+				t.Errorf("recorded end %v, want %v", x.End, want)
 			}
 			if !bytes.Equal(x.Body(), cut.body) {
 				t.Errorf("recorded %d body bytes, want the %d forwarded", len(x.Body()), len(cut.body))

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -26,7 +27,6 @@ import (
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testagent"
 	"github.com/acptap/acptap/proxy"
-	"github.com/acptap/acptap/store"
 )
 
 // agentEnv, set to 1, makes the test binary run the test agent instead of
@@ -45,125 +45,147 @@ func TestMain(m *testing.M) {
 // when they don't.
 const hangGuard = 20 * time.Second
 
-// fakeRecorder keeps the recorded events in memory.
+// call is a call of a Recorder's Started or Ended.
+type call struct {
+	ID    uint64
+	At    time.Duration
+	Ended bool   // a call of Ended, not Started
+	Data  []byte // the exchange, as exchange.Marshal encodes it for a recording
+}
+
+// fakeRecorder keeps the recorded exchanges in memory, and what the tap
+// did against the Recorder's contract.
 type fakeRecorder struct {
-	mu      sync.Mutex    // guards the fields below
-	seq     uint64        // the last Seq handed out
-	events  []store.Event // in Append order
-	changed chan struct{} // closed and replaced on each Append
+	mu       sync.Mutex     // guards the fields below
+	id       uint64         // the last id handed out
+	calls    []call         // in the order of the calls
+	state    map[uint64]int // by id: 1 begun, 2 started, 3 ended
+	problems []string       // calls that break the contract
+	changed  chan struct{}  // closed and replaced on each call
 }
 
 func newFakeRecorder() *fakeRecorder {
-	return &fakeRecorder{changed: make(chan struct{})}
+	return &fakeRecorder{state: map[uint64]int{}, changed: make(chan struct{})}
 }
 
-func (r *fakeRecorder) Reserve() uint64 {
+func (r *fakeRecorder) Begin() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.seq++
-	return r.seq
+	r.id++
+	r.state[r.id] = 1
+	return r.id
 }
 
-func (r *fakeRecorder) Append(e store.Event) uint64 {
+func (r *fakeRecorder) Started(id uint64, at time.Duration, x *exchange.Exchange) {
+	r.record(id, at, x, false)
+}
+
+func (r *fakeRecorder) Ended(id uint64, at time.Duration, x *exchange.Exchange) {
+	r.record(id, at, x, true)
+}
+
+func (r *fakeRecorder) record(id uint64, at time.Duration, x *exchange.Exchange, ended bool) {
+	data, err := exchange.Marshal(x)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if e.Seq == 0 {
-		r.seq++
-		e.Seq = r.seq
+	method, want := "Started", 1
+	if ended {
+		method, want = "Ended", 2
 	}
-	r.events = append(r.events, e)
+	switch {
+	case err != nil:
+		r.problems = append(r.problems, fmt.Sprintf("%s(%d): %v", method, id, err))
+	case r.state[id] != want:
+		r.problems = append(r.problems, fmt.Sprintf("%s(%d) in state %d, want %d", method, id, r.state[id], want))
+	case ended == (x.End == exchange.EndInFlight):
+		r.problems = append(r.problems, fmt.Sprintf("%s(%d) of an exchange with end %v", method, id, x.End))
+	}
+	r.state[id] = want + 1
+	r.calls = append(r.calls, call{ID: id, At: at, Ended: ended, Data: data})
 	close(r.changed)
 	r.changed = make(chan struct{})
-	return e.Seq
 }
 
-// all returns the events appended so far.
-func (r *fakeRecorder) all() []store.Event {
+// all returns the calls so far.
+func (r *fakeRecorder) all() []call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.events)
+	return slices.Clone(r.calls)
 }
 
-// waitFor waits until cond holds for the events appended so far.
-func (r *fakeRecorder) waitFor(t *testing.T, what string, cond func([]store.Event) bool) []store.Event {
+// waitFor waits until cond holds for the calls so far.
+func (r *fakeRecorder) waitFor(t *testing.T, what string, cond func([]call) bool) []call {
 	t.Helper()
 	deadline := time.After(hangGuard)
 	for {
 		r.mu.Lock()
-		events, changed := slices.Clone(r.events), r.changed
+		calls, changed := slices.Clone(r.calls), r.changed
 		r.mu.Unlock()
-		if cond(events) {
-			return events
+		if cond(calls) {
+			return calls
 		}
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("gave up waiting for %s; recorded %d events", what, len(events))
+			t.Fatalf("gave up waiting for %s; recorded %d calls", what, len(calls))
 		}
 	}
 }
 
-// finished waits until n exchanges are finished and returns them in Seq
-// order, checking that each was first appended as incomplete.
+// finished waits until n exchanges have ended and returns them in the
+// order of their ids, checking that the tap kept the Recorder's contract.
 func (r *fakeRecorder) finished(t *testing.T, n int) []*exchange.Exchange {
 	t.Helper()
-	events := r.waitFor(t, fmt.Sprintf("%d finished exchanges", n), func(events []store.Event) bool {
-		return len(finalEvents(events)) >= n
+	calls := r.waitFor(t, fmt.Sprintf("%d finished exchanges", n), func(calls []call) bool {
+		return len(endedCalls(calls)) >= n
 	})
-	finals := finalEvents(events)
+	r.mu.Lock()
+	problems := slices.Clone(r.problems)
+	r.mu.Unlock()
+	for _, p := range problems {
+		t.Errorf("the tap broke the Recorder's contract: %s", p)
+	}
+	finals := endedCalls(calls)
 	if len(finals) != n {
 		t.Fatalf("got %d finished exchanges, want %d", len(finals), n)
 	}
 	var out []*exchange.Exchange
-	for _, e := range finals {
-		checkEvent(t, e)
-		first := slices.IndexFunc(events, func(x store.Event) bool { return x.Seq == e.Seq })
-		if events[first].Flags != store.FlagIncomplete {
-			t.Errorf("first event of seq %d has flags %v, want FlagIncomplete", e.Seq, events[first].Flags)
+	for _, c := range finals {
+		checkCall(t, c)
+		if first := calls[slices.IndexFunc(calls, func(x call) bool { return x.ID == c.ID })]; first.Ended || first.At != c.At {
+			t.Errorf("first call for exchange %d: Ended %v at %v; want Started at %v", c.ID, first.Ended, first.At, c.At)
 		}
-		x, err := exchange.Unmarshal(e.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, x)
+		out = append(out, decode(t, c))
 	}
 	return out
 }
 
-// finalEvents returns the last event of each Seq that has one without
-// FlagIncomplete, in Seq order.
-func finalEvents(events []store.Event) []store.Event {
-	last := map[uint64]store.Event{}
-	for _, e := range events {
-		last[e.Seq] = e
-	}
-	var out []store.Event
-	for _, e := range last {
-		if e.Flags&store.FlagIncomplete == 0 {
-			out = append(out, e)
+// endedCalls returns the calls of Ended, in id order.
+func endedCalls(calls []call) []call {
+	var out []call
+	for _, c := range calls {
+		if c.Ended {
+			out = append(out, c)
 		}
 	}
-	slices.SortFunc(out, func(a, b store.Event) int { return int(a.Seq) - int(b.Seq) })
+	slices.SortFunc(out, func(a, b call) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
-// decode decodes the exchange of an event.
-func decode(t *testing.T, e store.Event) *exchange.Exchange {
+// decode decodes the exchange of a call.
+func decode(t *testing.T, c call) *exchange.Exchange {
 	t.Helper()
-	x, err := exchange.Unmarshal(e.Data)
+	x, err := exchange.Unmarshal(c.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return x
 }
 
-func checkEvent(t *testing.T, e store.Event) {
+func checkCall(t *testing.T, c call) {
 	t.Helper()
-	if e.Kind != store.KindExchange || e.Lane != store.LaneLLM {
-		t.Errorf("event %d has kind %v lane %v, want KindExchange on LaneLLM", e.Seq, e.Kind, e.Lane)
-	}
-	if e.Offset < 0 {
-		t.Errorf("event %d has offset %v, want >= 0", e.Seq, e.Offset)
+	if c.At < 0 {
+		t.Errorf("exchange %d is at %v, want >= 0", c.ID, c.At)
 	}
 }
 

@@ -8,12 +8,15 @@
 // as it was sent and writes and flushes each piece of the response to the
 // agent as soon as it arrives.
 //
-// Each exchange is recorded as a store.Event of kind KindExchange holding
-// an exchange.Exchange: once with FlagIncomplete as soon as its request has
-// been read, and again under the same Seq when it ends, completed or not.
-// Bodies are recorded decoded; a body that cannot be decoded is recorded as
-// received, with its encoding field left empty (its Content-Encoding header
-// still says how it was sent).
+// Each exchange is handed to the Recorder as an exchange.Exchange twice:
+// in flight as soon as its request has been read, and again when it has
+// ended, with its exchange.End saying how. Bodies are recorded decoded; a
+// body that cannot be decoded is recorded as received, with its encoding
+// field left empty (its Content-Encoding header still says how it was
+// sent).
+//
+// The tap's notices (Config.Logf) name the tap, not the program: the
+// program that runs the tap says who is speaking.
 package proxy
 
 import (
@@ -34,16 +37,33 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/acptap/acptap/internal/exchange"
-	"github.com/acptap/acptap/store"
 )
 
-// Recorder receives the recorded exchanges; *store.Writer satisfies it.
-// Append must not block.
+// Recorder receives the exchanges the tap sees, as they happen. Its
+// methods are called concurrently and must not block: Begin is called on
+// the forwarding path, the others off it, but a slow Recorder holds up
+// Close, which waits for them.
+//
+// Every exchange gets one call of each method, in this order: Begin as its
+// request arrives, Started once the request has been read and decoded,
+// and Ended when the exchange has ended. What Started records is what a
+// recording keeps of the exchange if the program stops before Ended: the
+// request, in flight.
 type Recorder interface {
-	// Reserve returns the Seq of an event to be appended later.
-	Reserve() uint64
-	// Append records e; an event with the Seq of an earlier one replaces it.
-	Append(e store.Event) uint64
+	// Begin returns the id by which Started and Ended name a new
+	// exchange. It is called as the request arrives, so that a Recorder
+	// numbering exchanges and other events in one sequence places the
+	// exchange where its request came.
+	Begin() (id uint64)
+	// Started records exchange id, whose request arrived at (since
+	// Config.Start): x holds the request, with End exchange.EndInFlight.
+	// x is redacted, and the Recorder's to keep.
+	Started(id uint64, at time.Duration, x *exchange.Exchange)
+	// Ended records exchange id as it ended, in place of what Started
+	// recorded: x is the whole exchange, its End anything but
+	// exchange.EndInFlight. at is Started's. x is redacted, and the
+	// Recorder's to keep.
+	Ended(id uint64, at time.Duration, x *exchange.Exchange)
 }
 
 // KnownBaseURLs are the default upstreams of well-known base-URL variables,
@@ -84,13 +104,14 @@ type Config struct {
 	// may change it in place. If nil, exchanges are recorded as they are.
 	Redact func(*exchange.Exchange)
 
-	// Start is the time event offsets count from. If zero, the time New
-	// was called.
+	// Start is the time from which the times given to Recorder count. If
+	// zero, the time New was called.
 	Start time.Time
 
 	// Logf receives the tap's own one-line notices: failed exchanges,
-	// bodies recorded undecoded, TLS handshakes the agent refused. If nil,
-	// they are discarded.
+	// bodies recorded undecoded, TLS handshakes the agent refused. They
+	// start "http tap: " and do not name the program, which the caller
+	// may add. If nil, they are discarded.
 	Logf func(format string, args ...any)
 }
 
@@ -285,7 +306,7 @@ func verifyChain(certs []*x509.Certificate, host string, extra *x509.CertPool) e
 type logWriter func(format string, args ...any)
 
 func (f logWriter) Write(p []byte) (int, error) {
-	f("acptap: http tap: %s", strings.TrimRight(string(p), "\n"))
+	f("http tap: %s", strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
 

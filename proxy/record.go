@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"errors"
 	"net/http"
 	"net/url"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/httpcoding"
 	"github.com/acptap/acptap/internal/wire"
-	"github.com/acptap/acptap/store"
 )
 
 // record is the recording of one exchange. The forwarding path feeds it
@@ -19,7 +17,8 @@ import (
 // until the exchange ends. A nil *record records nothing.
 type record struct {
 	t     *Tap
-	seq   uint64
+	id    uint64        // the Recorder's, from Begin
+	at    time.Duration // when the request arrived, since Config.Start
 	start time.Time
 	u     *url.URL          // the upstream URL, for notices
 	x     exchange.Exchange // written by the forwarding path until end, then by finish
@@ -33,8 +32,6 @@ type record struct {
 	contentLength int        // the response's Content-Length, -1 if unknown, at most maxPresize
 	arena         []byte     // the response body as received
 	ends          []chunkEnd // the chunks of arena
-
-	clientGone bool // the exchange ended because the agent left; set by end
 }
 
 // finalEventSent reports whether the decoded body the agent received holds
@@ -56,6 +53,12 @@ func finalEventSent(x *exchange.Exchange) bool {
 // length.
 const maxPresize = 4 << 20
 
+// maxDecodedBody bounds a request body decoded for the recording, against
+// decompression bombs: one that decodes to more is recorded as sent. It is
+// the most the store keeps of one event (store.MaxDataSize), which the
+// whole exchange must fit in anyway.
+const maxDecodedBody = 256 << 20
+
 // chunkEnd is where a chunk of the response body ends in the arena, and
 // when it arrived.
 type chunkEnd struct {
@@ -63,15 +66,16 @@ type chunkEnd struct {
 	at  time.Duration
 }
 
-// newRecord starts recording an exchange, reserving its Seq; it returns nil
-// when the tap has no Recorder.
+// newRecord starts recording an exchange, which Begin places among what
+// the Recorder records; it returns nil when the tap has no Recorder.
 func (t *Tap) newRecord(start time.Time, method string, tg target) *record {
 	if t.recorder == nil {
 		return nil
 	}
 	return &record{
 		t:     t,
-		seq:   t.recorder.Reserve(),
+		id:    t.recorder.Begin(),
+		at:    start.Sub(t.start),
 		start: start,
 		u:     tg.url,
 		x: exchange.Exchange{
@@ -84,22 +88,22 @@ func (t *Tap) newRecord(start time.Time, method string, tg target) *record {
 }
 
 // request records the request header and body as sent upstream, and
-// appends the exchange as incomplete. h and body must not change
-// afterwards; the record copies them.
+// has the Recorder record the exchange in flight. h and body must not
+// change afterwards; the record copies them.
 func (r *record) request(h http.Header, body []byte) {
 	if r == nil {
 		return
 	}
-	req := r.x // the request line, before the response is known
+	req := r.x // the request line, before the response is known: in flight
 	r.reqDone = make(chan struct{})
 	r.t.active.Add(1)
 	go func() {
 		defer r.t.active.Done()
 		sent, codings := httpcoding.Parse(h)
-		decoded, err := httpcoding.Decode(body, codings, store.MaxDataSize)
+		decoded, err := httpcoding.Decode(body, codings, maxDecodedBody)
 		switch {
 		case err != nil:
-			r.t.logf("acptap: recording the request body of %s %s://%s%s undecoded: %v", req.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
+			r.t.logf("http tap: recording the request body of %s %s://%s%s undecoded: %v", req.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
 			decoded, sent = bytes.Clone(body), ""
 		case len(codings) == 0 || len(body) == 0:
 			// body is the upstream request's too; the recording must be
@@ -112,8 +116,9 @@ func (r *record) request(h http.Header, body []byte) {
 		req.RequestHeaders = h.Clone()
 		req.RequestBody = bytes.Clone(decoded)
 		req.RequestEncoding = sent
-		r.t.appendExchange(r.seq, r.start, &req, store.FlagIncomplete)
-		close(r.reqDone) // after the append, which the final one must follow
+		r.t.redactExchange(&req)
+		r.t.recorder.Started(r.id, r.at, &req)
+		close(r.reqDone) // after Started, which Ended must follow
 	}()
 }
 
@@ -143,16 +148,16 @@ func (r *record) chunk(p []byte, at time.Duration) {
 	r.ends = append(r.ends, chunkEnd{end: len(r.arena), at: at})
 }
 
-// end finishes the exchange, failed with err unless err is nil, and has
-// it recorded in the background.
-func (r *record) end(err error) {
+// end finishes the exchange, ended as how says, failed with err unless
+// how is EndComplete, and has it recorded in the background.
+func (r *record) end(how exchange.End, err error) {
 	if r == nil {
 		return
 	}
 	r.x.Duration = time.Since(r.start)
+	r.x.End = how
 	if err != nil {
 		r.x.Error = err.Error()
-		r.clientGone = errors.Is(err, errClientGone)
 	}
 	r.t.active.Add(1)
 	go func() {
@@ -161,7 +166,8 @@ func (r *record) end(err error) {
 	}()
 }
 
-// finish decodes the response body and appends the finished exchange.
+// finish decodes the response body and has the Recorder record the
+// exchange as it ended.
 func (r *record) finish() {
 	if r.reqDone != nil {
 		<-r.reqDone
@@ -174,40 +180,28 @@ func (r *record) finish() {
 		from = e.end
 	}
 	if len(r.respCodings) > 0 {
-		decoded, err := decodeChunks(chunks, r.respCodings, r.x.Error != "")
+		decoded, err := decodeChunks(chunks, r.respCodings, r.x.End != exchange.EndComplete)
 		if err != nil {
-			r.t.logf("acptap: recording the response body of %s %s://%s%s undecoded: %v", r.x.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
+			r.t.logf("http tap: recording the response body of %s %s://%s%s undecoded: %v", r.x.Method, r.u.Scheme, r.u.Host, r.u.EscapedPath(), err)
 			r.x.ResponseEncoding = ""
 		} else {
 			chunks = decoded
 		}
 	}
 	r.x.Chunks = chunks
-	if r.clientGone && finalEventSent(&r.x) {
+	if r.x.End == exchange.EndClientGone && finalEventSent(&r.x) {
 		// Agents hang up as soon as they have the final event (Codex
 		// does, right after response.completed), often before the tap
 		// sees the upstream's end of body: the response was complete.
-		r.x.Error = ""
+		r.x.End, r.x.Error = exchange.EndComplete, ""
 	}
-	r.t.appendExchange(r.seq, r.start, &r.x, 0)
+	r.t.redactExchange(&r.x)
+	r.t.recorder.Ended(r.id, r.at, &r.x)
 }
 
-// appendExchange redacts x and appends it to the Recorder.
-func (t *Tap) appendExchange(seq uint64, start time.Time, x *exchange.Exchange, flags store.Flag) {
+// redactExchange applies Config.Redact to x.
+func (t *Tap) redactExchange(x *exchange.Exchange) {
 	if t.redact != nil {
 		t.redact(x)
 	}
-	data, err := exchange.Marshal(x)
-	if err != nil {
-		t.logf("acptap: not recording an exchange: %v", err)
-		return
-	}
-	t.recorder.Append(store.Event{
-		Seq:    seq,
-		Kind:   store.KindExchange,
-		Lane:   store.LaneLLM,
-		Offset: start.Sub(t.start),
-		Flags:  flags,
-		Data:   data,
-	})
 }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/proxy"
 )
 
@@ -90,6 +91,9 @@ func TestTransportReset(t *testing.T) {
 			x := s.rec.finished(t, 1)[0]
 			if !strings.Contains(x.Error, proxy.ErrReset.Error()) || string(x.Body()) != first {
 				t.Errorf("recorded body %q, error %q; want %q and %q", x.Body(), x.Error, first, proxy.ErrReset)
+			}
+			if x.End != exchange.EndCut {
+				t.Errorf("recorded end %v, want cut", x.End)
 			}
 
 			resp, err = s.client.Get(s.url)

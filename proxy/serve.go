@@ -14,6 +14,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/hop"
 )
 
 // target is where a request goes and how its exchange is recorded.
@@ -35,35 +38,6 @@ const readSize = 32 << 10
 
 // bufPool holds the buffers that response bodies are read into.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, readSize); return &b }}
-
-// hopHeaders are the hop-by-hop headers, which concern one connection and
-// are not forwarded (RFC 9110, section 7.6.1).
-var hopHeaders = []string{
-	"Connection",
-	"Proxy-Connection", // not standard, but sent by some clients
-	"Keep-Alive",
-	"Proxy-Authenticate",
-	"Proxy-Authorization",
-	"Te",
-	"Trailer",
-	"Transfer-Encoding",
-	"Upgrade",
-}
-
-// removeHopHeaders removes the hop-by-hop headers from h, including those
-// that its Connection header names.
-func removeHopHeaders(h http.Header) {
-	for _, f := range h["Connection"] {
-		for sf := range strings.SplitSeq(f, ",") {
-			if sf = textproto.TrimString(sf); sf != "" {
-				h.Del(sf)
-			}
-		}
-	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
-}
 
 // isUpgrade reports whether the request asks to switch protocols
 // (WebSocket, h2c).
@@ -94,19 +68,19 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	// The request's header is the handler's to change; it becomes the
 	// upstream request's, and the recording's.
 	header := r.Header
-	removeHopHeaders(header)
+	hop.RemoveHeaders(header)
 	body, err := io.ReadAll(r.Body)
 	rec.request(header, body)
 	if err != nil {
 		err = fmt.Errorf("reading the request body: %w", err)
-		rec.end(err)
+		rec.end(exchange.EndRefused, err)
 		t.notice(r.Method, tg.url, err)
 		http.Error(w, "acptap: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	if upgrade {
 		err := errors.New("protocol upgrades and tunnels within tunnels are not supported by the tap")
-		rec.end(err)
+		rec.end(exchange.EndRefused, err)
 		t.notice(r.Method, tg.url, err)
 		http.Error(w, "acptap: "+err.Error(), http.StatusNotImplemented)
 		return
@@ -118,7 +92,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	resp, err := t.transport.RoundTrip(upstreamRequest(ctx, r.Method, tg, header, trailers, body))
 	if err != nil {
 		err = t.why(r, err)
-		rec.end(fmt.Errorf("no response: %w", err))
+		rec.end(endOf(err, exchange.EndUpstreamFailed), fmt.Errorf("no response: %w", err))
 		t.notice(r.Method, tg.url, fmt.Errorf("no response: %w", err))
 		if errors.Is(err, errClientGone) {
 			// The agent left: a clean return would hand it an empty 200
@@ -129,7 +103,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 		return
 	}
 	defer resp.Body.Close()
-	removeHopHeaders(resp.Header)
+	hop.RemoveHeaders(resp.Header)
 	rec.response(resp, time.Since(start))
 
 	h := w.Header()
@@ -166,7 +140,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 					cause = fmt.Errorf("%w: %w", errClientGone, werr)
 				}
 				err := fmt.Errorf("response cut after %d bytes: %w", total, cause)
-				rec.end(err)
+				rec.end(endOf(cause, exchange.EndClientGone), err)
 				t.notice(r.Method, tg.url, err)
 				return
 			}
@@ -180,7 +154,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 		if rerr != nil {
 			cause := t.why(r, rerr)
 			err := fmt.Errorf("response cut after %d bytes: %w", total, cause)
-			rec.end(err)
+			rec.end(endOf(cause, exchange.EndCut), err)
 			t.notice(r.Method, tg.url, err)
 			if errors.Is(rerr, ErrReset) && !errors.Is(cause, errClientGone) {
 				resetConn(w)
@@ -194,7 +168,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	for k, vv := range resp.Trailer {
 		h[http.TrailerPrefix+k] = vv
 	}
-	rec.end(nil)
+	rec.end(exchange.EndComplete, nil)
 }
 
 // resetConn resets the agent's connection of w, as a Transport asks with
@@ -296,6 +270,18 @@ func (t *Tap) interrupted(r *http.Request) error {
 	return nil
 }
 
+// endOf returns how an exchange that failed with err ended: the tap
+// closed, the client went away, or else otherwise.
+func endOf(err error, otherwise exchange.End) exchange.End {
+	switch {
+	case errors.Is(err, ErrClosed):
+		return exchange.EndTapClosed
+	case errors.Is(err, errClientGone):
+		return exchange.EndClientGone
+	}
+	return otherwise
+}
+
 // why says why the upstream request of r failed with err: the tap closed,
 // the client went away, or err itself.
 func (t *Tap) why(r *http.Request, err error) error {
@@ -316,5 +302,5 @@ func (t *Tap) notice(method string, u *url.URL, err error) {
 	if errors.Is(err, ErrClosed) || errors.Is(err, errClientGone) {
 		return
 	}
-	t.logf("acptap: %s %s://%s%s: %v", method, u.Scheme, u.Host, u.EscapedPath(), err)
+	t.logf("http tap: %s %s://%s%s: %v", method, u.Scheme, u.Host, u.EscapedPath(), err)
 }

@@ -115,8 +115,8 @@ func TestStreamFormats(t *testing.T) {
 				if x.Route != rt.recorded || x.Method != http.MethodPost || x.URL != s.upstream || x.Status != http.StatusOK {
 					t.Errorf("recorded route %q, %s %s, status %d; want %q, POST %s, 200", x.Route, x.Method, x.URL, x.Status, rt.recorded, s.upstream)
 				}
-				if x.Error != "" {
-					t.Errorf("recorded error %q, want none", x.Error)
+				if x.Error != "" || x.End != exchange.EndComplete {
+					t.Errorf("recorded end %v, error %q; want complete, none", x.End, x.Error)
 				}
 				if string(x.RequestBody) != reqBody {
 					t.Errorf("recorded request body %q, want %q", x.RequestBody, reqBody)

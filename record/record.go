@@ -232,7 +232,7 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	// callbacks below may run before Start returns.
 	start := time.Now()
 	tapCfg := p.tap
-	tapCfg.Recorder = w
+	tapCfg.Recorder = storeRecorder{w: w, logf: opts.Logf}
 	tapCfg.Redact = p.secrets.Exchange
 	tapCfg.Start = start
 	tapCfg.Logf = opts.Logf

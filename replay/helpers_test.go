@@ -202,6 +202,7 @@ func chatExchange(url string, header http.Header, reqBody, resp []byte) *exchang
 		Status:          http.StatusOK,
 		ResponseHeaders: http.Header{"Content-Type": {"text/event-stream"}},
 		Chunks:          []exchange.Chunk{{Data: bytes.Clone(resp)}},
+		End:             exchange.EndComplete,
 	}
 }
 

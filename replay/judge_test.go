@@ -64,7 +64,7 @@ func TestJudgeEverything(t *testing.T) {
 	wait := &driver.WaitError{Frame: 3, Subject: "frame 3 (session/prompt id=2)", Missing: []string{"the response to editor request id=2 (session/prompt)"}, Err: driver.ErrTimeout}
 	missing := &driver.MissingError{Method: "session/request_permission", N: 1}
 	report := llmserver.Report{
-		Unanswered: []llmserver.Request{{Method: "POST", URL: "https://api.example/v1/chat/completions", Lane: "POST /v1/chat/completions model title", Reason: "the lane was never recorded"}},
+		Unanswered: []llmserver.Request{{Method: "POST", URL: "https://api.example/v1/chat/completions", Queue: "POST /v1/chat/completions model title", Reason: "the lane was never recorded"}},
 		Unrequested: []llmserver.Recorded{{Number: 2, Seq: 9, Exchange: &exchange.Exchange{
 			Method: "POST", URL: "https://api.example/v1/chat/completions?key=sk-secret-0123456789",
 		}}},

@@ -172,7 +172,7 @@ func TestUpdateRefuses(t *testing.T) {
 	}{
 		{"other divergence", func() *Result {
 			r := diverged("r", 1, "e0", "a")
-			r.Divergences = append(r.Divergences, requestUnanswered(llmserver.Request{Method: "POST", URL: "http://x/v1/chat/completions", Lane: "POST /v1/chat/completions model m", Reason: "not recorded"}))
+			r.Divergences = append(r.Divergences, requestUnanswered(llmserver.Request{Method: "POST", URL: "http://x/v1/chat/completions", Queue: "POST /v1/chat/completions model m", Reason: "not recorded"}))
 			return r
 		}()},
 		{"only another divergence", func() *Result {

@@ -11,17 +11,27 @@ import (
 // misread.
 //
 // Format 1 stored every event as a value of its own. Format 2 stores runs
-// of frames as frame blocks (see blockEncoding). An acptap that knows
-// only format 1 would refuse a block by its encoding byte, but only on
-// reaching it, after Events had handed out the events before it: a replay
-// would start and then fail half-way. The format number makes it refuse
-// the recording up front. This package reads both formats.
+// of frames as frame blocks (see blockEncoding), as later formats do. An
+// acptap that knows only format 1 would refuse a block by its encoding
+// byte, but only on reaching it, after Events had handed out the events
+// before it: a replay would start and then fail half-way. The format
+// number makes it refuse the recording up front.
+//
+// Format 3 records how each LLM exchange ended as a word of its own (the
+// "end" of internal/exchange), where format 2 left it to be read from the
+// wording of the exchange's error text. That wording is no longer kept
+// stable: an acptap that knows only format 2 would misread the end of an
+// exchange whose text it does not recognise, replaying an agent that went
+// away as a broken stream, say, and so refuses format 3.
+//
+// This package reads all three formats; exchange.Unmarshal reads the
+// exchanges of both encodings, whatever the recording's format.
 //
 // The store's own format (storeFormat) stays 1: the layout of buckets and
-// keys is unchanged, so an older acptap still opens a store holding
-// format-2 recordings, lists them, and reads and writes recordings of its
-// own format in it.
-const FormatVersion = 2
+// keys is unchanged, so an older acptap still opens a store holding newer
+// recordings, lists them, and reads and writes recordings of its own
+// format in it.
+const FormatVersion = 3
 
 // Lane says which stream an event belongs to.
 type Lane uint8
@@ -60,7 +70,7 @@ const (
 	// KindFrame is one line of stdio: Data is the line without its '\n'.
 	KindFrame Kind = iota + 1
 	// KindExchange is one LLM HTTP exchange: Data is its JSON encoding,
-	// defined by the HTTP tap.
+	// defined by internal/exchange.
 	KindExchange
 )
 

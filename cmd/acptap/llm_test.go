@@ -318,3 +318,45 @@ func decompressedStore(t *testing.T, path string) []byte {
 	}
 	return all.Bytes()
 }
+
+// TestRecordNoticesOnePrefix: what acptap itself says while recording
+// (the recording's name, the tap's notice of each failed exchange) is one
+// line each with one "acptap: " prefix, never doubled, and each notice
+// once.
+func TestRecordNoticesOnePrefix(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	db := filepath.Join(t.TempDir(), "s.db")
+	args := []string{"--prompt", "hello", "--", "acptap", "record", "--store", db, "--name", "notices",
+		"--base-url", "OPENAI_BASE_URL=" + deadURL + "/v1", "--", "testagent"}
+	cmd := exec.Command("testeditor", args...)
+	cmd.Env = agentEnv()
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("testeditor %v: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	var ours []string
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if strings.HasPrefix(line, "acptap: ") {
+			ours = append(ours, line)
+		}
+		if strings.Count(line, "acptap:") > 1 {
+			t.Errorf("notice with the program's name twice: %q", line)
+		}
+	}
+	var named, tap int
+	for _, line := range ours {
+		switch {
+		case strings.HasPrefix(line, `acptap: recording "notices" into `):
+			named++
+		case strings.HasPrefix(line, "acptap: http tap: ") && strings.Contains(line, strings.TrimPrefix(deadURL, "http://")):
+			tap++
+		}
+	}
+	if named != 1 || tap != 1 {
+		t.Errorf("%d recording notices and %d tap notices for the one failed exchange, want 1 and 1; acptap said:\n%s",
+			named, tap, strings.Join(ours, "\n"))
+	}
+}

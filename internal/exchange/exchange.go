@@ -39,8 +39,13 @@ type Exchange struct {
 
 	TTFB     time.Duration `json:"ttfb"`     // request start → response headers
 	Duration time.Duration `json:"duration"` // request start → end of the response body
-	// Error is why the exchange did not complete: the upstream was down,
-	// TLS failed, the stream was reset. Empty when it completed.
+
+	// End is how the exchange ended, or EndInFlight while it has not.
+	End End `json:"end"`
+	// Error says, for people, why the exchange did not complete, in the
+	// words of the error that ended it: "no response: dial tcp ...:
+	// connection refused". Empty when it completed. Programs read End:
+	// the wording may change from one acptap to the next.
 	Error string `json:"error,omitempty"`
 }
 
@@ -72,11 +77,27 @@ func Marshal(e *Exchange) ([]byte, error) {
 	return b, nil
 }
 
-// Unmarshal decodes an exchange written by Marshal.
+// Unmarshal decodes an exchange written by Marshal, or by an acptap that
+// wrote format-2 recordings: those exchanges have no end, which is read
+// from their error text and status instead (see legacyEnd). Whether an
+// exchange has an end is what tells the two apart, not the format of its
+// recording: rewriting a recording's agent lane (replay --update) makes it
+// the current format and keeps its exchanges as they were written.
 func Unmarshal(data []byte) (*Exchange, error) {
 	var e Exchange
-	if err := json.Unmarshal(data, &e); err != nil {
+	// The outer End, shallower than Exchange's, takes the "end" field:
+	// nil when there is none.
+	v := struct {
+		*Exchange
+		End *End `json:"end"`
+	}{Exchange: &e}
+	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, fmt.Errorf("decoding exchange: %w", err)
+	}
+	if v.End != nil {
+		e.End = *v.End
+	} else {
+		e.End = legacyEnd(e.Status, e.Error)
 	}
 	return &e, nil
 }

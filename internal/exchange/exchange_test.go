@@ -18,7 +18,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 		Status:          200, ResponseHeaders: http.Header{"Content-Type": {"text/event-stream"}},
 		ResponseEncoding: "gzip",
 		Chunks:           []Chunk{{At: time.Millisecond, Data: []byte("data: a\n\n")}, {At: 2 * time.Millisecond, Data: []byte("data: b\r\n\r\n")}},
-		TTFB:             time.Millisecond, Duration: 3 * time.Millisecond, Error: "response cut",
+		TTFB:             time.Millisecond, Duration: 3 * time.Millisecond, End: EndCut, Error: "response cut",
 	}
 	b, err := Marshal(e)
 	if err != nil {
@@ -48,6 +48,8 @@ func FuzzUnmarshal(f *testing.F) {
 	b, _ := Marshal(&Exchange{Method: "GET", URL: "http://x/", Chunks: []Chunk{{Data: []byte("hi")}}})
 	f.Add(b)
 	f.Add([]byte(`{"chunks":[{"at":1,"data":"aGk="}]}`))
+	f.Add([]byte(`{"status":200,"error":"response cut after 3 bytes: the client went away"}`))
+	f.Add([]byte(`{"status":200,"end":"cut","error":"x"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := Unmarshal(data)
 		if err != nil {
@@ -62,7 +64,7 @@ func FuzzUnmarshal(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Unmarshal(Marshal(e)): %v", err)
 		}
-		if !bytes.Equal(e.Body(), e2.Body()) || e.URL != e2.URL || e.Status != e2.Status {
+		if !bytes.Equal(e.Body(), e2.Body()) || e.URL != e2.URL || e.Status != e2.Status || e.End != e2.End || e.Error != e2.Error {
 			t.Fatalf("round trip changed the exchange")
 		}
 	})

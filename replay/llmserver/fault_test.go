@@ -88,7 +88,7 @@ func FuzzParseFault(f *testing.F) {
 	for _, c := range parseCases {
 		f.Add(c.spec)
 	}
-	x := laneExchange("/v1/responses", "gpt-x", 1)
+	x := queueExchange("/v1/responses", "gpt-x", 1)
 	f.Fuzz(func(t *testing.T, spec string) {
 		got, err := llmserver.ParseFault(spec)
 		if err != nil {

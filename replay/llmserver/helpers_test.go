@@ -112,6 +112,7 @@ func streamed(rawURL, model, contentType string, pieces [][]byte) *exchange.Exch
 			"X-Request-Id": {"req_recorded"},
 		},
 		TTFB: 30 * time.Second,
+		End:  exchange.EndComplete,
 	}
 	for i, p := range pieces {
 		x.Chunks = append(x.Chunks, exchange.Chunk{At: chunkOffset(i), Data: p})
@@ -141,6 +142,7 @@ func plain(rawURL, model, body string) *exchange.Exchange {
 		Chunks:          []exchange.Chunk{{At: time.Minute, Data: []byte(body)}},
 		TTFB:            time.Minute,
 		Duration:        time.Minute,
+		End:             exchange.EndComplete,
 	}
 }
 

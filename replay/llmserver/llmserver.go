@@ -5,20 +5,21 @@
 // routes, and the Server answers each one from the recorded exchanges. It
 // never dials anything.
 //
-// # Lanes
+// # Queues
 //
-// A lane is the method, the URL path and the model of a request, as in
-// "POST /v1/responses model gpt-5". The model is the "model" field of the
-// JSON request body, decoded from its Content-Encoding, or, for Gemini and
-// for Anthropic on Vertex AI, the model the URL names, as
-// wire.RequestInfo reads it; a request without one has a lane without a
-// model. The host and the query are not part of a lane. Each lane keeps
-// its own cursor: the n-th request of a lane gets the n-th recorded
-// exchange of that lane. Requests of different lanes may come in any
-// order, so a title-generation call racing the main turn cannot take the
-// main turn's response, while within a lane the recorded order holds.
+// The recorded exchanges wait in queues, one per request key: the method,
+// the URL path and the model of a request, as in "POST /v1/responses model
+// gpt-5". The model is the "model" field of the JSON request body, decoded
+// from its Content-Encoding, or, for Gemini and for Anthropic on Vertex
+// AI, the model the URL names, as wire.RequestInfo reads it; a request
+// without one has a key without a model. The host and the query are not
+// part of the key. Each queue keeps its own cursor: the n-th request of a
+// key gets the n-th recorded exchange of its queue. Requests of different
+// queues may come in any order, so a title-generation call racing the main
+// turn cannot take the main turn's response, while within a queue the
+// recorded order holds.
 //
-// A request whose lane has no recorded exchange left, or none at all, is
+// A request whose queue has no recorded exchange left, or none at all, is
 // never forwarded anywhere: it is answered 400, a status agents do not
 // retry, with an error body in the shape of the request's wire format
 // whose message starts "acptap replay: no recorded exchange for", and it
@@ -52,7 +53,7 @@
 //
 // # Drift
 //
-// Each request is paired with its recorded twin, the exchange its lane's
+// Each request is paired with its recorded twin, the exchange its queue's
 // cursor gives it, and if Options.Compare says they differ, the first
 // difference is listed in Report.Drift.
 package llmserver
@@ -74,9 +75,9 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/hop"
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/internal/wire"
-	"github.com/acptap/acptap/proxy"
 )
 
 // Recorded is one recorded LLM exchange.
@@ -125,17 +126,17 @@ type Server struct {
 
 	comparing sync.WaitGroup // request comparisons under way
 
-	mu         sync.Mutex       // guards the fields below, and those of lanes and entries marked so
-	lanes      map[string]*lane // by name; lanes that were not recorded are added as requests come
-	served     int              // exchanges consumed
+	mu         sync.Mutex        // guards the fields below, and those of queues and entries marked so
+	queues     map[string]*queue // by key; queues that were not recorded are added as requests come
+	served     int               // exchanges consumed
 	unanswered []Request
 	drift      []Drift
 	faulted    []int // Numbers, in order of application
 }
 
-// lane is the recorded exchanges of one lane and its cursor.
-type lane struct {
-	name    string
+// queue is the recorded exchanges of one request key and its cursor.
+type queue struct {
+	key     string
 	entries []*entry
 	next    int // guarded by Server.mu: index of the entry the next request gets
 	live    int // guarded by Server.mu: requests so far
@@ -159,7 +160,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		speed:   opts.Speed,
 		compare: opts.Compare,
-		lanes:   make(map[string]*lane),
+		queues:  make(map[string]*queue),
 	}
 	byNumber := make(map[int]*entry, len(opts.Exchanges))
 	for i, r := range opts.Exchanges {
@@ -172,14 +173,14 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("%w: two exchanges are llm #%d", ErrInvalidOptions, r.Number)
 		}
 		x := r.Exchange
-		name := laneName(x.Method, recordedPath(x.URL), requestModel(x.Method, x.URL, x.RequestBody))
-		ln := s.lanes[name]
-		if ln == nil {
-			ln = &lane{name: name}
-			s.lanes[name] = ln
+		key := requestKey(x.Method, recordedPath(x.URL), requestModel(x.Method, x.URL, x.RequestBody))
+		q := s.queues[key]
+		if q == nil {
+			q = &queue{key: key}
+			s.queues[key] = q
 		}
 		e := &entry{Recorded: r}
-		ln.entries = append(ln.entries, e)
+		q.entries = append(q.entries, e)
 		s.entries = append(s.entries, e)
 		byNumber[r.Number] = e
 	}
@@ -200,8 +201,8 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// laneName returns the name of a lane, which identifies it.
-func laneName(method, path, model string) string {
+// requestKey returns the key of a request, which names its queue.
+func requestKey(method, path, model string) string {
 	if model == "" {
 		return method + " " + path
 	}
@@ -242,26 +243,28 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	body, encoding, decodeErr := decodeRequestBody(req.Header, raw)
 	format := wire.Detect(req.Method, req.URL.String(), nil)
 	model, _ := wire.RequestInfo(format, req.URL.String(), body)
-	name := laneName(req.Method, req.URL.Path, model)
+	key := requestKey(req.Method, req.URL.Path, model)
 
 	s.mu.Lock()
-	ln := s.lanes[name]
-	if ln == nil {
-		ln = &lane{name: name}
-		s.lanes[name] = ln
+	q := s.queues[key]
+	if q == nil {
+		q = &queue{key: key}
+		s.queues[key] = q
 	}
-	ln.live++
-	if ln.next == len(ln.entries) {
-		reason := fmt.Sprintf("lane has %d recorded, this is request %d", len(ln.entries), ln.live)
+	q.live++
+	if q.next == len(q.entries) {
+		// The wording, from before queues had their name, is kept:
+		// users' scripts may match it.
+		reason := fmt.Sprintf("lane has %d recorded, this is request %d", len(q.entries), q.live)
 		if decodeErr != nil {
 			reason += "; " + decodeErr.Error()
 		}
-		s.unanswered = append(s.unanswered, Request{Method: req.Method, URL: masker.URL(req.URL.String()), Lane: name, Reason: reason})
+		s.unanswered = append(s.unanswered, Request{Method: req.Method, URL: masker.URL(req.URL.String()), Queue: key, Reason: reason})
 		s.mu.Unlock()
-		msg := "acptap replay: no recorded exchange for " + name + " (" + reason + ")"
+		msg := "acptap replay: no recorded exchange for " + key + " (" + reason + ")"
 		return errorResponse(req, format, http.StatusBadRequest, "acptap_replay", msg, http.Header{markHeader: {"unanswered"}}), nil
 	}
-	e := ln.entries[ln.next]
+	e := q.entries[q.next]
 	var fault *Fault
 	if e.fault != nil && !e.faultApplied {
 		e.faultApplied = true
@@ -269,7 +272,7 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.faulted = append(s.faulted, e.Number)
 	}
 	if fault == nil || fault.Kind == FaultMalformed {
-		ln.next++
+		q.next++
 		e.served = true
 		s.served++
 	}
@@ -337,11 +340,10 @@ func (s *Server) waitCancel(ctx context.Context, number int, why string) error {
 	return fmt.Errorf("replaying llm #%d: %s: %w", number, why, context.Cause(ctx))
 }
 
-// agentLeft reports whether a recorded exchange ended, as the tap records
-// it, because the agent went away or the recording stopped: the agent
-// never saw it end.
-func agentLeft(recordedErr string) bool {
-	return strings.Contains(recordedErr, "the client went away") || strings.Contains(recordedErr, proxy.ErrClosed.Error())
+// agentLeft reports whether a recorded exchange ended because the agent
+// went away or the recording stopped: the agent never saw it end.
+func agentLeft(x *exchange.Exchange) bool {
+	return x.End == exchange.EndClientGone || x.End == exchange.EndTapClosed
 }
 
 // replay answers req with the recorded response of e, with fault applied
@@ -352,7 +354,7 @@ func (s *Server) replay(req *http.Request, start time.Time, e *entry, fault *Fau
 		if err := s.sleepUntil(ctx, nil, e.Number, start, x.Duration); err != nil {
 			return nil, fmt.Errorf("replaying llm #%d: waiting for the recorded failure: %w", e.Number, err)
 		}
-		if agentLeft(x.Error) {
+		if agentLeft(x) {
 			return nil, s.waitCancel(ctx, e.Number, "the agent got no response when recording")
 		}
 		why := x.Error
@@ -373,9 +375,10 @@ func (s *Server) replay(req *http.Request, start time.Time, e *entry, fault *Fau
 		closed: make(chan struct{}),
 	}
 	switch {
-	case x.Error != "" && agentLeft(x.Error):
+	case x.End == exchange.EndComplete:
+	case agentLeft(x):
 		b.endHangs = true
-	case x.Error != "":
+	default:
 		b.endErr = fmt.Errorf("replaying llm #%d: the recorded response was cut (%s): %w", e.Number, x.Error, io.ErrUnexpectedEOF)
 	}
 	if fault != nil {
@@ -389,7 +392,7 @@ func (s *Server) replay(req *http.Request, start time.Time, e *entry, fault *Fau
 			if fault.Kind == FaultCut {
 				b.endErr = fmt.Errorf("replaying llm #%d: %s injected after %d bytes: %w", e.Number, fault, n, io.ErrUnexpectedEOF)
 			} else {
-				b.endErr = fmt.Errorf("replaying llm #%d: %s injected after %d bytes: %w", e.Number, fault, n, proxy.ErrReset)
+				b.endErr = fmt.Errorf("replaying llm #%d: %s injected after %d bytes: %w", e.Number, fault, n, hop.ErrReset)
 			}
 		case FaultMalformed:
 			if from, to, ok := garbleRange(full, fr); ok {
@@ -441,13 +444,13 @@ type Report struct {
 type Request struct {
 	Method string
 	URL    string // credentials in the query masked
-	Lane   string // such as "POST /v1/responses model gpt-5"
+	Queue  string // the request's key, such as "POST /v1/responses model gpt-5"
 	Reason string // such as "lane has 2 recorded, this is request 3"
 }
 
 // String describes r in one line.
 func (r Request) String() string {
-	return fmt.Sprintf("%s %s: no recorded exchange for %s (%s)", r.Method, r.URL, r.Lane, r.Reason)
+	return fmt.Sprintf("%s %s: no recorded exchange for %s (%s)", r.Method, r.URL, r.Queue, r.Reason)
 }
 
 // Drift is a difference between a request and its recorded twin.

@@ -103,13 +103,13 @@ func TestPlainResponse(t *testing.T) {
 	}
 }
 
-// laneExchange is a recorded exchange of the lane of model at path whose
+// queueExchange is a recorded exchange of the queue of model at path whose
 // answer names its Number.
-func laneExchange(path, model string, number int) *exchange.Exchange {
+func queueExchange(path, model string, number int) *exchange.Exchange {
 	return plain(upstream+path, model, fmt.Sprintf(`{"number":%d}`, number))
 }
 
-// answerNumber returns the Number an answer of laneExchange names.
+// answerNumber returns the Number an answer of queueExchange names.
 func answerNumber(t testing.TB, resp *http.Response) int {
 	t.Helper()
 	body := readAllBody(t, resp)
@@ -122,18 +122,18 @@ func answerNumber(t testing.TB, resp *http.Response) int {
 	return v.Number
 }
 
-// TestLanes: two lanes sharing a path and differing by model, whose
+// TestQueues: two queues sharing a path and differing by model, whose
 // requests race each other, each get their own recorded order, whichever
-// lane comes first.
-func TestLanes(t *testing.T) {
+// queue comes first.
+func TestQueues(t *testing.T) {
 	const path = "/v1/responses"
 	// Recorded: main, title, main, title, main.
 	xs := []*exchange.Exchange{
-		laneExchange(path, "gpt-main", 1),
-		laneExchange(path, "gpt-title", 2),
-		laneExchange(path, "gpt-main", 3),
-		laneExchange(path, "gpt-title", 4),
-		laneExchange(path, "gpt-main", 5),
+		queueExchange(path, "gpt-main", 1),
+		queueExchange(path, "gpt-title", 2),
+		queueExchange(path, "gpt-main", 3),
+		queueExchange(path, "gpt-title", 4),
+		queueExchange(path, "gpt-main", 5),
 	}
 	want := map[string][]int{"gpt-main": {1, 3, 5}, "gpt-title": {2, 4}}
 	for _, rt := range routes {
@@ -169,7 +169,7 @@ func TestLanes(t *testing.T) {
 				wg.Wait()
 				for model, w := range want {
 					if !slices.Equal(got[model], w) {
-						t.Errorf("lane %s got exchanges %v, want %v", model, got[model], w)
+						t.Errorf("queue %s got exchanges %v, want %v", model, got[model], w)
 					}
 				}
 				if r := s.Report(); r.Served != 5 || len(r.Unanswered)+len(r.Unrequested) != 0 {
@@ -180,12 +180,12 @@ func TestLanes(t *testing.T) {
 	}
 }
 
-// TestUnanswered: a request beyond its lane's recorded exchanges, or in a
-// lane never recorded, gets a 400 with an error in its wire format's shape
+// TestUnanswered: a request beyond its queue's recorded exchanges, or of a
+// key never recorded, gets a 400 with an error in its wire format's shape
 // and is reported, with the credentials in its URL masked.
 func TestUnanswered(t *testing.T) {
-	msg := func(lane string, recorded, request int) string {
-		return fmt.Sprintf("acptap replay: no recorded exchange for %s (lane has %d recorded, this is request %d)", lane, recorded, request)
+	msg := func(key string, recorded, request int) string {
+		return fmt.Sprintf("acptap replay: no recorded exchange for %s (lane has %d recorded, this is request %d)", key, recorded, request)
 	}
 	q := func(s string) string {
 		b, _ := json.Marshal(s)
@@ -194,8 +194,8 @@ func TestUnanswered(t *testing.T) {
 	const openAIShape = `{"error":{"message":%s,"type":"acptap_replay","param":null,"code":null}}`
 	cases := []struct {
 		name, path, model string
-		recorded          bool   // one exchange of the lane is recorded
-		lane              string // as reported
+		recorded          bool   // one exchange of the queue is recorded
+		queue             string // as reported
 		shape             string // the error body, %s the quoted message
 	}{
 		{"openai-responses", "/v1/responses", "gpt-x", true, "POST /v1/responses model gpt-x", openAIShape},
@@ -205,7 +205,7 @@ func TestUnanswered(t *testing.T) {
 		{"gemini", "/v1beta/models/gemini-x:streamGenerateContent", "", true, "POST /v1beta/models/gemini-x:streamGenerateContent model gemini-x",
 			`{"error":{"code":400,"message":%s,"status":"INVALID_ARGUMENT"}}`},
 		{"ollama", "/api/chat", "qwen3", true, "POST /api/chat model qwen3", `{"error":%s}`},
-		{"unknown-lane", "/v1/responses", "gpt-never-recorded", false, "POST /v1/responses model gpt-never-recorded", openAIShape},
+		{"unknown-queue", "/v1/responses", "gpt-never-recorded", false, "POST /v1/responses model gpt-never-recorded", openAIShape},
 	}
 	for _, rt := range routes {
 		for _, c := range cases {
@@ -213,7 +213,7 @@ func TestUnanswered(t *testing.T) {
 				var xs []*exchange.Exchange
 				recorded := 0
 				if c.recorded {
-					xs = append(xs, laneExchange(c.path, c.model, 1))
+					xs = append(xs, queueExchange(c.path, c.model, 1))
 					recorded = 1
 				}
 				s := newServer(t, llmserver.Options{Exchanges: recordedList(xs...)})
@@ -227,7 +227,7 @@ func TestUnanswered(t *testing.T) {
 				}
 				resp := post(t, client, u, requestBody(c.model, "hi"))
 				got := readAllBody(t, resp)
-				wantBody := fmt.Sprintf(c.shape, q(msg(c.lane, recorded, recorded+1)))
+				wantBody := fmt.Sprintf(c.shape, q(msg(c.queue, recorded, recorded+1)))
 				if resp.StatusCode != http.StatusBadRequest || string(got) != wantBody {
 					t.Errorf("got %d %s\nwant 400 %s", resp.StatusCode, got, wantBody)
 				}
@@ -240,8 +240,8 @@ func TestUnanswered(t *testing.T) {
 				}
 				un := r.Unanswered[0]
 				wantReason := fmt.Sprintf("lane has %d recorded, this is request %d", recorded, recorded+1)
-				if un.Method != http.MethodPost || un.Lane != c.lane || un.Reason != wantReason || !strings.Contains(un.URL, c.path) {
-					t.Errorf("unanswered %+v; want POST, lane %q, reason %q, a URL with %s", un, c.lane, wantReason, c.path)
+				if un.Method != http.MethodPost || un.Queue != c.queue || un.Reason != wantReason || !strings.Contains(un.URL, c.path) {
+					t.Errorf("unanswered %+v; want POST, queue %q, reason %q, a URL with %s", un, c.queue, wantReason, c.path)
 				}
 				if strings.Contains(un.URL, "sk-secret-in-query") || strings.Contains(un.String(), "sk-secret-in-query") {
 					t.Errorf("the report shows the key in the query: %s", un)
@@ -258,9 +258,9 @@ func TestUnanswered(t *testing.T) {
 // reported in recorded order.
 func TestUnrequested(t *testing.T) {
 	xs := recordedList(
-		laneExchange("/v1/responses", "gpt-main", 1),
-		laneExchange("/v1/responses", "gpt-title", 2),
-		laneExchange("/v1/responses", "gpt-main", 3),
+		queueExchange("/v1/responses", "gpt-main", 1),
+		queueExchange("/v1/responses", "gpt-title", 2),
+		queueExchange("/v1/responses", "gpt-main", 3),
 	)
 	s := newServer(t, llmserver.Options{Exchanges: xs})
 	tap, ca := newTap(t, s)
@@ -291,10 +291,11 @@ func TestRecordedFailures(t *testing.T) {
 		URL:         upstream + "/v1/messages",
 		RequestBody: requestBody("claude-x", "hi"),
 		Duration:    time.Hour,
+		End:         exchange.EndUpstreamFailed,
 		Error:       "no response: dial tcp 10.1.2.3:443: connect: connection refused",
 	}
 	cut := streamed(upstream+"/v1/messages", "claude-x", "text/event-stream", events[:3])
-	cut.Error = "response cut after 1234 bytes: read tcp: connection reset by peer"
+	cut.End, cut.Error = exchange.EndCut, "response cut after 1234 bytes: read tcp: connection reset by peer"
 	for _, rt := range routes {
 		t.Run(rt.name, func(t *testing.T) {
 			s := newServer(t, llmserver.Options{Exchanges: recordedList(noResponse, cut)})
@@ -324,8 +325,8 @@ func TestRecordedFailures(t *testing.T) {
 // from its Content-Encoding and with credentials masked; the first
 // difference of each exchange is reported.
 func TestCompare(t *testing.T) {
-	x1 := laneExchange("/v1/responses", "gpt-main", 1)
-	x2 := laneExchange("/v1/responses", "gpt-main", 2)
+	x1 := queueExchange("/v1/responses", "gpt-main", 1)
+	x2 := queueExchange("/v1/responses", "gpt-main", 2)
 	x2.RequestBody = requestBody("gpt-main", "world")
 	var mu sync.Mutex // guards lives
 	var lives []*exchange.Exchange
@@ -355,7 +356,7 @@ func TestCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := answerNumber(t, resp); n != 1 {
-		t.Errorf("the gzip request got exchange %d, want 1: its lane comes from its decoded body", n)
+		t.Errorf("the gzip request got exchange %d, want 1: its queue comes from its decoded body", n)
 	}
 	// The second differs from its twin.
 	if n := answerNumber(t, post(t, client, base+"/v1/responses", requestBody("gpt-main", "WORLD"))); n != 2 {
@@ -453,8 +454,8 @@ func TestSpeed(t *testing.T) {
 
 // TestNew: New refuses options it cannot serve.
 func TestNew(t *testing.T) {
-	x := laneExchange("/v1/responses", "gpt-x", 1)
-	noResponse := &exchange.Exchange{Method: http.MethodPost, URL: upstream + "/v1/responses", Error: "no response: EOF"}
+	x := queueExchange("/v1/responses", "gpt-x", 1)
+	noResponse := &exchange.Exchange{Method: http.MethodPost, URL: upstream + "/v1/responses", End: exchange.EndUpstreamFailed, Error: "no response: EOF"}
 	cases := []struct {
 		name string
 		opts llmserver.Options

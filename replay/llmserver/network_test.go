@@ -49,6 +49,7 @@ func TestNoNetwork(t *testing.T) {
 				Method:      http.MethodPost,
 				URL:         up.URL + c.path,
 				RequestBody: answered.RequestBody,
+				End:         exchange.EndUpstreamFailed,
 				Error:       "no response: dial tcp: connection refused",
 			}
 			retried := captured(t, c, up.URL)
@@ -69,7 +70,7 @@ func TestNoNetwork(t *testing.T) {
 			resp := post(t, client, base+"/v1/never/recorded", nil)
 			readAllBody(t, resp)
 			if resp.StatusCode != http.StatusBadRequest {
-				t.Errorf("request for a lane never recorded: status %d, want 400", resp.StatusCode)
+				t.Errorf("request of a key never recorded: status %d, want 400", resp.StatusCode)
 			}
 			if n := up.conns.Load(); n != 0 {
 				t.Errorf("the upstream got %d connections, want 0", n)

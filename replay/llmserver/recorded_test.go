@@ -14,57 +14,57 @@ import (
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay/llmserver"
-	"github.com/acptap/acptap/store"
 )
 
-// memRecorder keeps the exchanges a tap records, by Seq.
+// memRecorder keeps the exchanges a tap has ended, by id.
 type memRecorder struct {
 	mu      sync.Mutex // guards the fields below
-	seq     uint64
-	last    map[uint64]store.Event // the last event of each Seq
-	changed chan struct{}          // closed and replaced on each Append
+	id      uint64
+	ended   map[uint64][]byte // the exchange of each id that has ended, as a recording encodes it
+	changed chan struct{}     // closed and replaced on each Ended
 }
 
 func newMemRecorder() *memRecorder {
-	return &memRecorder{last: map[uint64]store.Event{}, changed: make(chan struct{})}
+	return &memRecorder{ended: map[uint64][]byte{}, changed: make(chan struct{})}
 }
 
-func (r *memRecorder) Reserve() uint64 {
+func (r *memRecorder) Begin() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.seq++
-	return r.seq
+	r.id++
+	return r.id
 }
 
-func (r *memRecorder) Append(e store.Event) uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e.Seq == 0 {
-		r.seq++
-		e.Seq = r.seq
+func (r *memRecorder) Started(uint64, time.Duration, *exchange.Exchange) {}
+
+func (r *memRecorder) Ended(id uint64, _ time.Duration, x *exchange.Exchange) {
+	data, err := exchange.Marshal(x)
+	if err != nil {
+		panic(err) // only an End that is no End fails to encode: a bug of the tap
 	}
-	r.last[e.Seq] = e
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ended[id] = data
 	close(r.changed)
 	r.changed = make(chan struct{})
-	return e.Seq
 }
 
-// finished waits for the exchange of the first Seq to be recorded as
-// finished and returns it.
+// finished waits for the first exchange to end, and returns it as a
+// recording gives it back.
 func (r *memRecorder) finished(t *testing.T) llmserver.Recorded {
 	t.Helper()
 	deadline := time.After(hangGuard)
 	for {
 		r.mu.Lock()
-		e, ok := r.last[1]
+		data, ok := r.ended[1]
 		changed := r.changed
 		r.mu.Unlock()
-		if ok && e.Flags&store.FlagIncomplete == 0 {
-			x, err := exchange.Unmarshal(e.Data)
+		if ok {
+			x, err := exchange.Unmarshal(data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return llmserver.Recorded{Number: 1, Seq: e.Seq, Exchange: x}
+			return llmserver.Recorded{Number: 1, Seq: 1, Exchange: x}
 		}
 		select {
 		case <-changed:
@@ -134,8 +134,8 @@ func recordAgentLeaving(t *testing.T, first []byte, midStream bool) llmserver.Re
 		t.Fatalf("recording: %v", err)
 	}
 	r := rec.finished(t)
-	if r.Exchange.Error == "" {
-		t.Fatalf("the exchange the agent left was recorded without an error")
+	if r.Exchange.Error == "" || r.Exchange.End != exchange.EndClientGone {
+		t.Fatalf("the exchange the agent left was recorded with end %v, error %q; want client-gone and an error", r.Exchange.End, r.Exchange.Error)
 	}
 	return r
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/textproto"
 	"strconv"
 	"strings"
 
+	"github.com/acptap/acptap/internal/hop"
 	"github.com/acptap/acptap/internal/wire"
 )
 
@@ -17,13 +17,6 @@ import (
 // replays: "unanswered" on the answer to a request the recording cannot
 // answer, "fault" on an injected error status.
 const markHeader = "X-Acptap-Replay"
-
-// hopHeaders are the hop-by-hop headers, which concern one connection and
-// are not replayed (RFC 9110, section 7.6.1).
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
-}
 
 // replayHeader returns the header to replay of a recorded response: the
 // recorded one without hop-by-hop headers, Content-Length, which the
@@ -34,16 +27,7 @@ func replayHeader(recorded http.Header) http.Header {
 	if h == nil {
 		h = http.Header{}
 	}
-	for _, f := range h["Connection"] {
-		for sf := range strings.SplitSeq(f, ",") {
-			if sf = textproto.TrimString(sf); sf != "" {
-				h.Del(sf)
-			}
-		}
-	}
-	for _, k := range hopHeaders {
-		h.Del(k)
-	}
+	hop.RemoveHeaders(h)
 	h.Del("Content-Length")
 	h.Del("Content-Encoding")
 	return h
