@@ -1,4 +1,4 @@
-// Package hop handles what concerns one connection of an HTTP exchange rather than the exchange itself: the hop-by-hop headers, which neither the tap nor the replay server passes on, and the connection reset that a replayed response asks of the tap.
+// Package hop handles what belongs to one HTTP connection rather than to the exchange: the hop-by-hop headers, which neither the tap nor the replay server passes on, and the connection reset a replayed response asks of the tap.
 package hop
 
 import (
