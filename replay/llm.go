@@ -100,7 +100,7 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(re
 		local[v] = u
 	}
 	llm.argv = proxy.ExpandBaseURLs(argv, local)
-	if llm.env, err = tapEnv(env, tap, rec.meta); err != nil {
+	if llm.env, err = tapEnv(env, tap, rec.meta, opts.Loopback); err != nil {
 		tap.Close()
 		return nil, err
 	}
@@ -112,14 +112,22 @@ func (l *llmSide) close() { l.tap.Close() }
 
 // tapEnv returns env with the tap's variables, the way the recorded agent
 // reached the LLM: its base-URL variables, and the proxy variables and CA
-// bundles only if it was given them (meta.ProxyEnv).
-func tapEnv(env []string, tap *proxy.Tap, meta store.Recording) ([]string, error) {
+// bundles only if it was given them (meta.ProxyEnv), with loopback left
+// out of the proxy as loopback says.
+func tapEnv(env []string, tap *proxy.Tap, meta store.Recording, loopback LoopbackMode) ([]string, error) {
 	if !meta.ProxyEnv {
 		// Only the base-URL variables: the recorded agent did not go
 		// through a proxy, and a replay must reach it the same way.
 		return dedupeEnv(tap.BaseURLEnv(env)), nil
 	}
-	full, err := tap.Env(env)
+	var eo proxy.EnvOptions
+	switch loopback {
+	case LoopbackAsRecorded:
+		eo.ProxyLoopback = !meta.LoopbackDirect
+	case LoopbackProxied:
+		eo.ProxyLoopback = true
+	}
+	full, err := tap.Env(env, eo)
 	if err != nil {
 		return nil, fmt.Errorf("preparing the agent's environment: %w", err)
 	}
