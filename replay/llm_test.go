@@ -60,7 +60,7 @@ func TestStartLLMBaseURL(t *testing.T) {
 		return "", nil, nil, false
 	}
 	opts := &Options{CA: testCA(t)}
-	llm, err := startLLM(rec, []string{"agent", "--base=${OPENAI_BASE_URL}", "${OTHER}"}, []string{"HOME=/sb/home", "A=1"}, opts, compare)
+	llm, err := startLLM(rec, []string{"agent", "--base=${OPENAI_BASE_URL}", "${OTHER}"}, []string{"HOME=/sb/home", "A=1"}, opts, compare, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestStartLLMBaseURL(t *testing.T) {
 
 func TestStartLLMProxyEnv(t *testing.T) {
 	rec, _ := chatRecording(t, true)
-	llm, err := startLLM(rec, []string{"agent"}, []string{"HOME=/sb/home", "HTTPS_PROXY=http://elsewhere:1"}, &Options{CA: testCA(t)}, nil)
+	llm, err := startLLM(rec, []string{"agent"}, []string{"HOME=/sb/home", "HTTPS_PROXY=http://elsewhere:1"}, &Options{CA: testCA(t)}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestStartLLMLoopback(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec, _ := chatRecording(t, true)
 			rec.meta.LoopbackDirect = tt.loopbackDirect
-			llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Loopback: tt.mode}, nil)
+			llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Loopback: tt.mode}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestStartLLMFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{1: fault}}, nil)
+	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{1: fault}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestStartLLMFaults(t *testing.T) {
 	}
 
 	// A fault for an exchange the recording does not have.
-	if llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{2: fault}}, nil); !errors.Is(err, llmserver.ErrInvalidOptions) {
+	if llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{2: fault}}, nil, nil); !errors.Is(err, llmserver.ErrInvalidOptions) {
 		if err == nil {
 			llm.close()
 		}

@@ -114,11 +114,14 @@ type Result struct {
 	// Divergences are the reasons the replay is not equal, in this
 	// order: the agent's output (OutputDiffers), the editor side's
 	// errors, the LLM requests the recording could not answer, the
-	// recorded exchanges never requested, and request drift under
-	// RequestsFail. Empty when the replay is equal.
+	// recorded exchanges never requested, request drift under
+	// RequestsFail, and under StrictHTTP the http requests without a
+	// recorded answer and the recorded http exchanges never requested.
+	// Empty when the replay is equal.
 	Divergences []Divergence
 	// Warnings are reported but do not fail the replay: request drift
-	// (RequestDrift) under RequestsWarn.
+	// (RequestDrift) under RequestsWarn, and without StrictHTTP the http
+	// requests the recording had no answer for (HTTPUnanswered).
 	Warnings []Divergence
 	// Diff is a unified diff of the normalized expected and actual agent
 	// streams, pretty JSON; empty when they are equal.
@@ -169,7 +172,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	if opts.Requests != RequestsIgnore {
 		compare = norms.compareRequests
 	}
-	llm, err := startLLM(rec, argv, sb.env, &opts, compare)
+	llm, err := startLLM(rec, argv, sb.env, &opts, compare, norms.httpKey)
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +199,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		driveErr:   run.driveErr,
 		llm:        report,
 		requests:   opts.Requests,
+		strictHTTP: opts.StrictHTTP,
 		normalizer: norms.new,
 	})
 	res := &Result{
