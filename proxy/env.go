@@ -31,9 +31,9 @@ var systemBundles = []string{
 }
 
 // loopbackHosts are the names of loopback that Env puts in NO_PROXY, as
-// hosts without ports, the way clients read them: Node's and Bun's
-// (which, unlike Go's, do proxy loopback unless NO_PROXY names it), curl,
-// Python requests and Rust's reqwest.
+// hosts without ports, an entry that exempts the host on every port for
+// the clients that read NO_PROXY: Node's and Bun's (which, unlike Go's,
+// proxy loopback unless NO_PROXY names it), curl, Python's and Rust's.
 var loopbackHosts = []string{"localhost", "127.0.0.1", "::1"}
 
 // EnvOptions qualify the environment that Env makes. The zero value is

@@ -1,4 +1,4 @@
-// Package llmserver answers an agent's LLM requests from a recording, positionally, without touching the network.
+// Package llmserver answers an agent's HTTP requests from a recording, its LLM's positionally and the others by URL, without touching the network.
 //
 // A Server is an http.RoundTripper for proxy.Config.Transport: the tap
 // takes the agent's requests, through its forward proxy or its base-URL
@@ -104,7 +104,7 @@ import (
 	"github.com/acptap/acptap/internal/wire"
 )
 
-// Recorded is one recorded LLM exchange.
+// Recorded is one recorded exchange, of either class.
 type Recorded struct {
 	// Number is the exchange's 1-based ordinal among the recording's
 	// exchanges, of both classes, as `acptap show` counts the events of its
