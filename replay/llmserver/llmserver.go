@@ -156,8 +156,8 @@ type Options struct {
 type Server struct {
 	speed   float64
 	compare func(recorded, live *exchange.Exchange) (string, any, any, bool)
-	httpKey func(method, rawURL string) string
 	entries []*entry // in recorded order
+	httpKey func(method, rawURL string) string
 
 	hooks hooks // set by tests before the first request
 
