@@ -58,6 +58,8 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.StringFlag{Name: "rules", Usage: "normalization rules `FILE` (JSON)"},
 			&cli.BoolFlag{Name: "no-coalesce", Usage: "compare message chunks one by one instead of joined"},
 			caDirFlag(),
+			proxyLoopbackFlag(),
+			&cli.BoolFlag{Name: "strict-http", Usage: "fail the replay on an http request (not to the LLM) the recording has no answer for, and on a recorded one never requested; by default the first is a warning and the second nothing"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "pass the agent's stderr through"},
 			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
 			&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE`"},
@@ -124,6 +126,8 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 		Timeout:    timeout,
 		Grace:      grace,
 		NoCoalesce: c.Bool("no-coalesce"),
+		Loopback:   loopbackMode(c),
+		StrictHTTP: c.Bool("strict-http"),
 	}
 	if f := c.String("rules"); f != "" {
 		rules, err := normalize.LoadRules(f)
@@ -143,6 +147,19 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 		}
 	}
 	return opts, nil
+}
+
+// loopbackMode reads replay's --proxy-loopback: unset, loopback goes the
+// way it went when recording; --proxy-loopback and --proxy-loopback=false
+// say otherwise.
+func loopbackMode(c *cli.Context) replay.LoopbackMode {
+	switch {
+	case !c.IsSet("proxy-loopback"):
+		return replay.LoopbackAsRecorded
+	case c.Bool("proxy-loopback"):
+		return replay.LoopbackProxied
+	}
+	return replay.LoopbackDirect
 }
 
 func parseFaults(specs []string) (map[int]llmserver.Fault, error) {

@@ -50,6 +50,9 @@ type config struct {
 	titleCall     bool          // race a title-generation call against the first turn
 	ca            string        // extra CA certificates (PEM) to trust
 	retries       int           // retries of a failed LLM request
+	ownServer     string        // HOST:PORT of the agent's own server, checked before each turn; "" for none
+	lookup        string        // URL looked up at start-up, shown in each turn; "" for none
+	telemetry     string        // URL a start-up event is posted to; "" for none
 }
 
 const usage = `usage: testagent [flags]
@@ -86,6 +89,9 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.BoolVar(&cfg.titleCall, "title-call", false, "race a title-generation LLM call against the first turn")
 	fs.StringVar(&cfg.ca, "ca", "", "also trust the CA certificates in PEM `FILE`")
 	fs.IntVar(&cfg.retries, "retries", 0, "retry a failed LLM request (429, 5xx, connection error) up to `N` times")
+	fs.StringVar(&cfg.ownServer, "own-server", "", "run an HTTP server of the agent's own on `HOST:PORT` (PORT 0 for any) and check it before each turn")
+	fs.StringVar(&cfg.lookup, "lookup", "", "GET `URL` at start-up, through the proxy, and show its answer in each turn")
+	fs.StringVar(&cfg.telemetry, "telemetry", "", "POST a start-up event to `URL`, through the proxy; its answer is only logged")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -102,6 +108,9 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	}
 	if cfg.retries < 0 {
 		return nil, fmt.Errorf("--retries must not be negative")
+	}
+	if err := checkOwnHTTPFlags(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.llm == "" {
 		cfg.llm = getenv("OPENAI_BASE_URL")
@@ -146,6 +155,18 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 // The API key is $OPENAI_API_KEY. HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and
 // NO_PROXY (either case) are honoured, for loopback targets too, and the
 // certificates in $SSL_CERT_FILE are trusted besides the system roots.
+//
+// Both modes, the agent's own HTTP (its HTTP client honours the proxy
+// variables as in LLM mode; see ownhttp.go):
+//
+//	--own-server HOST:PORT  run an HTTP server of the agent's own, with a
+//	                  token minted per process, and GET it before each
+//	                  turn: "own server: ok", or an error that ends the
+//	                  turn when it is down or answers another token
+//	--lookup URL      GET URL (with ts= and request= query values added)
+//	                  at start-up and begin each turn with "lookup: " and
+//	                  its answer, or the error
+//	--telemetry URL   POST a start-up event to URL; the answer is logged
 //
 // Both modes:
 //
@@ -195,6 +216,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 			return 2
 		}
 	}
+
+	if a.own, err = startOwnHTTP(cfg, getenv, logger); err != nil {
+		logger.Print(err)
+		return 2
+	}
+	defer a.own.close()
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -250,6 +277,7 @@ type agent struct {
 	c   *conn
 	log *log.Logger
 	llm *llmClient      // nil in the scripted mode
+	own *ownHTTP        // the agent's own HTTP; nil for none
 	ctx context.Context // ends when the agent stops; parent of every turn
 
 	turns sync.WaitGroup // running prompt turns
