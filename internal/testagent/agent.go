@@ -50,6 +50,8 @@ type config struct {
 	titleCall     bool          // race a title-generation call against the first turn
 	ca            string        // extra CA certificates (PEM) to trust
 	retries       int           // retries of a failed LLM request
+	race          raceOrder     // --concurrent-updates (see race.go)
+	plant         plant         // --plant (see race.go)
 }
 
 const usage = `usage: testagent [flags]
@@ -86,6 +88,14 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.BoolVar(&cfg.titleCall, "title-call", false, "race a title-generation LLM call against the first turn")
 	fs.StringVar(&cfg.ca, "ca", "", "also trust the CA certificates in PEM `FILE`")
 	fs.IntVar(&cfg.retries, "retries", 0, "retry a failed LLM request (429, 5xx, connection error) up to `N` times")
+	fs.Func("concurrent-updates", "send an available_commands_update, a tool call's final update and a usage_update from concurrent tasks, racing the session/new answer, the next message chunks and the turn's answer: `ORDER` timed (as scheduling decides), late or early (after or before what they race)", func(v string) (err error) {
+		cfg.race, err = parseRaceOrder(v)
+		return err
+	})
+	fs.Func("plant", plantUsage, func(v string) (err error) {
+		cfg.plant, err = parsePlant(v)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -151,6 +161,18 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //
 //	--no-permission   read files without session/request_permission
 //	--string-ids      the agent's own request ids are UUID strings
+//	--concurrent-updates ORDER
+//	                  send an available_commands_update racing the
+//	                  session/new answer, a tool call's final update racing
+//	                  the message chunks after it, and a usage_update racing
+//	                  each turn's answer, from concurrent tasks: ORDER timed
+//	                  (the tool update ~15 ms late, as scheduling decides),
+//	                  late or early (after or before what they race); a
+//	                  tool call also gets an in_progress update
+//	--plant CHANGE    behave differently in one way, for a replay to catch:
+//	                  swap-chunks (scripted mode), progress-last (a tool
+//	                  call's in_progress after its completed update),
+//	                  status-failed (its final update says failed)
 //	--junk            print a non-JSON line to stdout at startup
 //	--stderr-log      log each received message to stderr
 //	--ignore-eof      keep running after stdin EOF until signalled
@@ -271,6 +293,8 @@ type session struct {
 	// history is the LLM conversation so far. Only the running turn uses
 	// it; s.mu orders one turn's writes before the next turn's reads.
 	history []chatMessage
+
+	race raceState // --concurrent-updates
 }
 
 func (a *agent) debugf(format string, args ...any) {
@@ -420,7 +444,7 @@ func (a *agent) newSession(m *acp.Envelope) {
 	a.mu.Lock()
 	a.sessions[s.id] = s
 	a.mu.Unlock()
-	a.c.reply(m.ID, map[string]any{"sessionId": s.id})
+	a.answerSessionNew(s, func() { a.c.reply(m.ID, map[string]any{"sessionId": s.id}) })
 }
 
 func (a *agent) session(id string) *session {
@@ -489,14 +513,16 @@ func (a *agent) prompt(m *acp.Envelope) {
 
 	go func() {
 		defer a.turns.Done()
-		reason := a.turn(ctx, s, strings.Join(texts, "\n"))
+		prompt := strings.Join(texts, "\n")
+		a.startTurn(s, prompt)
+		reason := a.turn(ctx, s, prompt)
 		// The session is idle before the editor learns it: its next
 		// prompt may follow the answer at once.
 		s.mu.Lock()
 		s.cancel = nil
 		s.mu.Unlock()
 		cancel()
-		a.c.reply(m.ID, map[string]any{"stopReason": reason})
+		a.answerPrompt(s, func() { a.c.reply(m.ID, map[string]any{"stopReason": reason}) })
 	}()
 }
 

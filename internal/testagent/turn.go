@@ -49,7 +49,7 @@ func (a *agent) scriptedTurn(ctx context.Context, s *session, prompt string) str
 	if a.cfg.message != nil {
 		text = *a.cfg.message
 	}
-	for i, chunk := range chunks(text, a.cfg.chunkSize) {
+	for i, chunk := range a.answerChunks(chunks(text, a.cfg.chunkSize)) {
 		if i > 0 && a.cfg.chunkDelay > 0 && !sleep(ctx, a.cfg.chunkDelay) {
 			return stopCancelled
 		}
@@ -58,6 +58,7 @@ func (a *agent) scriptedTurn(ctx context.Context, s *session, prompt string) str
 		}
 		a.messageChunk(s, chunk)
 	}
+	a.chunksSent(s)
 	return stopEndTurn
 }
 
@@ -162,6 +163,7 @@ func (a *agent) readTool(ctx context.Context, s *session, callID, path string) (
 			return fail(err)
 		}
 	}
+	a.toolProgress(s, callID)
 	var res struct {
 		Content string `json:"content"`
 	}
@@ -173,7 +175,7 @@ func (a *agent) readTool(ctx context.Context, s *session, callID, path string) (
 		return fail(err)
 	}
 	first, _, _ := strings.Cut(res.Content, "\n")
-	a.update(s, toolCallUpdate{
+	a.toolDone(s, toolCallUpdate{
 		SessionUpdate: "tool_call_update",
 		ToolCallID:    callID,
 		Status:        "completed",
