@@ -359,14 +359,45 @@ func or(a, b json.RawMessage) json.RawMessage {
 
 // valueDifference returns where two different values differ: member by
 // member when they are alike (the same kind of message: see kindOf), else
-// as a whole.
+// as a whole. An update's status and title are compared before its other
+// members: they say most about it.
 func valueDifference(a, b json.RawMessage) (string, any, any) {
 	va, vb := decodeValue(a), decodeValue(b)
 	if kindOf(va) != kindOf(vb) {
 		return "$", va, vb
 	}
+	for _, key := range []string{"status", "title"} {
+		x, okA := member(va, "params", "update", key)
+		y, okB := member(vb, "params", "update", key)
+		if okA || okB {
+			if path, x, y, differ := FirstDifference(orMissing(x, okA), orMissing(y, okB)); differ {
+				return "$.params.update." + key + strings.TrimPrefix(path, "$"), x, y
+			}
+		}
+	}
 	path, x, y, _ := FirstDifference(va, vb)
 	return path, x, y
+}
+
+// member returns the value at a chain of keys of a decoded value.
+func member(v any, keys ...string) (any, bool) {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+func orMissing(v any, ok bool) any {
+	if !ok {
+		return Missing{}
+	}
+	return v
 }
 
 // kindOf says what kind of message a decoded value is: the method and

@@ -368,3 +368,19 @@ func TestDifferenceField(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusFirst checks that a tool call update's status is reported
+// before its other members, which sort first.
+func TestStatusFirst(t *testing.T) {
+	up := func(status, text string) string {
+		return sessionUpdate("s", `{"sessionUpdate":"tool_call_update","toolCallId":"c","status":"`+status+`","content":[{"type":"content","content":{"type":"text","text":"`+text+`"}}]}`)
+	}
+	d := Compare(transcriptOf(Options{}, up("in_progress", "reading")), transcriptOf(Options{}, up("completed", "done"))).Diff
+	if d == nil || d.Field() != "status" || d.Want != "in_progress" || d.Got != "completed" {
+		t.Errorf("difference %+v, want the status first", d)
+	}
+	d = Compare(transcriptOf(Options{}, up("completed", "reading")), transcriptOf(Options{}, up("completed", "done"))).Diff
+	if d == nil || d.Field() != "content[0].content.text" {
+		t.Errorf("difference %+v, want the content when the status is the same", d)
+	}
+}

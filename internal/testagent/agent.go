@@ -51,7 +51,8 @@ type config struct {
 	ca            string        // extra CA certificates (PEM) to trust
 	retries       int           // retries of a failed LLM request
 	race          raceOrder     // --concurrent-updates (see race.go)
-	plant         plant         // --plant (see race.go)
+	racing        racing        // --racing
+	plant         plant         // --plant
 }
 
 const usage = `usage: testagent [flags]
@@ -90,6 +91,11 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.IntVar(&cfg.retries, "retries", 0, "retry a failed LLM request (429, 5xx, connection error) up to `N` times")
 	fs.Func("concurrent-updates", "send an available_commands_update, a tool call's final update and a usage_update from concurrent tasks, racing the session/new answer, the next message chunks and the turn's answer: `ORDER` timed (as scheduling decides), late or early (after or before what they race)", func(v string) (err error) {
 		cfg.race, err = parseRaceOrder(v)
+		return err
+	})
+	cfg.racing = racing{commands: true, tool: true, usage: true}
+	fs.Func("racing", "with --concurrent-updates, which updates race: a comma-separated `LIST` of commands, tool and usage (default all three; the others are sent early)", func(v string) (err error) {
+		cfg.racing, err = parseRacing(v)
 		return err
 	})
 	fs.Func("plant", plantUsage, func(v string) (err error) {
@@ -169,6 +175,8 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //	                  (the tool update ~15 ms late, as scheduling decides),
 //	                  late or early (after or before what they race); a
 //	                  tool call also gets an in_progress update
+//	--racing LIST     which of them race: commands, tool, usage
+//	                  (comma-separated; default all; the others early)
 //	--plant CHANGE    behave differently in one way, for a replay to catch:
 //	                  swap-chunks (scripted mode), progress-last (a tool
 //	                  call's in_progress after its completed update),

@@ -17,8 +17,9 @@ import (
 //   - a usage_update at the end of each turn, racing the session/prompt
 //     answer.
 //
-// A tool call also gets an in_progress update once it may run. Where the
-// racing updates land is up to the order: timed sends each from a goroutine,
+// --racing limits the racing to some of them (commands, tool, usage); the
+// others are sent early. A tool call also gets an in_progress update once
+// it may run. Where the racing updates land is up to the order: timed sends each from a goroutine,
 // the tool's update ~15 ms late, so that scheduling decides; late puts each
 // after what it races, early before, every time. Whatever the order, each
 // lands within its turn or right after its answer: a turn's answer waits
@@ -34,6 +35,36 @@ const (
 	raceLate                   // after what they race
 	raceEarly                  // before what they race
 )
+
+// What races: --racing names some of these.
+type racing struct{ commands, tool, usage bool }
+
+func parseRacing(s string) (racing, error) {
+	var r racing
+	for name := range strings.SplitSeq(s, ",") {
+		switch strings.TrimSpace(name) {
+		case "commands":
+			r.commands = true
+		case "tool":
+			r.tool = true
+		case "usage":
+			r.usage = true
+		default:
+			return racing{}, fmt.Errorf("--racing %q: want a comma-separated list of commands, tool and usage", s)
+		}
+	}
+	return r, nil
+}
+
+// order returns the order of the updates of one kind: the agent's, or
+// for updates that do not race, early (where they would be without
+// concurrent tasks).
+func (a *agent) order(races bool) raceOrder {
+	if a.cfg.race != raceOff && !races {
+		return raceEarly
+	}
+	return a.cfg.race
+}
 
 // lateBy is how late a timed tool update is sent.
 const lateBy = 15 * time.Millisecond
@@ -117,7 +148,7 @@ func (a *agent) answerSessionNew(s *session, reply func()) {
 			},
 		})
 	}
-	switch a.cfg.race {
+	switch a.order(a.cfg.racing.commands) {
 	case raceOff:
 		reply()
 	case raceEarly:
@@ -171,7 +202,7 @@ func (a *agent) toolDone(s *session, u toolCallUpdate) {
 			a.update(s, progressUpdate(u.ToolCallID))
 		}
 	}
-	switch a.cfg.race {
+	switch a.order(a.cfg.racing.tool) {
 	case raceOff, raceEarly:
 		send()
 	case raceLate:
@@ -213,7 +244,7 @@ func (a *agent) answerPrompt(s *session, reply func()) {
 	usage := func() {
 		a.update(s, map[string]any{"sessionUpdate": "usage_update", "used": used, "size": 200000})
 	}
-	switch a.cfg.race {
+	switch a.order(a.cfg.racing.usage) {
 	case raceEarly:
 		usage()
 		reply()

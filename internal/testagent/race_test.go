@@ -51,9 +51,18 @@ func TestConcurrentUpdatesOrders(t *testing.T) {
 			"new", "available_commands_update",
 			"tool_call", "session/request_permission", "tool_call_update in_progress", "fs/read_text_file",
 			"agent_message_chunk", "tool_call_update completed", "answer", "usage_update"}},
+		{"late --racing tool", []string{
+			"available_commands_update", "new",
+			"tool_call", "session/request_permission", "tool_call_update in_progress", "fs/read_text_file",
+			"agent_message_chunk", "tool_call_update completed", "usage_update", "answer"}},
+		{"late --racing commands,usage", []string{
+			"new", "available_commands_update",
+			"tool_call", "session/request_permission", "tool_call_update in_progress", "fs/read_text_file", "tool_call_update completed",
+			"agent_message_chunk", "answer", "usage_update"}},
 	} {
 		t.Run(tc.order, func(t *testing.T) {
-			tr, _ := mustSession(t, testeditor.Options{Cwd: workspace(t, "one line\n")}, nil, "--read", "notes.txt", "--concurrent-updates", tc.order)
+			args := append([]string{"--read", "notes.txt", "--concurrent-updates"}, strings.Fields(tc.order)...)
+			tr, _ := mustSession(t, testeditor.Options{Cwd: workspace(t, "one line\n")}, nil, args...)
 			if got := recvShape(decode(t, tr)); !slices.Equal(got, tc.want) {
 				t.Errorf("the agent sent\n%q\nwant\n%q", got, tc.want)
 			}
@@ -120,6 +129,7 @@ func TestRaceUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--concurrent-updates", "sometimes"}, `--concurrent-updates "sometimes": want timed, late or early`},
 		{[]string{"--plant", "bug"}, `--plant "bug": want swap-chunks, progress-last or status-failed`},
+		{[]string{"--racing", "tool,plan"}, `--racing "tool,plan": want a comma-separated list of commands, tool and usage`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := testagent.Main(tt.args, strings.NewReader(""), &stdout, &stderr, func(string) string { return "" })
