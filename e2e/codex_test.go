@@ -10,10 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -738,4 +740,28 @@ func brief(v any) string {
 	}
 	b, _ := json.Marshal(v)
 	return clip(string(b), 300)
+}
+
+// TestCodexBusyRecording records the shell tool scenario while every CPU
+// is busy, which gives codex-acp's concurrent tasks (a tool call's last
+// update, the next stream's chunks, available_commands_update) the rarer
+// interleavings, and replays it 10 times: each replay equal, compared per
+// stream.
+func TestCodexBusyRecording(t *testing.T) {
+	needCodex(t)
+	l := newLab(t)
+	var stop atomic.Bool
+	var spinners sync.WaitGroup
+	for range runtime.NumCPU() {
+		spinners.Go(func() {
+			for n := 0; !stop.Load(); n++ { // busy: no waiting
+			}
+		})
+	}
+	s := l.record("busy", proxyRoute, shellScenario("untrusted", "Please run the command"), fakeresponses.Options{})
+	stop.Store(true)
+	spinners.Wait()
+	for range 10 / replays {
+		l.replayEqual(s)
+	}
 }

@@ -120,19 +120,18 @@ type raceState struct {
 }
 
 // background runs f in a goroutine that the agent waits for before it
-// exits, unless it is stopping on a signal.
+// exits, unless it is stopping on a signal: then it does not wait.
 func (a *agent) background(f func()) {
 	a.mu.Lock()
-	stopping := a.stopping
-	if !stopping {
+	tracked := !a.stopping
+	if tracked {
 		a.turns.Add(1)
 	}
 	a.mu.Unlock()
-	if stopping {
-		return
-	}
 	go func() {
-		defer a.turns.Done()
+		if tracked {
+			defer a.turns.Done()
+		}
 		f()
 	}()
 }
