@@ -705,7 +705,7 @@ func TestCodexRunsNormalizeEqual(t *testing.T) {
 	ea, _ := l.show(a.name)
 	eb, _ := l.show(b.name)
 
-	stream := func(s *session, events []event) []any {
+	transcript := func(s *session, events []event) *normalize.Transcript {
 		n := normalize.New(normalize.Options{Cwd: []string{s.ws}, Home: []string{s.home}, Tmp: []string{os.TempDir()}})
 		var frames []normalize.Frame
 		for _, e := range events {
@@ -713,16 +713,10 @@ func TestCodexRunsNormalizeEqual(t *testing.T) {
 				frames = append(frames, normalize.Frame{Side: normalize.Agent, Line: []byte(e.Raw)})
 			}
 		}
-		var out []any
-		for _, m := range n.Stream(frames) {
-			var v any
-			json.Unmarshal(m, &v)
-			out = append(out, v)
-		}
-		return out
+		return n.Transcript(frames)
 	}
-	if path, va, vb, differ := normalize.FirstDifference(stream(a, ea), stream(b, eb)); differ {
-		t.Errorf("the normalized agent output of two runs differs at %s: %s vs %s", path, brief(va), brief(vb))
+	if d := normalize.Compare(transcript(a, ea), transcript(b, eb)).Diff; d != nil {
+		t.Errorf("the normalized agent output of two runs differs in turn %d, %s, value %d, at %s: %s vs %s", d.Turn, d.Stream, d.Index, d.Path, brief(d.Want), brief(d.Got))
 	}
 
 	xa, xb := llm(ea), llm(eb)

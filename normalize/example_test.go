@@ -20,18 +20,18 @@ func Example() {
 		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"/README.md"}}}}`)},
 		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":12,"result":{"stopReason":"max_tokens"}}`)},
 	}
-	want := normalize.New(normalize.Options{Cwd: []string{"/home/alice/demo"}}).Stream(recorded)
-	got := normalize.New(normalize.Options{Cwd: []string{"/tmp/ws"}}).Stream(replayed)
-	for _, v := range got {
+	want := normalize.New(normalize.Options{Cwd: []string{"/home/alice/demo"}}).Transcript(recorded)
+	got := normalize.New(normalize.Options{Cwd: []string{"/tmp/ws"}}).Transcript(replayed)
+	for _, v := range got.Values() {
 		fmt.Println(string(v))
 	}
-	path, rec, rep, _ := normalize.FirstDifference(want, got)
-	fmt.Printf("first difference at %s: %v, now %v\n", path, rec, rep)
+	d := normalize.Compare(want, got).Diff
+	fmt.Printf("first difference in turn %d, %s, value %d: %s: %v, now %v\n", d.Turn, d.Stream, d.Index, d.Field(), d.Want, d.Got)
 	// Output:
 	// {"id":"<rpc:1>","jsonrpc":"2.0","result":{"sessionId":"<sessionId:1>"}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"<sessionId:1>","update":{"content":{"text":"Reading <cwd>/README.md","type":"text"},"sessionUpdate":"agent_message_chunk"}}}
 	// {"id":"<rpc:2>","jsonrpc":"2.0","result":{"stopReason":"max_tokens"}}
-	// first difference at $[2].result.stopReason: end_turn, now max_tokens
+	// first difference in turn 1, requests and responses, value 2: result.stopReason: end_turn, now max_tokens
 }
 
 func ExampleParseRules() {

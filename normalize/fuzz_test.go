@@ -36,8 +36,9 @@ func addStreamSeeds(f *testing.F) {
 }
 
 // FuzzIdempotent checks that normalizing twice equals normalizing once, for
-// one frame, for a stream (the lines of the input) with and without
-// coalescing, and for an LLM request body; and that the output is JSON.
+// one frame, for a stream (the lines of the input) in both orders with and
+// without coalescing, and for an LLM request body; and that the output is
+// JSON.
 func FuzzIdempotent(f *testing.F) {
 	addStreamSeeds(f)
 	for _, s := range []string{"", "\xff\xfe", "/w/ws/tmp/x", "<cwd>/home/u/a", `{"a":"{\"pid\":1}"}`, "build 12026-11-29T10:00:00Z",
@@ -58,13 +59,15 @@ func FuzzIdempotent(f *testing.F) {
 		for i, line := range bytes.Split(data, []byte("\n")) {
 			frames = append(frames, Frame{Side(i % 2), line})
 		}
-		for _, noCoalesce := range []bool{false, true} {
-			o := opts
-			o.NoCoalesce = noCoalesce
-			onceVals := New(o).Stream(frames)
-			once, twice := joinLines(onceVals), joinLines(New(o).Stream(agentFrames(onceVals)))
-			if !bytes.Equal(twice, once) {
-				t.Fatalf("Stream (NoCoalesce %v) of %q:\nonce  %s\ntwice %s", noCoalesce, data, once, twice)
+		for _, order := range []Order{ByStream, Strict} {
+			for _, noCoalesce := range []bool{false, true} {
+				o := opts
+				o.NoCoalesce, o.Order = noCoalesce, order
+				onceVals := New(o).Stream(frames)
+				once, twice := joinLines(onceVals), joinLines(New(o).Stream(agentFrames(onceVals)))
+				if !bytes.Equal(twice, once) {
+					t.Fatalf("Stream (%v, NoCoalesce %v) of %q:\nonce  %s\ntwice %s", order, noCoalesce, data, once, twice)
+				}
 			}
 		}
 

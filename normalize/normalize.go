@@ -12,7 +12,8 @@ import (
 )
 
 // Options configures a Normalizer. The zero Options applies the default
-// rules, coalesces message chunks, and rewrites no paths.
+// rules, coalesces message chunks, compares per stream (see Order), and
+// rewrites no paths.
 type Options struct {
 	// Cwd, Home and Tmp are the session's working directory, home
 	// directory and temporary directory, as the run being normalized
@@ -35,6 +36,11 @@ type Options struct {
 	// NoDefaults turns off the default rules; the roots above and the
 	// user rules still apply.
 	NoDefaults bool
+
+	// Order says how Stream and Transcript arrange the frames for
+	// comparison: per stream within a turn (ByStream, the default) or in
+	// their order (Strict).
+	Order Order
 }
 
 // A Side says which side of the editor-agent connection wrote a frame.
@@ -108,6 +114,7 @@ type Normalizer struct {
 	mu       sync.Mutex
 	defaults bool
 	coalesce bool
+	order    Order
 	roots    []root
 	rules    []Rule
 
@@ -122,6 +129,7 @@ func New(opts Options) *Normalizer {
 	return &Normalizer{
 		defaults: !opts.NoDefaults,
 		coalesce: !opts.NoCoalesce,
+		order:    opts.Order,
 		roots:    newRoots(opts),
 		rules:    slices.Clone(opts.Rules),
 		links:    map[string]string{},
@@ -141,102 +149,11 @@ func (n *Normalizer) Frame(side Side, line []byte) json.RawMessage {
 }
 
 // Stream normalizes a sequence of frames, typically all the agent wrote,
-// and returns one canonical JSON value per frame, except that adjacent
-// session/update notifications of the same kind (agent_message_chunk,
-// agent_thought_chunk or user_message_chunk) with text content, alike
-// in everything but their text, become one notification with their texts
-// joined: how a model's answer is cut into chunks is not the agent's
-// doing. Options.NoCoalesce turns this off.
+// and returns it as a list of canonical JSON values arranged for
+// comparison: Transcript(frames).Values(). Normalizing that list again
+// gives the same list.
 func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	// Each frame is decoded once, here. State notifications float: agents
-	// send them from background tasks, at times that vary against the
-	// turn. They are compared after the rest, grouped by kind, each kind
-	// in its order.
-	rest := make([]decoded, 0, len(frames))
-	var floating []decoded
-	for _, f := range frames {
-		d := decoded{side: f.Side, v: parseLine(f.Line)}
-		if n.defaults {
-			d.floating = floatingKind(d.v)
-		}
-		if d.floating != "" {
-			floating = append(floating, d)
-			continue
-		}
-		rest = append(rest, d)
-	}
-	slices.SortStableFunc(floating, func(a, b decoded) int { return strings.Compare(a.floating, b.floating) })
-	out := make([]json.RawMessage, 0, len(rest)+len(floating))
-	var group *chunk
-	flush := func() {
-		if group != nil {
-			out = append(out, encode(n.finishChunk(group)))
-			group = nil
-		}
-	}
-	for _, f := range rest {
-		v := f.v
-		if n.coalesce {
-			if c, ok := n.startChunk(f.side, v); ok {
-				if group != nil && group.key == c.key {
-					group.text.WriteString(c.text.String())
-					continue
-				}
-				flush()
-				group = c
-				continue
-			}
-		}
-		// The frame is normalized before the chunks before it are
-		// finished, which numbers its placeholders first; that is the
-		// same in every run, as the frame ends the run of chunks in
-		// every run.
-		v = n.frame(f.side, v)
-		flush()
-		out = append(out, encode(v))
-	}
-	flush()
-	for _, f := range floating {
-		out = append(out, encode(n.frame(f.side, f.v)))
-	}
-	return out
-}
-
-// decoded is a frame of Stream, decoded.
-type decoded struct {
-	side     Side
-	v        any
-	floating string // the update kind of a floating state notification, or ""
-}
-
-// floatingUpdates are the session/update kinds that report the session's
-// state rather than the progress of a turn.
-var floatingUpdates = map[string]bool{
-	"available_commands_update": true,
-	"current_mode_update":       true,
-	"config_option_update":      true,
-	"session_info_update":       true,
-}
-
-// floatingKind returns the update kind of a floating state notification
-// (a session/update notification, without an id, of a kind in
-// floatingUpdates), given the decoded frame, or "".
-func floatingKind(v any) string {
-	m, ok := v.(map[string]any)
-	if !ok || m["method"] != "session/update" {
-		return ""
-	}
-	if _, isRequest := m["id"]; isRequest {
-		return ""
-	}
-	params, _ := m["params"].(map[string]any)
-	update, _ := params["update"].(map[string]any)
-	if k, _ := update["sessionUpdate"].(string); floatingUpdates[k] {
-		return k
-	}
-	return ""
+	return n.Transcript(frames).Values()
 }
 
 // frame normalizes one decoded frame: the default rules, then the user

@@ -152,40 +152,44 @@ func TestRunsAgree(t *testing.T) {
 }
 
 // TestChangesVisible changes the second run the way a regressed agent
-// would and checks that the first difference is where the change is.
+// would and checks that the first difference is where the change is: its
+// turn, stream, position in the stream and path inside the value.
 func TestChangesVisible(t *testing.T) {
-	// Indexes count without the available_commands_update at index 4,
-	// which floats to the end.
 	base, err := os.ReadFile("testdata/session_b.ndjson")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := readStream(t, "session_a.ndjson").normalize()
+	a := readStream(t, "session_a.ndjson")
+	want := New(a.opts).Transcript(a.frames)
 	tests := []struct {
 		name     string
 		old, new string // replaced once in session_b.ndjson
 		drop     string // drop the line that contains this
-		path     string
-		av, bv   any
+		turn     int
+		stream   string
+		index    int
+		field    string
+		av, bv   any // at field; nil for the whole values, which differ in kind
+		flat     string
 	}{
 		{name: "message text", old: `"ixed the typo."`, new: `"ixed a typo."`,
-			path: "$[20].params.update.content.text", av: "Fixed the typo.", bv: "Fixed a typo."},
+			turn: 1, stream: "agent message", index: 3, field: "content.text", av: "Fixed the typo.", bv: "Fixed a typo.", flat: "$[16].params.update.content.text"},
 		{name: "stop reason", old: `"stopReason":"end_turn","_meta"`, new: `"stopReason":"max_tokens","_meta"`,
-			path: "$[37].result.stopReason", av: "end_turn", bv: "max_tokens"},
+			turn: 2, stream: RequestsStream, index: 10, field: "result.stopReason", av: "end_turn", bv: "max_tokens", flat: "$[38].result.stopReason"},
 		{name: "missing tool call", drop: `"title":"go test ./..."`,
-			path: "$[24].id", av: Missing{}, bv: "<agentRpc:5>"},
+			turn: 2, stream: "tool call <toolCallId:3>", index: 1, flat: "$[34]"},
 		{name: "read of another file", old: `"method":"fs/read_text_file","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","path":"/tmp/acptap-replay-93c1d7/ws/README.md"`,
 			new:  `"method":"fs/read_text_file","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","path":"/tmp/acptap-replay-93c1d7/ws/docs/README.md"`,
-			path: "$[10].params.path", av: "<cwd>/README.md", bv: "<cwd>/docs/README.md"},
+			turn: 1, stream: RequestsStream, index: 8, field: "params.path", av: "<cwd>/README.md", bv: "<cwd>/docs/README.md", flat: "$[7].params.path"},
 		{name: "answer to the wrong request", old: `{"jsonrpc":"2.0","id":103,"result"`, new: `{"jsonrpc":"2.0","id":102,"result"`,
-			path: "$[37].id", av: "<rpc:4>", bv: "<rpc:3>"},
+			turn: 2, stream: RequestsStream, index: 10, field: "id", av: "<rpc:4>", bv: "<rpc:3>", flat: "$[38].id"},
 		{name: "tool call kind", old: `"kind":"execute"`, new: `"kind":"other"`,
-			path: "$[24].params.update.kind", av: "execute", bv: "other"},
+			turn: 2, stream: "tool call <toolCallId:3>", index: 1, field: "kind", av: "execute", bv: "other", flat: "$[34].params.update.kind"},
 		{name: "number in a non-time field", old: `"bytes":26`, new: `"bytes":27`,
-			path: "$[12].params.update.rawOutput.bytes", av: json.Number("26"), bv: json.Number("27")},
+			turn: 1, stream: "tool call <toolCallId:1>", index: 2, field: "rawOutput.bytes", av: json.Number("26"), bv: json.Number("27"), flat: "$[18].params.update.rawOutput.bytes"},
 		{name: "update for another session", old: `{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_Xy7Wv6Ut5Sr4Qp3On2Ml1Kj0"`,
 			new:  `{"sessionId":"ses_0000000000000000000000","update":{"sessionUpdate":"tool_call_update","toolCallId":"call_Xy7Wv6Ut5Sr4Qp3On2Ml1Kj0"`,
-			path: "$[12].params.sessionId", av: "<sessionId:1>", bv: "<sessionId:2>"},
+			turn: 1, stream: "tool call <toolCallId:1>", index: 2, bv: Missing{}, flat: "$[18]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,13 +211,17 @@ func TestChangesVisible(t *testing.T) {
 				}
 				text = strings.Replace(text, tt.old, tt.new, 1)
 			}
-			got := parseStream(t, tt.name, text).normalize()
-			path, av, bv, ok := FirstDifference(want, got)
-			if !ok {
-				t.Fatalf("no difference, want one at %s", tt.path)
+			b := parseStream(t, tt.name, text)
+			d := Compare(want, New(b.opts).Transcript(b.frames)).Diff
+			if d == nil {
+				t.Fatalf("no difference, want one in turn %d, %s", tt.turn, tt.stream)
 			}
-			if path != tt.path || !same(av, tt.av) || !same(bv, tt.bv) {
-				t.Errorf("FirstDifference = %s: %#v vs %#v, want %s: %#v vs %#v", path, av, bv, tt.path, tt.av, tt.bv)
+			if d.Turn != tt.turn || d.Stream != tt.stream || d.Index != tt.index || d.Field() != tt.field || d.Flat != tt.flat {
+				t.Errorf("difference in turn %d, %s, value %d, at %q (%s), want turn %d, %s, value %d, at %q (%s)",
+					d.Turn, d.Stream, d.Index, d.Field(), d.Flat, tt.turn, tt.stream, tt.index, tt.field, tt.flat)
+			}
+			if tt.av != nil && !same(d.Want, tt.av) || tt.bv != nil && !same(d.Got, tt.bv) {
+				t.Errorf("difference %#v vs %#v, want %#v vs %#v", d.Want, d.Got, tt.av, tt.bv)
 			}
 		})
 	}
@@ -230,12 +238,14 @@ func TestIdempotentStreams(t *testing.T) {
 	names, _ := filepath.Glob("testdata/*.ndjson")
 	for _, name := range names {
 		sf := readStream(t, filepath.Base(name))
-		for _, noCoalesce := range []bool{false, true} {
-			sf.opts.NoCoalesce = noCoalesce
-			once := sf.normalize()
-			twice := New(sf.opts).Stream(agentFrames(once))
-			if got, want := joinLines(twice), joinLines(once); !bytes.Equal(got, want) {
-				t.Errorf("%s (NoCoalesce %v): normalizing twice differs from once:\ntwice: %s\nonce:  %s", name, noCoalesce, got, want)
+		for _, order := range []Order{ByStream, Strict} {
+			for _, noCoalesce := range []bool{false, true} {
+				sf.opts.NoCoalesce, sf.opts.Order = noCoalesce, order
+				once := sf.normalize()
+				twice := New(sf.opts).Stream(agentFrames(once))
+				if got, want := joinLines(twice), joinLines(once); !bytes.Equal(got, want) {
+					t.Errorf("%s (%v, NoCoalesce %v): normalizing twice differs from once:\ntwice: %s\nonce:  %s", name, order, noCoalesce, got, want)
+				}
 			}
 		}
 	}

@@ -76,15 +76,39 @@ type Divergence struct {
 	// other kinds.
 	Exchange int
 	// Path is the JSON path of the first differing value, for
-	// OutputDiffers in the normalized agent stream, an array of its
-	// values ($[3].params.update.content.text), and for RequestDrift in
-	// the normalized request (see normalize.Normalizer.Request); "" for
-	// the other kinds.
+	// OutputDiffers in Result.Expected, the normalized agent output as a
+	// list of values (in Result.Actual for a value only the replay has):
+	// $[3].params.update.content.text; for RequestDrift in the normalized
+	// request (see normalize.Normalizer.Request); "" for the other kinds.
 	Path string
 	// Recorded and Live are the values at Path in the recording and in
 	// the replay, decoded JSON (a line that is not JSON is its text);
 	// normalize.Missing stands for a value one side does not have.
 	Recorded, Live any
+
+	// Turn, Stream, State and Index place an OutputDiffers divergence in
+	// the comparison per stream (see normalize.Transcript): the turn,
+	// from 1; the stream ("tool call <toolCallId:1>", "agent message",
+	// normalize.RequestsStream, ...) of session Session, or with State
+	// the kind of state notification whose value at the turn's end
+	// differs; and the position of the value in the stream, from 1 (0
+	// for the state, and for a stream one side lacks altogether). Under
+	// Options.Order normalize.Strict, Turn is 0, Stream "" and Index the
+	// position in the whole output. Zero for the other kinds.
+	Turn    int
+	Stream  string
+	Session string
+	State   bool
+	Index   int
+	// Field is the path inside the value at Index, as the report shows
+	// it ("status", "content.text"); "" for the whole value.
+	Field string
+	// MovedTo is, when the recorded value at Index stands elsewhere in
+	// the replay's stream (it moved), its position there, else 0;
+	// MovedFrom is, when the replayed value at Index stands elsewhere in
+	// the recording's stream, its position there.
+	MovedTo, MovedFrom int
+
 	// Err is the editor side's error for EditorFailed: a
 	// *driver.WaitError, *driver.MismatchError or *driver.MissingError,
 	// or the error of a write to the agent; nil for the other kinds.
@@ -97,14 +121,147 @@ type Divergence struct {
 // String returns d.Message.
 func (d Divergence) String() string { return d.Message }
 
-// outputDiffers is the divergence of the agent's normalized output at
-// path.
-func outputDiffers(path string, recorded, live any) Divergence {
-	return Divergence{
+// outputDiffers is the divergence of the agent's normalized output where
+// normalize.Compare found the first difference.
+func outputDiffers(d *normalize.Difference) Divergence {
+	div := Divergence{
 		Kind: OutputDiffers, Lane: store.LaneAgent,
-		Path: path, Recorded: recorded, Live: live,
-		Message: fmt.Sprintf("agent output differs at %s: expected %s, got %s", path, brief(recorded), brief(live)),
+		Path: d.Flat, Recorded: d.Want, Live: d.Got,
+		Turn: d.Turn, Stream: d.Stream, Session: d.Session, State: d.State, Index: d.Index,
+		Field: d.Field(), MovedTo: d.MovedTo, MovedFrom: d.MovedFrom,
 	}
+	div.Message = "agent output differs " + outputMessage(d, &div)
+	return div
+}
+
+// outputMessage says where and how the agent's output differs.
+func outputMessage(d *normalize.Difference, div *Divergence) string {
+	var b strings.Builder
+	what := func() {
+		if div.Field != "" {
+			fmt.Fprintf(&b, "%s: expected %s, got %s", div.Field, member(div.Recorded), member(div.Live))
+		} else {
+			fmt.Fprintf(&b, "expected %s, got %s", summary(div.Recorded), summary(div.Live))
+		}
+	}
+	if d.Turn == 0 { // --order strict
+		fmt.Fprintf(&b, "at %s: ", div.Path)
+		what()
+		if div.MovedTo > 0 {
+			fmt.Fprintf(&b, "; the recorded $[%d] moved: it is $[%d] in the replay", div.Index-1, div.MovedTo-1)
+		}
+		if div.MovedFrom > 0 {
+			fmt.Fprintf(&b, "; the replayed $[%d] is $[%d] in the recording", div.Index-1, div.MovedFrom-1)
+		}
+		return b.String()
+	}
+	b.WriteString("in ")
+	switch {
+	case d.Answered:
+		fmt.Fprintf(&b, "turn %d, ", d.Turn)
+	case d.Turn > 1:
+		fmt.Fprintf(&b, "after turn %d, ", d.Turn-1)
+	}
+	stream := d.Stream
+	if d.Session != "" && d.Session != "<sessionId:1>" {
+		stream += " of " + d.Session
+	}
+	unit := "update"
+	switch d.Stream {
+	case normalize.RequestsStream:
+		unit = "message"
+	case normalize.JunkStream:
+		unit = "line"
+	}
+	switch {
+	case d.State && d.Answered:
+		fmt.Fprintf(&b, "%s at the turn's end: ", stream)
+	case d.State:
+		fmt.Fprintf(&b, "%s at the session's end: ", stream)
+	case d.Index == 0 && d.GotLen == 0:
+		fmt.Fprintf(&b, "%s is missing (%d %s recorded, the first %s)", stream, d.WantLen, plural(d.WantLen, unit), summary(div.Recorded))
+		return b.String()
+	case d.Index == 0:
+		fmt.Fprintf(&b, "%s was added (%d %s, the first %s)", stream, d.GotLen, plural(d.GotLen, unit), summary(div.Live))
+		return b.String()
+	default:
+		fmt.Fprintf(&b, "%s, %s %d: ", stream, unit, d.Index)
+	}
+	what()
+	if div.MovedTo > 0 {
+		fmt.Fprintf(&b, "; the recorded %s %d moved: it is %s %d in the replay", unit, div.Index, unit, div.MovedTo)
+	}
+	if div.MovedFrom > 0 {
+		fmt.Fprintf(&b, "; the replayed %s %d is %s %d in the recording", unit, div.Index, unit, div.MovedFrom)
+	}
+	return b.String()
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return unit
+	}
+	return unit + "s"
+}
+
+// member formats a member's value for a one-line message: a member one
+// side lacks is "(absent)".
+func member(v any) string {
+	if _, ok := v.(normalize.Missing); ok {
+		return "(absent)"
+	}
+	return brief(v)
+}
+
+// summary describes a whole ACP message for a one-line message by what it
+// is: "tool_call_update (completed)", "agent_message_chunk "Hello"",
+// "session/request_permission request", "response {"stopReason":...}";
+// "nothing" for a value one side lacks.
+func summary(v any) string {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return brief(v)
+	}
+	method, _ := m["method"].(string)
+	_, isRequest := m["id"]
+	switch {
+	case method != "" && isRequest:
+		return method + " request"
+	case method == "session/update":
+		params, _ := m["params"].(map[string]any)
+		update, _ := params["update"].(map[string]any)
+		kind, _ := update["sessionUpdate"].(string)
+		rest := make(map[string]any, len(update))
+		for k, v := range update {
+			rest[k] = v
+		}
+		delete(rest, "sessionUpdate")
+		switch kind {
+		case "tool_call", "tool_call_update":
+			out := kind
+			if title, ok := update["title"].(string); ok {
+				out += " " + brief(title)
+			}
+			if status, ok := update["status"].(string); ok {
+				out += " (" + status + ")"
+			}
+			return out
+		case "agent_message_chunk", "agent_thought_chunk", "user_message_chunk":
+			if content, ok := update["content"].(map[string]any); ok && content["text"] != nil {
+				return kind + " " + brief(content["text"])
+			}
+		}
+		return kind + " " + brief(rest)
+	case method != "":
+		return method + " notification"
+	}
+	if e, ok := m["error"]; ok {
+		return "error " + brief(e)
+	}
+	if r, ok := m["result"]; ok {
+		return "response " + brief(r)
+	}
+	return brief(v)
 }
 
 // editorFailed is the divergence of an error of the editor side.

@@ -37,7 +37,7 @@ type verdict struct {
 	// diff is the unified diff of the pretty normalized streams, "" when
 	// the agent's output is the same.
 	diff             string
-	expected, actual []json.RawMessage // the normalized streams
+	expected, actual []json.RawMessage // the normalized streams, listed for the diff (normalize.Comparison)
 }
 
 // judge compares the agent's normalized output with the recorded and
@@ -45,10 +45,10 @@ type verdict struct {
 // reports show first.
 func judge(ev evidence) verdict {
 	var v verdict
-	v.expected = normalizeStream(ev.normalizer(), ev.recorded)
-	v.actual = normalizeStream(ev.normalizer(), ev.live)
-	if path, want, got, differ := firstStreamDifference(v.expected, v.actual); differ {
-		v.divergences = append(v.divergences, outputDiffers(path, want, got))
+	c := normalize.Compare(transcript(ev.normalizer(), ev.recorded), transcript(ev.normalizer(), ev.live))
+	v.expected, v.actual = c.Want, c.Got
+	if c.Diff != nil {
+		v.divergences = append(v.divergences, outputDiffers(c.Diff))
 		v.diff = unifiedDiff("recorded", "replayed", pretty(v.expected), pretty(v.actual))
 	}
 	if ev.driveErr != nil {
@@ -73,9 +73,10 @@ func judge(ev evidence) verdict {
 	return v
 }
 
-// normalizeStream normalizes agent stdout lines (blank lines dropped: they
-// carry nothing and agents differ in emitting them).
-func normalizeStream(n *normalize.Normalizer, lines [][]byte) []json.RawMessage {
+// transcript normalizes agent stdout lines (blank lines dropped: they
+// carry nothing and agents differ in emitting them) and arranges them for
+// comparison.
+func transcript(n *normalize.Normalizer, lines [][]byte) *normalize.Transcript {
 	frames := make([]normalize.Frame, 0, len(lines))
 	for _, l := range lines {
 		if len(bytes.TrimSpace(l)) == 0 {
@@ -83,24 +84,7 @@ func normalizeStream(n *normalize.Normalizer, lines [][]byte) []json.RawMessage 
 		}
 		frames = append(frames, normalize.Frame{Side: normalize.Agent, Line: l})
 	}
-	return n.Stream(frames)
-}
-
-// firstStreamDifference compares two normalized streams value by value.
-func firstStreamDifference(a, b []json.RawMessage) (string, any, any, bool) {
-	return normalize.FirstDifference(decodeAll(a), decodeAll(b))
-}
-
-func decodeAll(msgs []json.RawMessage) []any {
-	out := make([]any, len(msgs))
-	for i, m := range msgs {
-		var v any
-		if err := json.Unmarshal(m, &v); err != nil {
-			v = string(m)
-		}
-		out[i] = v
-	}
-	return out
+	return n.Transcript(frames)
 }
 
 // pretty renders a normalized stream as indented JSON, one value after

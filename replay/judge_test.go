@@ -42,10 +42,11 @@ func TestJudgeOutput(t *testing.T) {
 	want := Divergence{
 		Kind: OutputDiffers, Lane: store.LaneAgent,
 		Path: "$[1].params.update.content.text", Recorded: "Hello", Live: "Bonjour",
-		Message: `agent output differs at $[1].params.update.content.text: expected "Hello", got "Bonjour"`,
+		Turn: 1, Stream: "agent message", Session: "<sessionId:1>", Index: 1, Field: "content.text",
+		Message: `agent output differs in agent message, update 1: content.text: expected "Hello", got "Bonjour"`,
 	}
 	if len(v.divergences) != 1 || !reflect.DeepEqual(v.divergences[0], want) {
-		t.Fatalf("divergences %+v, want %+v", v.divergences, want)
+		t.Fatalf("divergences\n%#v\nwant\n%#v", v.divergences, want)
 	}
 	for _, line := range []string{"--- recorded\n+++ replayed\n@@ ", "\n-        \"text\": \"Hello\",\n", "\n+        \"text\": \"Bonjour\",\n"} {
 		if !strings.Contains(v.diff, line) {
@@ -53,10 +54,100 @@ func TestJudgeOutput(t *testing.T) {
 		}
 	}
 
-	// A line the replay lacks: the recorded value, shortened, and nothing.
+	// A line the replay lacks: the recorded value, summed up, and
+	// nothing.
 	v = judge(evidence{recorded: stream("ses_1", "Hello"), live: stream("ses_2", "Hello")[:1], normalizer: newNormalizer})
-	if len(v.divergences) != 1 || v.divergences[0].Message != `agent output differs at $[1]: expected {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"\u003csessionId:1\u003e","update":{"content":{"text":"Hello","type":"text"},"sessionUpdate":"a…, got nothing` {
+	if len(v.divergences) != 1 || v.divergences[0].Message != `agent output differs in agent message is missing (1 update recorded, the first agent_message_chunk "Hello")` {
 		t.Errorf("missing line: divergences %v", v.divergences)
+	}
+}
+
+// turnOutput is an agent's output of one turn, in the order of lines:
+// "n" the session/new answer, "c1".."c3" message chunks, "p", "i", "d"
+// the tool call's tool_call (pending), its in_progress and completed
+// updates, "u" a usage_update, "a" the answer.
+func turnOutput(sessionID, callID string, lines ...string) [][]byte {
+	up := func(u string) []byte {
+		return []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sessionID + `","update":` + u + `}}`)
+	}
+	var out [][]byte
+	for _, l := range lines {
+		switch l {
+		case "n":
+			out = append(out, []byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"`+sessionID+`"}}`))
+		case "c1", "c2", "c3":
+			out = append(out, up(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+l+` "}}`))
+		case "p":
+			out = append(out, up(`{"sessionUpdate":"tool_call","toolCallId":"`+callID+`","title":"Read notes.txt","kind":"read","status":"pending"}`))
+		case "i", "d":
+			status := map[string]string{"i": "in_progress", "d": "completed"}[l]
+			out = append(out, up(`{"sessionUpdate":"tool_call_update","toolCallId":"`+callID+`","status":"`+status+`"}`))
+		case "u":
+			out = append(out, up(`{"sessionUpdate":"usage_update","used":1317,"size":200000}`))
+		case "a":
+			out = append(out, []byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`))
+		}
+	}
+	return out
+}
+
+// TestJudgeOrder checks the two orders on the same pair of runs: the
+// tool call's last update and a usage_update racing the chunks and the
+// answer are equal per stream, and a divergence under --order strict,
+// reported as moved; and changes within a stream are named in it.
+func TestJudgeOrder(t *testing.T) {
+	recorded := turnOutput("ses_1", "call_1a2b3c4d5e6f", "n", "p", "i", "c1", "c2", "d", "u", "a")
+	raced := turnOutput("ses_2", "call_9z8y7x6w5v4u", "n", "p", "i", "d", "c1", "c2", "a", "u")
+	byStream := func() *normalize.Normalizer { return normalize.New(normalize.Options{}) }
+	strict := func() *normalize.Normalizer { return normalize.New(normalize.Options{Order: normalize.Strict}) }
+	if v := judge(evidence{recorded: recorded, live: raced, normalizer: byStream}); len(v.divergences) != 0 || v.diff != "" {
+		t.Errorf("per stream: divergences %v, want none", messagesOf(v.divergences))
+	}
+	if v := judge(evidence{recorded: recorded, live: raced, normalizer: byStream}); !slices.EqualFunc(v.expected, v.actual, slices.Equal) {
+		t.Errorf("per stream: equal streams listed apart:\n%s\n%s", v.expected, v.actual)
+	}
+	v := judge(evidence{recorded: recorded, live: raced, normalizer: strict})
+	want := `agent output differs at $[3]: expected agent_message_chunk "c1 c2 ", got tool_call_update (completed); ` +
+		`the recorded $[3] moved: it is $[4] in the replay; the replayed $[3] is $[4] in the recording`
+	if len(v.divergences) != 1 || v.divergences[0].Message != want || v.diff == "" {
+		t.Fatalf("strict: divergences %q, want %q and a diff", messagesOf(v.divergences), want)
+	}
+	if d := v.divergences[0]; d.Turn != 0 || d.Stream != "" || d.Index != 4 || d.MovedTo != 5 || d.MovedFrom != 5 || d.Path != "$[3]" {
+		t.Errorf("strict: divergence %+v, want value 4 ($[3]), moved to and from 5", d)
+	}
+
+	for _, tc := range []struct {
+		name, want string
+		live       []string
+	}{
+		{"in_progress after completed", `agent output differs in turn 1, tool call <toolCallId:1>, update 2: status: expected "in_progress", got "completed"; ` +
+			`the recorded update 2 moved: it is update 3 in the replay; the replayed update 2 is update 3 in the recording`,
+			[]string{"n", "p", "d", "c1", "c2", "i", "u", "a"}},
+		{"a changed status", `agent output differs in turn 1, tool call <toolCallId:1>, update 3: status: expected "completed", got "in_progress"; the replayed update 3 is update 2 in the recording`,
+			[]string{"n", "p", "i", "c1", "c2", "i", "u", "a"}},
+		{"two chunks swapped", `agent output differs in turn 1, agent message, update 1: content.text: expected "c1 c2 ", got "c2 c1 "`,
+			[]string{"n", "p", "i", "c2", "c1", "d", "u", "a"}},
+		{"the tool call missing", `agent output differs in turn 1, tool call <toolCallId:1> is missing (3 updates recorded, the first tool_call "Read notes.txt" (pending))`,
+			[]string{"n", "c1", "c2", "u", "a"}},
+		{"the usage missing", `agent output differs in turn 1, usage_update at the turn's end: expected usage_update {"size":200000,"used":1317}, got nothing`,
+			[]string{"n", "p", "i", "c1", "c2", "d", "a"}},
+		{"the answer missing", `agent output differs in turn 1, requests and responses, message 2: expected response {"stopReason":"end_turn"}, got nothing`,
+			[]string{"n", "p", "i", "c1", "c2", "d", "u"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := judge(evidence{recorded: recorded, live: turnOutput("ses_2", "call_9z8y7x6w5v4u", tc.live...), normalizer: byStream})
+			if len(v.divergences) != 1 || v.divergences[0].Message != tc.want {
+				t.Errorf("divergences\n%q\nwant\n%q", messagesOf(v.divergences), tc.want)
+			}
+			if strings.Contains(v.divergences[0].Message, "expected nothing") {
+				t.Errorf("%q says expected nothing where both sides have a value", v.divergences[0].Message)
+			}
+		})
+	}
+	// A tool call added is named in the replay's terms.
+	v = judge(evidence{recorded: turnOutput("ses_1", "x", "n", "c1", "a"), live: turnOutput("ses_2", "call_9z8y7x6w5v4u", "n", "p", "c1", "a"), normalizer: byStream})
+	if want := `agent output differs in turn 1, tool call <toolCallId:1> was added (1 update, the first tool_call "Read notes.txt" (pending))`; len(v.divergences) != 1 || v.divergences[0].Message != want {
+		t.Errorf("a tool call added: divergences %q, want %q", messagesOf(v.divergences), want)
 	}
 }
 
@@ -79,7 +170,7 @@ func TestJudgeEverything(t *testing.T) {
 	}
 	wantKinds := []Kind{OutputDiffers, EditorFailed, EditorFailed, RequestUnanswered, ExchangeUnrequested}
 	wantMessages := []string{
-		`agent output differs at $[1].params.update.content.text: expected "Hello", got "Bonjour"`,
+		`agent output differs in agent message, update 1: content.text: expected "Hello", got "Bonjour"`,
 		"editor side: " + missing.Error(),
 		"editor side: " + wait.Error(),
 		"llm: POST https://api.example/v1/chat/completions: no recorded exchange for POST /v1/chat/completions model title (the lane was never recorded)",

@@ -27,6 +27,7 @@ func newNormalizers(rec *recording, sb *sandbox, opts *Options) normalizers {
 		Tmp:        nonEmpty(rec.meta.Tmp, sb.tmp),
 		Rules:      opts.Rules,
 		NoCoalesce: opts.NoCoalesce,
+		Order:      opts.Order,
 	}}
 }
 

@@ -101,6 +101,10 @@ type Options struct {
 	// for, and a recorded one never requested, are divergences rather
 	// than a warning and nothing.
 	StrictHTTP bool
+	// Order is how the agent's output is compared: per stream within a
+	// turn (normalize.ByStream, the default) or in its total order
+	// (normalize.Strict).
+	Order normalize.Order
 	// CA intercepts TLS for agents that reach the LLM by HTTPS_PROXY. If
 	// nil, the tap's default (proxy.Config.CA).
 	CA *proxy.CA
@@ -126,7 +130,8 @@ type Result struct {
 	// Diff is a unified diff of the normalized expected and actual agent
 	// streams, pretty JSON; empty when they are equal.
 	Diff string
-	// Expected and Actual are the normalized agent streams.
+	// Expected and Actual are the normalized agent streams, as lists of
+	// values arranged for the diff (see normalize.Comparison).
 	Expected, Actual []json.RawMessage
 	// Live is every line the agent wrote on stdout, in order.
 	Live [][]byte

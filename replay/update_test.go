@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
@@ -65,7 +66,7 @@ func layout(t *testing.T, st *store.Store, name string) []string {
 // were played, the timeline is steps ("e0" editor frame 0, "a" the next
 // agent line), the agent lines are named a1, a2...
 func diverged(name string, editors int, steps ...string) *Result {
-	res := &Result{Name: name, Divergences: []Divergence{outputDiffers("$[0]", "x", "y")}, Diff: "-x\n+y\n", editors: editors}
+	res := &Result{Name: name, Divergences: []Divergence{outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"})}, Diff: "-x\n+y\n", editors: editors}
 	for _, s := range steps {
 		if s == "a" {
 			res.Timeline = append(res.Timeline, Step{driver.FromAgent, len(res.Live)})
@@ -211,10 +212,10 @@ func TestUpdatableByKind(t *testing.T) {
 		warnings    []Divergence
 		refused     *Divergence // the divergence the error names; nil for updatable
 	}{
-		{"the output alone, without a diff", []Divergence{outputDiffers("$[0]", "x", "y")}, nil, nil},
-		{"the output, with a warning", []Divergence{outputDiffers("$[0]", "x", "y")}, []Divergence{drift}, nil},
-		{"another divergence first", []Divergence{timeout, outputDiffers("$[0]", "x", "y")}, nil, &timeout},
-		{"drift as a divergence", []Divergence{outputDiffers("$[0]", "x", "y"), drift}, nil, &drift},
+		{"the output alone, without a diff", []Divergence{outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"})}, nil, nil},
+		{"the output, with a warning", []Divergence{outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"})}, []Divergence{drift}, nil},
+		{"another divergence first", []Divergence{timeout, outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"})}, nil, &timeout},
+		{"drift as a divergence", []Divergence{outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"}), drift}, nil, &drift},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := diverged("r", 1, "e0", "a")

@@ -17,7 +17,7 @@ func TestDemo(t *testing.T) {
 		"llm     POST http://127.0.0.1:",
 		`tool: read_file{"path":"notes.txt"}`,
 		"PASS fix-typo",
-		`FAIL fix-typo: agent output differs at $[3].method: expected "session/request_permission", got "fs/read_text_file"`,
+		`FAIL fix-typo: agent output differs in turn 1, requests and responses, message 3: expected session/request_permission request, got fs/read_text_file request`,
 		`-  "method": "session/request_permission",`,
 	} {
 		if !strings.Contains(out, want) {

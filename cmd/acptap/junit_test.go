@@ -95,7 +95,7 @@ func TestReplayJUnit(t *testing.T) {
 	}
 	// The message is the first divergence, as printed on FAIL's line.
 	first, _, _ := strings.Cut(strings.SplitAfter(out, "FAIL bad: ")[1], "\n")
-	if bad.Failure.Message != first || !strings.HasPrefix(first, "agent output differs at $[") {
+	if bad.Failure.Message != first || !strings.HasPrefix(first, "agent output differs in turn 1, agent message, update 1: content.text: ") {
 		t.Errorf("failure message %q, want the first divergence %q", bad.Failure.Message, first)
 	}
 	for _, want := range []string{"--- recorded\n+++ replayed\n", `-        "text": "hello",`, `+        "text": "You said: fix the typo",`} {

@@ -57,6 +57,7 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.StringSliceFlag{Name: "env", Usage: "add `K=V` to the agent's environment; repeatable"},
 			&cli.StringFlag{Name: "rules", Usage: "normalization rules `FILE` (JSON)"},
 			&cli.BoolFlag{Name: "no-coalesce", Usage: "compare message chunks one by one instead of joined"},
+			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent's output is compared within a turn: stream (each stream on its own: each tool call, the message, the thoughts, the plan, the state at the turn's end) or strict (the total order)"},
 			caDirFlag(),
 			proxyLoopbackFlag(),
 			&cli.BoolFlag{Name: "strict-http", Usage: "fail the replay on an http request (not to the LLM) the recording has no answer for, and on a recorded one never requested; by default the first is a warning and the second nothing"},
@@ -110,6 +111,10 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	if err != nil {
 		return nil, usageErrorf("--requests: %v", err)
 	}
+	order, err := normalize.ParseOrder(c.String("order"))
+	if err != nil {
+		return nil, usageErrorf("--order %q: want stream or strict", c.String("order"))
+	}
 	faults, err := parseFaults(c.StringSlice("fault"))
 	if err != nil {
 		return nil, err
@@ -128,6 +133,7 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 		NoCoalesce: c.Bool("no-coalesce"),
 		Loopback:   loopbackMode(c),
 		StrictHTTP: c.Bool("strict-http"),
+		Order:      order,
 	}
 	if f := c.String("rules"); f != "" {
 		rules, err := normalize.LoadRules(f)

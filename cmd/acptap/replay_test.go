@@ -77,8 +77,7 @@ func TestReplayCatchesAChangedAgent(t *testing.T) {
 		t.Fatalf("exit %d, want %d; stdout:\n%s", code, ExitDiverged, out)
 	}
 	for _, want := range []string{
-		"FAIL typo: agent output differs at $[",
-		`.params.update.content.text: expected "You said: fix the typo", got "Something else entirely"`,
+		`FAIL typo: agent output differs in turn 1, agent message, update 1: content.text: expected "You said: fix the typo", got "Something else entirely"`,
 		"--- recorded", "+++ replayed",
 		`-        "text": "You said: fix the typo",`,
 		`+        "text": "Something else entirely",`,

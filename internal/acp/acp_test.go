@@ -240,3 +240,16 @@ func payload(raw json.RawMessage) any {
 	}
 	return raw
 }
+
+func TestStateUpdate(t *testing.T) {
+	for _, kind := range []string{"available_commands_update", "current_mode_update", "config_option_update", "session_info_update", "usage_update"} {
+		if !StateUpdate(kind) {
+			t.Errorf("StateUpdate(%q) = false, want true", kind)
+		}
+	}
+	for _, kind := range []string{"agent_message_chunk", "tool_call", "tool_call_update", "plan", ""} {
+		if StateUpdate(kind) {
+			t.Errorf("StateUpdate(%q) = true, want false", kind)
+		}
+	}
+}

@@ -53,6 +53,9 @@ type config struct {
 	ownServer     string        // HOST:PORT of the agent's own server, checked before each turn; "" for none
 	lookup        string        // URL looked up at start-up, shown in each turn; "" for none
 	telemetry     string        // URL a start-up event is posted to; "" for none
+	race          raceOrder     // --concurrent-updates (see race.go)
+	racing        racing        // --racing
+	plant         plant         // --plant
 }
 
 const usage = `usage: testagent [flags]
@@ -92,6 +95,19 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.StringVar(&cfg.ownServer, "own-server", "", "run an HTTP server of the agent's own on `HOST:PORT` (PORT 0 for any) and check it before each turn")
 	fs.StringVar(&cfg.lookup, "lookup", "", "GET `URL` at start-up, through the proxy, and show its answer in each turn")
 	fs.StringVar(&cfg.telemetry, "telemetry", "", "POST a start-up event to `URL`, through the proxy; its answer is only logged")
+	fs.Func("concurrent-updates", "send an available_commands_update, a tool call's final update and a usage_update from concurrent tasks, racing the session/new answer, the next message chunks and the turn's answer: `ORDER` timed (as scheduling decides), late or early (after or before what they race)", func(v string) (err error) {
+		cfg.race, err = parseRaceOrder(v)
+		return err
+	})
+	cfg.racing = racing{commands: true, tool: true, usage: true}
+	fs.Func("racing", "with --concurrent-updates, which updates race: a comma-separated `LIST` of commands, tool and usage (default all three; the others are sent early)", func(v string) (err error) {
+		cfg.racing, err = parseRacing(v)
+		return err
+	})
+	fs.Func("plant", plantUsage, func(v string) (err error) {
+		cfg.plant, err = parsePlant(v)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -172,6 +188,20 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //
 //	--no-permission   read files without session/request_permission
 //	--string-ids      the agent's own request ids are UUID strings
+//	--concurrent-updates ORDER
+//	                  send an available_commands_update racing the
+//	                  session/new answer, a tool call's final update racing
+//	                  the message chunks after it, and a usage_update racing
+//	                  each turn's answer, from concurrent tasks: ORDER timed
+//	                  (the tool update ~15 ms late, as scheduling decides),
+//	                  late or early (after or before what they race); a
+//	                  tool call also gets an in_progress update
+//	--racing LIST     which of them race: commands, tool, usage
+//	                  (comma-separated; default all; the others early)
+//	--plant CHANGE    behave differently in one way, for a replay to catch:
+//	                  swap-chunks (scripted mode), progress-last (a tool
+//	                  call's in_progress after its completed update),
+//	                  status-failed (its final update says failed)
 //	--junk            print a non-JSON line to stdout at startup
 //	--stderr-log      log each received message to stderr
 //	--ignore-eof      keep running after stdin EOF until signalled
@@ -299,6 +329,8 @@ type session struct {
 	// history is the LLM conversation so far. Only the running turn uses
 	// it; s.mu orders one turn's writes before the next turn's reads.
 	history []chatMessage
+
+	race raceState // --concurrent-updates
 }
 
 func (a *agent) debugf(format string, args ...any) {
@@ -448,7 +480,7 @@ func (a *agent) newSession(m *acp.Envelope) {
 	a.mu.Lock()
 	a.sessions[s.id] = s
 	a.mu.Unlock()
-	a.c.reply(m.ID, map[string]any{"sessionId": s.id})
+	a.answerSessionNew(s, func() { a.c.reply(m.ID, map[string]any{"sessionId": s.id}) })
 }
 
 func (a *agent) session(id string) *session {
@@ -517,14 +549,16 @@ func (a *agent) prompt(m *acp.Envelope) {
 
 	go func() {
 		defer a.turns.Done()
-		reason := a.turn(ctx, s, strings.Join(texts, "\n"))
+		prompt := strings.Join(texts, "\n")
+		a.startTurn(s, prompt)
+		reason := a.turn(ctx, s, prompt)
 		// The session is idle before the editor learns it: its next
 		// prompt may follow the answer at once.
 		s.mu.Lock()
 		s.cancel = nil
 		s.mu.Unlock()
 		cancel()
-		a.c.reply(m.ID, map[string]any{"stopReason": reason})
+		a.answerPrompt(s, func() { a.c.reply(m.ID, map[string]any{"stopReason": reason}) })
 	}()
 }
 

@@ -443,6 +443,7 @@ func (a *agent) llmTurn(ctx context.Context, s *session, prompt string) string {
 			Tools:    []any{readFileTool},
 		}
 		comp, err := a.llm.stream(ctx, req, func(text string) { a.messageChunk(s, text) })
+		a.chunksSent(s)
 		if ctx.Err() != nil {
 			return stopCancelled
 		}

@@ -55,7 +55,7 @@ func (a *agent) scriptedTurn(ctx context.Context, s *session, prompt string) str
 	if a.cfg.message != nil {
 		text = *a.cfg.message
 	}
-	for i, chunk := range chunks(text, a.cfg.chunkSize) {
+	for i, chunk := range a.answerChunks(chunks(text, a.cfg.chunkSize)) {
 		if i > 0 && a.cfg.chunkDelay > 0 && !sleep(ctx, a.cfg.chunkDelay) {
 			return stopCancelled
 		}
@@ -64,6 +64,7 @@ func (a *agent) scriptedTurn(ctx context.Context, s *session, prompt string) str
 		}
 		a.messageChunk(s, chunk)
 	}
+	a.chunksSent(s)
 	return stopEndTurn
 }
 
@@ -168,6 +169,7 @@ func (a *agent) readTool(ctx context.Context, s *session, callID, path string) (
 			return fail(err)
 		}
 	}
+	a.toolProgress(s, callID)
 	var res struct {
 		Content string `json:"content"`
 	}
@@ -179,7 +181,7 @@ func (a *agent) readTool(ctx context.Context, s *session, callID, path string) (
 		return fail(err)
 	}
 	first, _, _ := strings.Cut(res.Content, "\n")
-	a.update(s, toolCallUpdate{
+	a.toolDone(s, toolCallUpdate{
 		SessionUpdate: "tool_call_update",
 		ToolCallID:    callID,
 		Status:        "completed",

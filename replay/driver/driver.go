@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"time"
 
@@ -72,15 +73,22 @@ type Options struct {
 //     editor's ids are sent as recorded, so the agent echoes them);
 //   - the agent requests recorded before it, counted per method;
 //   - for a frame sent mid-turn (while an editor request was unanswered
-//     in the recording, as session/cancel is), the notifications recorded
-//     since the previous editor frame: session/update counted per update
-//     kind, other notifications per method, message and thought chunks
-//     (kinds ending in "_chunk") measured by the bytes of their text
-//     (at least 1 each) rather than counted, since how an LLM's output is
-//     cut into chunks varies. Once the live agent has answered every
-//     request that was pending then, the turn is over and they are no
-//     longer awaited. A frame sent between turns awaits no notification:
-//     those recorded before it may legitimately come later.
+//     in the recording, as session/cancel is), the progress of the turn it
+//     interrupts: the notifications recorded since the turn began (since
+//     the first of the requests then unanswered was sent), session/update
+//     counted per update kind, other notifications per method, message
+//     and thought chunks (kinds ending in "_chunk") measured by the bytes
+//     of their text (at least 1 each) rather than counted, since how an
+//     LLM's output is cut into chunks varies. Counted from the turn's
+//     start rather than from the previous editor frame, an update that
+//     lands on the other side of an editor frame than it was recorded on
+//     still counts. State notifications (available_commands_update,
+//     usage_update, ...: see acp.StateUpdate) are never awaited: agents
+//     send them from background tasks, at times that vary against
+//     everything else. Once the live agent has answered every request that
+//     was pending then, the turn is over and nothing is awaited any more.
+//     A frame sent between turns awaits no notification: those recorded
+//     before it may legitimately come later.
 //
 // The agent's requests are answered with the editor's recorded answers:
 // the k-th live request of a method gets the answer to the k-th recorded
@@ -160,7 +168,7 @@ func (d *Driver) Run(ctx context.Context, toAgent io.Writer, fromAgent <-chan []
 		p:        d.plan,
 		liveResp: make(map[string]int),
 		liveReq:  make(map[string]int),
-		segment:  make(map[noteKey]int),
+		total:    make(map[noteKey]int),
 		writes:   make(chan []byte),
 		written:  make(chan error, 1),
 	}
@@ -189,19 +197,20 @@ type run struct {
 
 	subs substitutions
 
-	liveResp map[string]int  // responses seen per editor request id
-	liveReq  map[string]int  // agent requests seen per method
-	cursor   int             // anchors[:cursor] have all been seen
-	segment  map[noteKey]int // notifications since the last step was written
-	next     int             // the step to send next
-	answers  []queued        // answers waiting for their step
-	queue    []write         // waiting to be written, in order
-	inflight *write          // being written
-	writes   chan []byte     // to the writer goroutine
-	written  chan error      // from the writer goroutine
-	errs     []error         // mismatches so far
-	start    time.Time       // when the current wait began
-	seen     time.Time       // the last sign of the agent: a line, or a completed write
+	liveResp map[string]int    // responses seen per editor request id
+	liveReq  map[string]int    // agent requests seen per method
+	cursor   int               // anchors[:cursor] have all been seen
+	total    map[noteKey]int   // notifications seen that steps await (see counted)
+	at       []map[noteKey]int // total when each step began to be written
+	next     int               // the step to send next
+	answers  []queued          // answers waiting for their step
+	queue    []write           // waiting to be written, in order
+	inflight *write            // being written
+	writes   chan []byte       // to the writer goroutine
+	written  chan error        // from the writer goroutine
+	errs     []error           // mismatches so far
+	start    time.Time         // when the current wait began
+	seen     time.Time         // the last sign of the agent: a line, or a completed write
 }
 
 // A queued answer waits for the step it was recorded after.
@@ -265,7 +274,6 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 			timer.Reset(r.d.timeout)
 			if w.step {
 				r.start = r.seen
-				clear(r.segment)
 			}
 		case <-timer.C:
 			return r.waitError(ErrTimeout, time.Now())
@@ -285,6 +293,8 @@ func (r *run) progress() bool {
 			r.inflight = &w
 			if w.step {
 				r.start = time.Now()
+				// What the agent sends from now on may answer the step.
+				r.at = append(r.at, maps.Clone(r.total))
 			}
 			if w.frame >= 0 {
 				r.res.Timeline = append(r.res.Timeline, Step{FromEditor, w.frame})
@@ -318,11 +328,17 @@ func (r *run) ready(st step) bool {
 		return true
 	}
 	for k, n := range st.notes {
-		if r.segment[k] < n {
+		if r.turnProgress(st, k) < n {
 			return false
 		}
 	}
 	return true
+}
+
+// turnProgress returns how much of notification kind k the live agent sent
+// since step st's turn began.
+func (r *run) turnProgress(st step, k noteKey) int {
+	return r.total[k] - r.at[st.since][k]
 }
 
 // turnOver reports whether the live agent has answered every editor
@@ -370,8 +386,9 @@ func (r *run) receive(line []byte) {
 		}
 		r.request(k, m.ID)
 	case acp.Notification:
-		k, n := noteOf(m)
-		r.segment[k] += n
+		if k, n := noteOf(m); counted(k) {
+			r.total[k] += n
+		}
 	}
 	for r.cursor < len(r.p.anchors) {
 		a := r.p.anchors[r.cursor]
@@ -507,7 +524,7 @@ func (r *run) missing(st step) []string {
 		return cmp.Or(cmp.Compare(a.method, b.method), cmp.Compare(a.update, b.update))
 	})
 	for _, k := range keys {
-		n := st.notes[k] - r.segment[k]
+		n := st.notes[k] - r.turnProgress(st, k)
 		switch {
 		case n <= 0:
 		case k.chunk():

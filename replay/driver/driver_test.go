@@ -699,3 +699,43 @@ func TestReplayJunk(t *testing.T) {
 		t.Errorf("live %q, want the agent's junk line first", res.Live)
 	}
 }
+
+// TestReplayCancelStateRace replays a cancelled turn whose recording has an
+// available_commands_update, sent by the agent right after its session/new
+// answer, after the editor's session/prompt: it raced the prompt. The live
+// agent sends it before the prompt. The cancel must wait for the turn's
+// message text only, never for the state notification, and cut the turn
+// as the recorded one did.
+func TestReplayCancelStateRace(t *testing.T) {
+	args := []string{"--chunk-size", "4", "--chunk-delay", "200ms", "--concurrent-updates", "early"}
+	frames, tr := record(t, testeditor.Options{
+		Cwd:         t.TempDir(),
+		Prompts:     []string{"count slowly to ten please", "ok"},
+		CancelAfter: 2,
+	}, args...)
+	if len(tr.Turns) != 2 || tr.Turns[0].StopReason != "cancelled" {
+		t.Fatalf("recorded turns = %+v, want the first cancelled", tr.Turns)
+	}
+	commands := slices.IndexFunc(frames, func(f driver.Frame) bool {
+		return acp.Parse(f.Data).UpdateKind == "available_commands_update"
+	})
+	if commands < 0 || commands > frameIndex(t, frames, "session/prompt", 1) {
+		t.Fatalf("the recording has no available_commands_update before the first prompt")
+	}
+	commandsFrame := frames[commands]
+	frames = slices.Delete(frames, commands, commands+1)
+	frames = slices.Insert(frames, frameIndex(t, frames, "session/prompt", 1)+1, commandsFrame)
+
+	d := driver.New(driver.Options{Recorded: frames, Timeout: time.Minute})
+	res, err := replay(t, d, agentEnviron(), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts, reasons := turns(t, res.Sent, res.Live)
+	if want := []string{"cancelled", "end_turn"}; !reflect.DeepEqual(reasons, want) {
+		t.Errorf("live stop reasons = %q, want %q: the cancel waited for the state notification", reasons, want)
+	}
+	if !strings.HasPrefix(texts[0], "You said") {
+		t.Errorf("live text of the cancelled turn = %q, want the recorded two chunks and maybe more", texts[0])
+	}
+}

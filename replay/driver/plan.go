@@ -3,6 +3,7 @@ package driver
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -46,9 +47,12 @@ func (k noteKey) chunk() bool { return strings.HasSuffix(k.update, "_chunk") }
 // A step is an editor frame sent in recorded order, or the end of the
 // recording.
 type step struct {
-	frame   int             // index in the recording; len(recording) for the end
-	anchors int             // the step waits for anchors[:anchors]
-	notes   map[noteKey]int // notifications awaited in the segment; nil for none
+	frame   int // index in the recording; len(recording) for the end
+	anchors int // the step waits for anchors[:anchors]
+	// notes are the notifications awaited since step since was sent, the
+	// start of the turn the frame interrupts; nil for none.
+	notes map[noteKey]int
+	since int
 	// pending are the editor requests unanswered when the frame was
 	// recorded. Once the live agent has answered them all, notes are no
 	// longer awaited.
@@ -90,16 +94,32 @@ func newPlan(frames []Frame) *plan {
 		sentN       = make(map[string]int)    // editor requests sent per id
 		outstanding = make(map[string]reqKey) // agent request id → request, until answered
 		pending     []respKey                 // editor requests not answered yet
-		segment     = make(map[noteKey]int)
+		sentAt      = make(map[respKey]int)   // editor request → the step that sent it
+		total       = make(map[noteKey]int)   // notifications awaited so far (see counted)
+		at          []map[noteKey]int         // total when each step was recorded
 	)
 	newStep := func(frame int) {
 		st := step{frame: frame, anchors: len(p.anchors)}
-		if len(pending) > 0 && len(segment) > 0 {
-			st.notes = segment
-			st.pending = slices.Clone(pending)
-			segment = make(map[noteKey]int)
+		if len(pending) > 0 {
+			// The turn began when the first of the unanswered requests
+			// was sent.
+			st.since = sentAt[pending[0]]
+			for _, k := range pending[1:] {
+				st.since = min(st.since, sentAt[k])
+			}
+			for k, n := range total {
+				if d := n - at[st.since][k]; d > 0 {
+					if st.notes == nil {
+						st.notes = make(map[noteKey]int)
+					}
+					st.notes[k] = d
+				}
+			}
+			if st.notes != nil {
+				st.pending = slices.Clone(pending)
+			}
 		}
-		clear(segment)
+		at = append(at, maps.Clone(total))
 		p.steps = append(p.steps, st)
 	}
 	p.junk = make([]bool, len(frames))
@@ -127,8 +147,9 @@ func newPlan(frames []Frame) *plan {
 				p.reqs[k] = i
 				outstanding[acp.IDKey(m.ID)] = k
 			case acp.Notification:
-				k, n := noteOf(m)
-				segment[k] += n
+				if k, n := noteOf(m); counted(k) {
+					total[k] += n
+				}
 			}
 			continue
 		}
@@ -145,11 +166,19 @@ func newPlan(frames []Frame) *plan {
 			sentN[id]++
 			k := respKey{id, sentN[id]}
 			pending = append(pending, k)
+			sentAt[k] = len(p.steps) - 1
 			p.methods[k] = m.Method
 		}
 	}
 	newStep(len(frames))
 	return p
+}
+
+// counted reports whether notifications of kind k are awaited: all but
+// state notifications (see acp.StateUpdate), which agents send from
+// background tasks, on either side of an editor frame.
+func counted(k noteKey) bool {
+	return !(k.method == "session/update" && acp.StateUpdate(k.update))
 }
 
 // noteOf returns the kind of a notification and how much it counts.
