@@ -41,7 +41,8 @@ func addStreamSeeds(f *testing.F) {
 func FuzzIdempotent(f *testing.F) {
 	addStreamSeeds(f)
 	for _, s := range []string{"", "\xff\xfe", "/w/ws/tmp/x", "<cwd>/home/u/a", `{"a":"{\"pid\":1}"}`, "build 12026-11-29T10:00:00Z",
-		`{"text":"Current date: Sat Nov 29 2026 in /w/ws.","id":"fc_1","usage":{"x_tokens":1}}`} {
+		`{"text":"Current date: Sat Nov 29 2026 in /w/ws.","id":"fc_1","usage":{"x_tokens":1}}`,
+		"/home/u/.claude/projects/-w-ws/m -w-ws-w-ws _w_ws_x", "?p=%2Fw%2Fws%2Fa&q=%2fw%2fws <cwd>%2Fw%2Fws", `["\/w\/ws\/a","\/tmp\/b"]`, "<cwd>-w-ws/<tmp>_w_ws"} {
 		f.Add([]byte(s))
 	}
 	opts := fuzzOptions(f)
