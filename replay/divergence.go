@@ -1,12 +1,10 @@
 package replay
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
 
+	"github.com/acptap/acptap/internal/excerpt"
 	"github.com/acptap/acptap/internal/redact"
-	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
 )
@@ -74,6 +72,9 @@ type Divergence struct {
 	// the replay, decoded JSON (a line that is not JSON is its text);
 	// normalize.Missing stands for a value one side does not have.
 	Recorded, Live any
+	// More is, for RequestDrift, how many other places of the request
+	// differ; 0 for the other kinds.
+	More int
 	// Err is the editor side's error for EditorFailed: a
 	// *driver.WaitError, *driver.MismatchError or *driver.MissingError,
 	// or the error of a write to the agent; nil for the other kinds.
@@ -89,10 +90,11 @@ func (d Divergence) String() string { return d.Message }
 // outputDiffers is the divergence of the agent's normalized output at
 // path.
 func outputDiffers(path string, recorded, live any) Divergence {
+	c := excerpt.Pair(recorded, live)
 	return Divergence{
 		Kind: OutputDiffers, Lane: store.LaneAgent,
 		Path: path, Recorded: recorded, Live: live,
-		Message: fmt.Sprintf("agent output differs at %s: expected %s, got %s", path, brief(recorded), brief(live)),
+		Message: fmt.Sprintf("agent output differs at %s%s: expected %s, got %s", path, c.Where(), c.A, c.B),
 	}
 }
 
@@ -122,23 +124,7 @@ func exchangeUnrequested(r llmserver.Recorded) Divergence {
 func requestDrift(d llmserver.Drift) Divergence {
 	return Divergence{
 		Kind: RequestDrift, Lane: store.LaneLLM, Exchange: d.Number,
-		Path: d.Path, Recorded: d.Recorded, Live: d.Live,
+		Path: d.Path, Recorded: d.Recorded, Live: d.Live, More: d.More,
 		Message: d.String(),
 	}
-}
-
-// brief formats a value for a one-line message.
-func brief(v any) string {
-	if _, ok := v.(normalize.Missing); ok {
-		return "nothing"
-	}
-	b, err := json.Marshal(v)
-	s := string(b)
-	if err != nil {
-		s = fmt.Sprint(v)
-	}
-	if len(s) > 160 {
-		s = strings.ToValidUTF8(s[:160], "") + "…"
-	}
-	return s
 }

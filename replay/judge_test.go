@@ -55,7 +55,7 @@ func TestJudgeOutput(t *testing.T) {
 
 	// A line the replay lacks: the recorded value, shortened, and nothing.
 	v = judge(evidence{recorded: stream("ses_1", "Hello"), live: stream("ses_2", "Hello")[:1], normalizer: newNormalizer})
-	if len(v.divergences) != 1 || v.divergences[0].Message != `agent output differs at $[1]: expected {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"\u003csessionId:1\u003e","update":{"content":{"text":"Hello","type":"text"},"sessionUpdate":"a…, got nothing` {
+	if len(v.divergences) != 1 || v.divergences[0].Message != `agent output differs at $[1]: expected {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"<sessionId:1>","update":{"content":{"text":"Hello","type":"text"},"sessionUpdate":"agent_messa…, got nothing` {
 		t.Errorf("missing line: divergences %v", v.divergences)
 	}
 }
@@ -143,19 +143,21 @@ func TestKindString(t *testing.T) {
 	}
 }
 
-func TestBrief(t *testing.T) {
-	long := strings.Repeat("é", 100) // 200 bytes, cut inside a rune
+// TestOutputDiffersMessage: the agent's first difference shows two long
+// strings around the place where they differ, in one line.
+func TestOutputDiffersMessage(t *testing.T) {
+	long := strings.Repeat("é", 100)
 	for _, tc := range []struct {
-		v    any
-		want string
+		recorded, live any
+		want           string
 	}{
-		{normalize.Missing{}, "nothing"},
-		{"text", `"text"`},
-		{map[string]any{"a": 1.0}, `{"a":1}`},
-		{long, `"` + strings.Repeat("é", 79) + "…"},
+		{"You said: hi", "Something else", `agent output differs at $[1].x: expected "You said: hi", got "Something else"`},
+		{normalize.Missing{}, map[string]any{"a": 1.0}, `agent output differs at $[1].x: expected nothing, got {"a":1}`},
+		{long + "Process Group PGID: 17876, done", long + "Process Group PGID: 17901, done",
+			`agent output differs at $[1].x, character 123: expected …"` + strings.Repeat("é", 18) + `Process Group PGID: 178` + `76, done", got …"` + strings.Repeat("é", 18) + `Process Group PGID: 17901, done"`},
 	} {
-		if got := brief(tc.v); got != tc.want {
-			t.Errorf("brief(%v) = %q, want %q", tc.v, got, tc.want)
+		if got := outputDiffers("$[1].x", tc.recorded, tc.live).Message; got != tc.want {
+			t.Errorf("message =\n%s\nwant\n%s", got, tc.want)
 		}
 	}
 }

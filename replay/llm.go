@@ -34,11 +34,16 @@ func newNormalizers(rec *recording, sb *sandbox, opts *Options) normalizers {
 func (n normalizers) new() *normalize.Normalizer { return normalize.New(n.opts) }
 
 // compareRequests is an llmserver.Options.Compare: the first difference of
-// the two requests, normalized.
-func (n normalizers) compareRequests(recorded, live *exchange.Exchange) (string, any, any, bool) {
+// the two requests, normalized, and the number of the others.
+func (n normalizers) compareRequests(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 	a := n.new().Request(recorded.Method, recorded.URL, recorded.RequestHeaders, recorded.RequestBody)
 	b := n.new().Request(live.Method, live.URL, live.RequestHeaders, live.RequestBody)
-	return normalize.FirstDifference(a, b)
+	diffs := normalize.Differences(a, b)
+	if len(diffs) == 0 {
+		return llmserver.Drift{}, false
+	}
+	d := diffs[0]
+	return llmserver.Drift{Path: d.Path, Recorded: d.A, Live: d.B, More: len(diffs) - 1}, true
 }
 
 func nonEmpty(xs ...string) []string {
@@ -71,7 +76,7 @@ type llmSide struct {
 // argv and the sandbox's environment env. compare, if not nil, compares
 // each request with its recorded twin (see llmserver.Options.Compare).
 // The caller closes it.
-func startLLM(rec *recording, argv, env []string, opts *Options, compare func(recorded, live *exchange.Exchange) (string, any, any, bool)) (*llmSide, error) {
+func startLLM(rec *recording, argv, env []string, opts *Options, compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool)) (*llmSide, error) {
 	server, err := llmserver.New(llmserver.Options{
 		Exchanges: rec.exchanges,
 		Speed:     opts.Speed,

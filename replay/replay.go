@@ -138,7 +138,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	defer sb.remove()
 
 	norms := newNormalizers(rec, sb, &opts)
-	var compare func(recorded, live *exchange.Exchange) (string, any, any, bool)
+	var compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool)
 	if opts.Requests != RequestsIgnore {
 		compare = norms.compareRequests
 	}
