@@ -13,7 +13,8 @@ import (
 // fuzzOptions has roots nested in each other and user rules whose
 // replacements are fixed points, as ParseRules demands.
 func fuzzOptions(t testing.TB) Options {
-	rules, err := ParseRules([]byte(`[{"path":"$.**.started","placeholder":"<started>"},{"regexp":"build [0-9]+","replace":"build N"}]`))
+	rules, err := ParseRules([]byte(`[{"path":"$.**.started","placeholder":"<started>"},{"regexp":"build [0-9]+","replace":"build N"},` +
+		`{"path":"$.**.text","regexp":"(PGID: )[0-9]+","replace":"${1}<number>"},{"path":"$.**.n","regexp":"^[0-9]+$","replace":"<number>"}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,7 @@ func FuzzParseRules(f *testing.F) {
 	f.Add([]byte(`[{"path":"$.params.update.rawInput.*.started","placeholder":"<started>"},{"regexp":"build ([0-9]+)","replace":"build N"}]`))
 	f.Add([]byte(`[{"path":"$.**[\"a.b\"][0][*]","placeholder":"","comment":"c"},{"regexp":"(?i)x(y)","replace":"${1}z"}]`))
 	f.Add([]byte(`[{"path":"$..a","placeholder":"x"}]`))
+	f.Add([]byte(`[{"path":"$.a[*].b","regexp":"(x=)[0-9]+","replace":"${1}<number>","comment":"calibrate"}]`))
 	f.Add([]byte(`[{"regexp":"[0-9]+","replace":"N1"}]`))
 	f.Add([]byte(`{"rules":[]}`))
 	if b, err := os.ReadFile("testdata/rules.ndjson"); err == nil {
