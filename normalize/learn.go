@@ -15,8 +15,9 @@ import (
 // runs of the same agent session produced it, normalized: Values[0] as
 // recorded, Values[1:] as replayed, each a value FirstDifference takes.
 type Sample struct {
-	// Name says where the thing is, for comments and reports: "agent
-	// frame 7", "llm #2".
+	// Name says where the thing is, in the comments of the rules: it
+	// stands for the root "$" of the paths there, as in "agent output
+	// $[7]" or "llm #2 $".
 	Name   string
 	Values []any
 }
@@ -816,7 +817,7 @@ func learnedRule(name string, at, path []step, re, repl string, seen []string) (
 	}
 	where := formatPath(at)
 	if name != "" {
-		where = name + " " + where
+		where = name + where[1:]
 	}
 	comment := "calibrate: varies at " + where + ": " + strings.Join(examples, ", ")
 	src := encode([]map[string]string{{"path": formatPattern(path), "regexp": re, "replace": repl, "comment": comment}})

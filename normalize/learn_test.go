@@ -31,14 +31,14 @@ func learnedStrings(ls []Learned) []string {
 }
 
 func TestLearn(t *testing.T) {
-	smp := toolSample("agent frame 7",
+	smp := toolSample("agent output $[7]",
 		[3]string{"Read notes.txt into <tmp>/agent-home.Z8qUtU/notes.txt\nProcess Group PGID: 17876", "7f3a9c0e5b1d2a4f", "8680"},
 		[3]string{"Read notes.txt into <tmp>/agent-home.Ab12Cd/notes.txt\nProcess Group PGID: 901", "0c1d2e3f4a5b6c7d", "8682"},
 		[3]string{"Read notes.txt into <tmp>/agent-home.qW3rTy/notes.txt\nProcess Group PGID: 17901", "9e8d7c6b5a4f3e2d", "8680"},
 		[3]string{"Read notes.txt into <tmp>/agent-home.Lk9pMn/notes.txt\nProcess Group PGID: 4242", "1a2b3c4d5e6f7a8b", "8690"},
 	)
 	// The same directory in another frame is covered already.
-	again := Sample{Name: "agent frame 9"}
+	again := Sample{Name: "agent output $[9]"}
 	for _, d := range []string{"Z8qUtU", "Ab12Cd", "qW3rTy", "Lk9pMn"} {
 		again.Values = append(again.Values, map[string]any{"params": map[string]any{"update": map[string]any{"content": []any{
 			map[string]any{"type": "text", "text": "nothing"},
@@ -64,7 +64,7 @@ func TestLearn(t *testing.T) {
 		if l.Sample != 0 || l.Path != "$.params.update.content[0].content.text" || strings.Join(l.Values, " ") != "Z8qUtU Ab12Cd qW3rTy Lk9pMn" {
 			t.Errorf("learned[0] from sample %d at %s, values %q; want sample 0, the text, the four directories", l.Sample, l.Path, l.Values)
 		}
-		if c := l.Rule.Comment(); c != `calibrate: varies at agent frame 7 $.params.update.content[0].content.text: "Z8qUtU", "Ab12Cd", "qW3rTy", "Lk9pMn"` {
+		if c := l.Rule.Comment(); c != `calibrate: varies at agent output $[7].params.update.content[0].content.text: "Z8qUtU", "Ab12Cd", "qW3rTy", "Lk9pMn"` {
 			t.Errorf("comment %q", c)
 		}
 	}
