@@ -32,7 +32,7 @@ import (
 
 // config is the parsed command line.
 type config struct {
-	read          string        // file to read in each scripted turn, "" for none
+	read          []string      // files to read in each scripted turn, in order
 	noPermission  bool          // read without asking
 	chunkSize     int           // bytes per scripted answer chunk
 	chunkDelay    time.Duration // pause between scripted answer chunks
@@ -50,6 +50,7 @@ type config struct {
 	titleCall     bool          // race a title-generation call against the first turn
 	ca            string        // extra CA certificates (PEM) to trust
 	retries       int           // retries of a failed LLM request
+	noise         bool          // put per-run values in prompts and output; see noise
 }
 
 const usage = `usage: testagent [flags]
@@ -68,7 +69,10 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&cfg.read, "read", "", "read `PATH` (relative to the session cwd) through the editor in each turn (scripted mode)")
+	fs.Func("read", "read `PATH` (relative to the session cwd) through the editor in each turn (scripted mode); repeatable", func(p string) error {
+		cfg.read = append(cfg.read, p)
+		return nil
+	})
 	fs.BoolVar(&cfg.noPermission, "no-permission", false, "read without session/request_permission")
 	fs.IntVar(&cfg.chunkSize, "chunk-size", 8, "bytes per answer chunk (scripted mode)")
 	fs.DurationVar(&cfg.chunkDelay, "chunk-delay", 0, "pause between answer chunks (scripted mode)")
@@ -86,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.BoolVar(&cfg.titleCall, "title-call", false, "race a title-generation LLM call against the first turn")
 	fs.StringVar(&cfg.ca, "ca", "", "also trust the CA certificates in PEM `FILE`")
 	fs.IntVar(&cfg.retries, "retries", 0, "retry a failed LLM request (429, 5xx, connection error) up to `N` times")
+	fs.BoolVar(&cfg.noise, "noise", false, "put per-run values the default normalization does not know into the system prompt and the tool output")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -127,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //	--thought TEXT    send an agent_thought_chunk with TEXT first
 //	--read PATH       read PATH (relative to the session cwd) through the
 //	                  editor: tool_call, session/request_permission,
-//	                  fs/read_text_file, tool_call_update
+//	                  fs/read_text_file, tool_call_update; repeatable
 //	--message TEXT    answer TEXT instead of "You said: <prompt>"
 //	--chunk-size N    answer in agent_message_chunks of N bytes, cut at rune
 //	                  boundaries (default 8)
@@ -150,6 +155,13 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 // Both modes:
 //
 //	--no-permission   read files without session/request_permission
+//	--noise           make a directory of its own for the run,
+//	                  TMPDIR/agent-home.XXXXXX (removed at exit), and name
+//	                  it, with the workspace path with "/" as "-" and
+//	                  percent-encoded, in the system prompt and in the read
+//	                  tool's output; put a random token in the requests
+//	                  (metadata.run) and in the tool's rawOutput (run); and
+//	                  its process id in the tool's output (PGID)
 //	--string-ids      the agent's own request ids are UUID strings
 //	--junk            print a non-JSON line to stdout at startup
 //	--stderr-log      log each received message to stderr
@@ -187,6 +199,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 		c:        newConn(stdout, cfg.stringIDs),
 		log:      logger,
 		sessions: make(map[string]*session),
+	}
+	if cfg.noise {
+		if a.noise, err = newNoise(getenv("TMPDIR")); err != nil {
+			logger.Print(err)
+			return 1
+		}
+		defer a.noise.close()
 	}
 	if cfg.llm != "" {
 		a.llm, err = newLLMClient(cfg, getenv, logger)
@@ -251,6 +270,8 @@ type agent struct {
 	log *log.Logger
 	llm *llmClient      // nil in the scripted mode
 	ctx context.Context // ends when the agent stops; parent of every turn
+	// noise is the run's values of --noise; nil without.
+	noise *noise
 
 	turns sync.WaitGroup // running prompt turns
 
