@@ -57,50 +57,85 @@ func newRoots(opts Options) []root {
 	return slices.CompactFunc(rs, func(a, b root) bool { return a.dir == b.dir })
 }
 
-// derivedForms returns the other spellings of the absolute directory d
-// that agents write:
-//
-//   - escaped for a URI path (/tmp/my%20dir), for file:// URIs;
-//   - percent-encoded whole, as a query value or a URL path segment
-//     (%2Ftmp%2Fx%2Fws, with lower-case hex too, and + for spaces);
-//   - JSON-escaped, as text holding JSON shows it (\/tmp\/x\/ws);
-//   - with "/" replaced by "-" or "_" (-tmp-x-ws, _tmp_x_ws), and with
-//     every character but letters and digits replaced by "-", as agents
-//     name a directory of their own after the workspace (Claude Code's
-//     ~/.claude/projects/-tmp-x-ws). These only for a directory of two
-//     components or more: -tmp or _home is too common a word to be a path.
-//
-// Forms that equal d are left out.
+// derivedForms returns the roots of the forms of d but d itself (see
+// PathForms), each once.
 func derivedForms(d string) []root {
 	var out []root
 	seen := map[string]bool{d: true}
-	add := func(form, sep string, derived bool) {
-		if !seen[form] {
-			seen[form] = true
-			out = append(out, root{dir: form, sep: sep, derived: derived})
+	for _, f := range PathForms(d) {
+		if !seen[f.Path] {
+			seen[f.Path] = true
+			out = append(out, root{dir: f.Path, sep: f.Sep, derived: f.Derived})
 		}
 	}
-	add((&url.URL{Path: d}).EscapedPath(), "/", false)
-	pct := url.PathEscape(d)
-	add(pct, "%2F", true)
-	add(lowerHex(pct), "%2f", true)
-	add(url.QueryEscape(d), "%2F", true)
-	if b, err := json.Marshal(d); err == nil {
-		inner := string(b[1 : len(b)-1])
-		add(inner, "/", false)
-		add(strings.ReplaceAll(inner, "/", `\/`), `\/`, true)
-	}
-	if strings.Count(d, "/") >= 2 {
-		add(strings.ReplaceAll(d, "/", "-"), "-", true)
-		add(strings.ReplaceAll(d, "/", "_"), "_", true)
-		add(strings.Map(func(r rune) rune {
-			if r < utf8.RuneSelf && isAlnum(byte(r)) {
-				return r
-			}
-			return '-'
-		}, d), "-", true)
-	}
 	return out
+}
+
+// A PathForm is one way agents spell an absolute directory.
+type PathForm struct {
+	// Kind names the form: "plain", "uri", "percent", "percent-lower",
+	// "query", "json", "json-slashes", "dashes", "underscores" or
+	// "dashes-all".
+	Kind string
+	// Path is the directory in this form, and Sep the separator that
+	// ends a component in it ("/", "%2F", "-", ...).
+	Path, Sep string
+	// Derived says that the form may also start right after a "/" or a
+	// backslash, as a name made of the directory does
+	// (~/.claude/projects/-tmp-x-ws/), where a path starts only where a
+	// path can.
+	Derived bool
+}
+
+// PathForms returns the spellings of the absolute directory d that
+// agents write, d itself first, each kind once (the same kinds in the
+// same order for every directory of as many components, so that two
+// directories' forms pair up by Kind):
+//
+//   - plain: d;
+//   - uri: escaped for a URI path (/tmp/my%20dir), for file:// URIs;
+//   - percent, percent-lower, query: percent-encoded whole, as a query
+//     value or a URL path segment (%2Ftmp%2Fx%2Fws, %2ftmp%2fx%2fws, and
+//     with a plus for a space);
+//   - json, json-slashes: JSON-escaped, as text holding JSON shows it
+//     (/tmp/a\u0026b, \/tmp\/x\/ws);
+//   - dashes, underscores, dashes-all: with "/" replaced by "-" or "_"
+//     (-tmp-x-ws, _tmp_x_ws), and with every character but letters and
+//     digits replaced by "-", as agents name a directory of their own
+//     after the workspace (Claude Code's ~/.claude/projects/-tmp-x-ws).
+//     These only for a directory of two components or more: -tmp or
+//     _home is too common a word to be a path.
+//
+// Forms may be equal to d or to each other.
+func PathForms(d string) []PathForm {
+	forms := []PathForm{
+		{"plain", d, "/", false},
+		{"uri", (&url.URL{Path: d}).EscapedPath(), "/", false},
+	}
+	pct := url.PathEscape(d)
+	forms = append(forms,
+		PathForm{"percent", pct, "%2F", true},
+		PathForm{"percent-lower", lowerHex(pct), "%2f", true},
+		PathForm{"query", url.QueryEscape(d), "%2F", true})
+	inner := d
+	if b, err := json.Marshal(d); err == nil {
+		inner = string(b[1 : len(b)-1])
+	}
+	forms = append(forms,
+		PathForm{"json", inner, "/", false},
+		PathForm{"json-slashes", strings.ReplaceAll(inner, "/", `\/`), `\/`, true})
+	if strings.Count(d, "/") >= 2 {
+		forms = append(forms,
+			PathForm{"dashes", strings.ReplaceAll(d, "/", "-"), "-", true},
+			PathForm{"underscores", strings.ReplaceAll(d, "/", "_"), "_", true},
+			PathForm{"dashes-all", strings.Map(func(r rune) rune {
+				if r < utf8.RuneSelf && isAlnum(byte(r)) {
+					return r
+				}
+				return '-'
+			}, d), "-", true})
+	}
+	return forms
 }
 
 // lowerHex returns s with the hex digits of its percent escapes in lower

@@ -50,6 +50,12 @@ func (r Rule) String() string {
 // Comment returns the rule's comment, "" if it has none.
 func (r Rule) Comment() string { return r.comment }
 
+// WithComment returns the rule with the comment c, "" for none.
+func (r Rule) WithComment(c string) Rule {
+	r.comment = c
+	return r
+}
+
 // FormatRules returns rules as a rules file that ParseRules reads back: a
 // JSON array, one rule to a line.
 func FormatRules(rules []Rule) []byte {
