@@ -88,42 +88,38 @@ func runCalibrate(opts *calibrateOptions) error {
 	if err := prepareRun(&opts.Replay, opts.CADir, opts.Argv, opts.Verbose, opts.IO); err != nil {
 		return err
 	}
-	// Read-only first, to say whether there is a store at all; then
-	// writable, for the rules.
+	// Read-only for the replays, with a shared lock; writable, which
+	// locks other processes out, only to store the rules.
 	st, err := openStore(opts.StorePath, true)
 	if err != nil {
 		return err
 	}
+	results, err := calibrateAll(st, opts)
 	st.Close()
-	if st, err = openStore(opts.StorePath, false); err != nil {
+	if err != nil {
 		return err
 	}
-	defer st.Close()
-	// Check every name first: a typo is a usage error, not a failure.
-	for _, name := range opts.Names {
-		if _, err := st.Get(name); err != nil {
-			return recordingError(err, opts.StorePath)
-		}
-	}
 	failed := 0
-	for _, name := range opts.Names {
-		res, err := calibrate.Run(context.Background(), st, name, calibrate.Options{Runs: opts.Runs, Replay: opts.Replay})
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return recordingError(err, opts.StorePath)
-			}
-			if errors.Is(err, replay.ErrNoCommand) {
-				err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
-			}
-			return usageErrorf("calibrate %s: %w", name, err)
-		}
+	var calibrated []*calibrate.Result
+	for _, res := range results {
 		if res.Calibrated() {
-			if err := calibrate.Save(st, res); err != nil {
-				return usageErrorf("calibrate %s: storing the rules: %w", name, err)
-			}
+			calibrated = append(calibrated, res)
 		} else {
 			failed++
 		}
+	}
+	if len(calibrated) > 0 {
+		if st, err = openStore(opts.StorePath, false); err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, res := range calibrated {
+			if err := calibrate.Save(st, res); err != nil {
+				return usageErrorf("calibrate %s: storing the rules: %w", res.Name, err)
+			}
+		}
+	}
+	for _, res := range results {
 		printCalibration(opts.IO.Out, res, opts.Color)
 	}
 	if len(opts.Names) > 1 {
@@ -133,6 +129,31 @@ func runCalibrate(opts *calibrateOptions) error {
 		return exitCode(ExitDiverged)
 	}
 	return nil
+}
+
+// calibrateAll calibrates each named recording of st.
+func calibrateAll(st *store.Store, opts *calibrateOptions) ([]*calibrate.Result, error) {
+	// Check every name first: a typo is a usage error, not a failure.
+	for _, name := range opts.Names {
+		if _, err := st.Get(name); err != nil {
+			return nil, recordingError(err, opts.StorePath)
+		}
+	}
+	var results []*calibrate.Result
+	for _, name := range opts.Names {
+		res, err := calibrate.Run(context.Background(), st, name, calibrate.Options{Runs: opts.Runs, Replay: opts.Replay})
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, recordingError(err, opts.StorePath)
+			}
+			if errors.Is(err, replay.ErrNoCommand) {
+				err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
+			}
+			return nil, usageErrorf("calibrate %s: %w", name, err)
+		}
+		results = append(results, res)
+	}
+	return results, nil
 }
 
 // maxAlso bounds the conflicts printed after the first.
