@@ -212,7 +212,7 @@ func agentSamples(results []*replay.Result) ([]normalize.Sample, []Conflict) {
 // place, or else the first frame past the shorter.
 func frameMoreOrFewer(expected, actual []json.RawMessage) Conflict {
 	for k := range min(len(expected), len(actual)) {
-		for _, d := range normalize.Differences(expected[k], actual[k]) {
+		for _, d := range normalize.Mismatches(expected[k], actual[k]) {
 			if !sameScalarType(d.A, d.B) {
 				return Conflict{Kind: Structure, Where: fmt.Sprintf("agent output $[%d]%s", k, d.Path[1:]), Recorded: d.A, Live: d.B}
 			}

@@ -41,30 +41,30 @@ func FirstDifference(a, b any) (path string, av, bv any, ok bool) {
 	return path, av, bv, ok
 }
 
-// A Difference is one place where two JSON values differ: a member or an
+// A Mismatch is one place where two JSON values differ: a member or an
 // element that one side lacks (Missing), values of different types, or
 // two different scalars.
-type Difference struct {
+type Mismatch struct {
 	Path string // as FirstDifference's
 	A, B any    // the values there, Missing for a missing one
 }
 
-// Differences returns every place where a and b differ, in the order in
+// Mismatches returns every place where a and b differ, in the order in
 // which FirstDifference finds the first; nil if they are equal. Where one
 // side lacks a member or element, or the types differ, that is one
 // difference: what is inside is not compared.
-func Differences(a, b any) []Difference {
+func Mismatches(a, b any) []Mismatch {
 	pa, okA := plain(a)
 	pb, okB := plain(b)
 	if !okA || !okB {
 		if reflect.DeepEqual(a, b) {
 			return nil
 		}
-		return []Difference{{"$", a, b}}
+		return []Mismatch{{"$", a, b}}
 	}
-	var out []Difference
+	var out []Mismatch
 	walkDifferences(nil, pa, pb, func(p []step, x, y any) bool {
-		out = append(out, Difference{formatPath(p), x, y})
+		out = append(out, Mismatch{formatPath(p), x, y})
 		return true
 	})
 	return out

@@ -52,7 +52,7 @@ func (n normalizers) requests(recorded, live *exchange.Exchange) (a, b any) {
 // drift returns the first difference of two normalized requests, and the
 // number of the others.
 func drift(a, b any) (llmserver.Drift, bool) {
-	diffs := normalize.Differences(a, b)
+	diffs := normalize.Mismatches(a, b)
 	if len(diffs) == 0 {
 		return llmserver.Drift{}, false
 	}
