@@ -175,7 +175,9 @@ func (r route) agent(fakeURL string, s scenario) []string {
 // recordFlags are the acptap record flags of the route.
 func (r route) recordFlags(fake *fakeresponses.Listener) []string {
 	if r.tls {
-		return []string{"--upstream-ca", fake.CAFile}
+		// The fake listens on loopback: a local LLM reached by the
+		// proxy, which NO_PROXY would otherwise send around the tap.
+		return []string{"--proxy-loopback", "--upstream-ca", fake.CAFile}
 	}
 	return []string{"--no-proxy-env", "--base-url", baseURLVar + "=" + fake.URL}
 }

@@ -2,6 +2,7 @@ package normalize
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -19,6 +20,8 @@ import (
 //
 // The url keeps the path and query only, since the replay server's host is
 // not the API's, and drops credentials in the query (key, api_key, ...).
+// A query value is normalized as the value of a JSON member of its key
+// is: ts=1718000000000 is a <time>, session_id=... a linked id.
 // The body is normalized as JSON when it is JSON (as text otherwise, and
 // null when empty), with the default rules and these for LLM requests:
 // a bare "id" member is an id, and dates in text become <date>, for the
@@ -62,7 +65,7 @@ func (n *Normalizer) url(raw string) string {
 			continue
 		}
 		for _, v := range q[k] {
-			params = append(params, n.str(k, fromHeader)+"="+n.str(v, fromHeader))
+			params = append(params, n.str(k, fromHeader)+"="+fmt.Sprint(n.member(k, v, fromHeader, false)))
 		}
 	}
 	if len(params) == 0 {

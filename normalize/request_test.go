@@ -228,3 +228,20 @@ func TestNoDefaults(t *testing.T) {
 		t.Errorf("Request with NoDefaults differs at %s: got %v, want %v", path, av, bv)
 	}
 }
+
+// TestRequestQueryValues: a query value is normalized as a JSON member of
+// its key is, so that the volatile values of a URL (a time, a session id)
+// do not make two runs' URLs differ, and the others do.
+func TestRequestQueryValues(t *testing.T) {
+	url := func(n *Normalizer, raw string) string {
+		return n.Request("GET", raw, nil, nil).(map[string]any)["url"].(string)
+	}
+	a := url(New(Options{}), "https://registry.test/pkg?name=left-pad&ts=1718000000000&session_id=s-1&created=2024-06-10T06:13:20Z")
+	b := url(New(Options{}), "https://registry.test/pkg?name=left-pad&ts=1718000009999&session_id=s-2&created=2024-06-10T06:13:29Z")
+	if want := "/pkg?created=<time>&name=left-pad&session_id=<sessionId:1>&ts=<time>"; a != want || b != want {
+		t.Errorf("urls %q and %q, want both %q", a, b, want)
+	}
+	if c := url(New(Options{}), "https://registry.test/pkg?name=right-pad&ts=1718000000000"); c == url(New(Options{}), "https://registry.test/pkg?name=left-pad&ts=1718000000000") {
+		t.Errorf("a different name normalizes alike: %q", c)
+	}
+}

@@ -80,7 +80,8 @@ func TestChildAgent(t *testing.T) {
 			} else if _, err := tap.AddBaseURL("OPENAI_BASE_URL", base); err != nil {
 				t.Fatal(err)
 			}
-			env, err := tap.Env(env)
+			// The upstream is on loopback, as an LLM run locally is.
+			env, err := tap.Env(env, proxy.EnvOptions{ProxyLoopback: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -30,13 +30,35 @@ var systemBundles = []string{
 	"/etc/ssl/cert.pem",                                 // Alpine, macOS, BSDs
 }
 
+// loopbackHosts are the names of loopback that Env puts in NO_PROXY, as
+// hosts without ports, an entry that exempts the host on every port for
+// the clients that read NO_PROXY: Node's and Bun's (which, unlike Go's,
+// proxy loopback unless NO_PROXY names it), curl, Python's and Rust's.
+var loopbackHosts = []string{"localhost", "127.0.0.1", "::1"}
+
+// EnvOptions qualify the environment that Env makes. The zero value is
+// the default: the agent's own loopback servers are left out of the tap.
+type EnvOptions struct {
+	// ProxyLoopback sends the agent's loopback destinations through the
+	// tap too: NO_PROXY names only the tap's own listeners. It is for an
+	// LLM on loopback that the agent reaches by the forward proxy (a
+	// base-URL route is reached directly either way). By default NO_PROXY
+	// also names localhost, 127.0.0.1 and ::1, so that an HTTP server the
+	// agent runs and calls on loopback (a front end and its backend in one
+	// process tree) is reached directly, never recorded, and never
+	// answered by a replay from a previous process's recording.
+	ProxyLoopback bool
+}
+
 // Env returns env with the variables that make a child process use the
 // tap:
 //
 //   - HTTPS_PROXY, HTTP_PROXY and ALL_PROXY, in upper and lower case, set
 //     to ProxyURL;
-//   - NO_PROXY and no_proxy listing only the tap's own listeners, so that
-//     no LLM host, not even a loopback one, bypasses the tap;
+//   - NO_PROXY and no_proxy listing the tap's own listeners (host:port),
+//     and localhost, 127.0.0.1 and ::1 (hosts without ports) unless
+//     opts.ProxyLoopback: everything else, the LLM and any other host,
+//     goes through the tap;
 //   - SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and
 //     CODEX_CA_CERTIFICATE naming a bundle of the system roots (those of
 //     env's SSL_CERT_FILE if it has a readable one) and the tap's CA;
@@ -46,7 +68,7 @@ var systemBundles = []string{
 //
 // Routes added later are not in the result. The files are written to a
 // temporary directory that Close removes.
-func (t *Tap) Env(env []string) ([]string, error) {
+func (t *Tap) Env(env []string, opts EnvOptions) ([]string, error) {
 	dir, routes, err := t.envDir()
 	if err != nil {
 		return nil, fmt.Errorf("setting up the agent's environment: %w", err)
@@ -84,6 +106,9 @@ func (t *Tap) Env(env []string) ([]string, error) {
 	noProxy := []string{hostPort(t.proxyURL)}
 	for _, rt := range routes {
 		noProxy = append(noProxy, hostPort(rt.localURL))
+	}
+	if !opts.ProxyLoopback {
+		noProxy = append(noProxy, loopbackHosts...)
 	}
 	var set [][2]string
 	for _, v := range proxyVars {

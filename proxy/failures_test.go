@@ -281,7 +281,7 @@ func TestCloseInFlight(t *testing.T) {
 			if _, err := s.tap.AddBaseURL("X", "http://127.0.0.1:1"); !errors.Is(err, proxy.ErrClosed) {
 				t.Errorf("AddBaseURL after Close: %v, want ErrClosed", err)
 			}
-			if _, err := s.tap.Env(nil); !errors.Is(err, proxy.ErrClosed) {
+			if _, err := s.tap.Env(nil, proxy.EnvOptions{}); !errors.Is(err, proxy.ErrClosed) {
 				t.Errorf("Env after Close: %v, want ErrClosed", err)
 			}
 		})

@@ -86,7 +86,8 @@ type Config struct {
 	// the upstream offers it, uses no proxy from the environment, and
 	// leaves bodies encoded so that the agent gets the upstream's bytes.
 	// A Transport that decompresses transparently hands the agent the
-	// decompressed body instead.
+	// decompressed body instead. Each request's context says by which
+	// route it came (exchange.RouteFromContext).
 	Transport http.RoundTripper
 
 	// UpstreamCAs are roots trusted for upstream TLS besides the system

@@ -222,7 +222,8 @@ func acceptsTrailers(h http.Header) bool {
 
 // upstreamRequest returns the request to send upstream: the target URL,
 // the client's method, header (without hop-by-hop headers) and body as
-// sent. header is not changed.
+// sent, with the route in its context (exchange.ContextWithRoute). header
+// is not changed.
 func upstreamRequest(ctx context.Context, method string, tg target, header http.Header, trailers bool, body []byte) *http.Request {
 	out := &http.Request{
 		Method:        method,
@@ -253,7 +254,7 @@ func upstreamRequest(ctx context.Context, method string, tg target, header http.
 		// connection when a kept-alive one turns out dead.
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	return out.WithContext(ctx)
+	return out.WithContext(exchange.ContextWithRoute(ctx, tg.route, tg.varName))
 }
 
 // interrupted returns why the exchange of r cannot go on, whatever the

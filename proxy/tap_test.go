@@ -353,8 +353,8 @@ func TestLeafCertificates(t *testing.T) {
 }
 
 // TestEnv: the environment points every kind of client at the tap, trusts
-// its CA, exempts only the tap's own listeners from the proxy, and its
-// files go with Close.
+// its CA, exempts the tap's own listeners and loopback from the proxy, and
+// its files go with Close.
 func TestEnv(t *testing.T) {
 	ca := newCA(t)
 	tap, err := proxy.New(proxy.Config{CA: ca, Logf: t.Logf})
@@ -376,7 +376,7 @@ func TestEnv(t *testing.T) {
 		"OPENAI_BASE_URL=https://api.openai.com/v1",
 		"NODE_EXTRA_CA_CERTS=" + extra,
 	}
-	out, err := tap.Env(in)
+	out, err := tap.Env(in, proxy.EnvOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,11 +398,27 @@ func TestEnv(t *testing.T) {
 	}
 	pu, _ := url.Parse(tap.ProxyURL())
 	lu, _ := url.Parse(local)
-	want := []string{pu.Host, lu.Host}
+	want := []string{pu.Host, lu.Host, "localhost", "127.0.0.1", "::1"}
 	for _, k := range []string{"NO_PROXY", "no_proxy"} {
 		got := strings.Split(env[k], ",")
 		if !slices.Equal(got, want) {
-			t.Errorf("%s = %q, want only the tap's listeners %q", k, got, want)
+			t.Errorf("%s = %q, want the tap's listeners and loopback %q", k, got, want)
+		}
+	}
+	// With ProxyLoopback, only the tap's listeners are exempt.
+	proxied, err := tap.Env(in, proxy.EnvOptions{ProxyLoopback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"NO_PROXY", "no_proxy"} {
+		var got []string
+		for _, kv := range proxied {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				got = append(got, strings.Split(v, ",")...)
+			}
+		}
+		if want := want[:2]; !slices.Equal(got, want) {
+			t.Errorf("with ProxyLoopback, %s = %q, want only the tap's listeners %q", k, got, want)
 		}
 	}
 	if env["OPENAI_BASE_URL"] != local {
@@ -428,7 +444,7 @@ func TestEnv(t *testing.T) {
 	}
 
 	// An SSL_CERT_FILE of the environment replaces the system roots.
-	out, err = tap.Env([]string{"SSL_CERT_FILE=" + extra})
+	out, err = tap.Env([]string{"SSL_CERT_FILE=" + extra}, proxy.EnvOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,5 +570,50 @@ func TestZeroConfig(t *testing.T) {
 	resp.Body.Close()
 	if d := diff(got, bytes.Join(events, nil)); err != nil || d != "" {
 		t.Errorf("unrecorded stream: %v %s", err, d)
+	}
+}
+
+// routeTransport answers every request with the route its context says
+// it came by.
+type routeTransport struct{}
+
+func (routeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	route, varName, ok := exchange.RouteFromContext(req.Context())
+	body := fmt.Sprintf("%s %s %v", route, varName, ok)
+	return &http.Response{
+		StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        http.Header{"Content-Type": {"text/plain"}},
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}, nil
+}
+
+// TestTransportSeesRoute: the Transport learns from each request's context
+// by which route it reached the tap, on every route.
+func TestTransportSeesRoute(t *testing.T) {
+	for _, rt := range routes {
+		t.Run(rt.name, func(t *testing.T) {
+			ca := newCA(t)
+			tap := newTap(t, proxy.Config{CA: ca, Transport: routeTransport{}})
+			scheme := "http"
+			if rt.tls {
+				scheme = "https"
+			}
+			client, u := rt.via(t, tap, ca, scheme+"://upstream.test", "/v1/anything")
+			resp, err := client.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want := exchange.RouteProxy + "  true"
+			if rt.recorded == exchange.RouteBaseURL {
+				want = exchange.RouteBaseURL + " TEST_BASE_URL true"
+			}
+			if string(body) != want {
+				t.Errorf("the Transport saw route %q, want %q", body, want)
+			}
+		})
 	}
 }

@@ -81,6 +81,11 @@ type Options struct {
 	// NoProxyEnv leaves the forward proxy variables and the CA files out
 	// of the agent's environment: only base-URL routes reach the tap.
 	NoProxyEnv bool
+	// ProxyLoopback sends the agent's loopback destinations through the
+	// forward proxy too, for an LLM on loopback reached that way: NO_PROXY
+	// names only the tap (see proxy.EnvOptions). By default loopback goes
+	// around the tap. It means nothing with NoProxyEnv.
+	ProxyLoopback bool
 
 	// Snapshot archives the working directory into the recording before
 	// the agent starts, for replay to restore as its workspace.
@@ -206,7 +211,9 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 		Home:     getenv(p.env, "HOME"),
 		Tmp:      os.TempDir(),
 		ProxyEnv: !opts.NoProxyEnv,
-		Snapshot: p.archive != nil,
+		// What the tap's NO_PROXY did, for a replay to do the same.
+		LoopbackDirect: !opts.NoProxyEnv && !opts.ProxyLoopback,
+		Snapshot:       p.archive != nil,
 	}
 	if len(p.routes) > 0 {
 		meta.BaseURLs = map[string]string{}
@@ -328,7 +335,7 @@ func (p *Plan) startTap(cfg proxy.Config) (*proxy.Tap, []string, map[string]stri
 	if p.opts.NoProxyEnv {
 		return tap, tap.BaseURLEnv(p.env), local, nil
 	}
-	env, err := tap.Env(p.env)
+	env, err := tap.Env(p.env, proxy.EnvOptions{ProxyLoopback: p.opts.ProxyLoopback})
 	if err != nil {
 		tap.Close()
 		return nil, nil, nil, classify(ErrTap, "preparing the agent's environment: %w", err)

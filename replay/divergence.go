@@ -30,6 +30,14 @@ const (
 	// twin. It is a divergence under RequestsFail and a warning under
 	// RequestsWarn.
 	RequestDrift
+	// HTTPUnanswered: the agent made an http request (not to its LLM:
+	// exchange.ClassHTTP) of a method and URL the recording has no
+	// exchange of, and got a 502. A warning, and a divergence under
+	// Options.StrictHTTP.
+	HTTPUnanswered
+	// HTTPUnrequested: a recorded http exchange was never requested.
+	// Nothing, and a divergence under Options.StrictHTTP.
+	HTTPUnrequested
 )
 
 var kindNames = [...]string{
@@ -38,6 +46,8 @@ var kindNames = [...]string{
 	RequestUnanswered:   "request-unanswered",
 	ExchangeUnrequested: "exchange-unrequested",
 	RequestDrift:        "request-drift",
+	HTTPUnanswered:      "http-unanswered",
+	HTTPUnrequested:     "http-unrequested",
 }
 
 // String returns the kind's name, such as "output-differs", a word a
@@ -60,7 +70,8 @@ type Divergence struct {
 	Lane store.Lane
 	// Exchange is the recorded LLM exchange concerned, numbered as
 	// `acptap show` numbers them (the 3 of "llm #3"), for
-	// ExchangeUnrequested and RequestDrift; 0 for the other kinds.
+	// ExchangeUnrequested, RequestDrift and HTTPUnrequested; 0 for the
+	// other kinds.
 	Exchange int
 	// Path is the JSON path of the first differing value, for
 	// OutputDiffers in the normalized agent stream, an array of its

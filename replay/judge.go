@@ -19,6 +19,8 @@ type evidence struct {
 	llm llmserver.Report
 	// requests says whether request drift is a divergence or a warning.
 	requests RequestMode
+	// strictHTTP makes the http exchanges' misses divergences.
+	strictHTTP bool
 	// normalizer returns a fresh Normalizer for each stream.
 	normalizer func() *normalize.Normalizer
 }
@@ -67,6 +69,7 @@ func judge(ev evidence) verdict {
 			v.warnings = append(v.warnings, requestDrift(d))
 		}
 	}
+	v.judgeHTTP(ev.llm, ev.strictHTTP)
 	return v
 }
 

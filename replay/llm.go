@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -60,6 +61,23 @@ func drift(a, b any) (llmserver.Drift, bool) {
 	return llmserver.Drift{Path: d.Path, Recorded: d.A, Live: d.B, More: len(diffs) - 1}, true
 }
 
+// httpKey is an llmserver.Options.HTTPKey: the method and the URL, with
+// its scheme and host as they are and its path and query normalized as
+// request comparison normalizes them (volatile query values such as times
+// and ids, paths under the recorded and sandbox directories, the user's
+// rules), each URL with a fresh Normalizer, so that its placeholders are
+// numbered alike in both runs.
+func (n normalizers) httpKey(method, rawURL string) string {
+	req, ok := n.new().Request(method, rawURL, nil, nil).(map[string]any)
+	m, _ := req["method"].(string)
+	p, _ := req["url"].(string)
+	u, err := url.Parse(rawURL)
+	if !ok || err != nil || m == "" {
+		return method + " " + rawURL
+	}
+	return m + " " + u.Scheme + "://" + u.Host + p
+}
+
 func nonEmpty(xs ...string) []string {
 	var out []string
 	for _, x := range xs {
@@ -88,14 +106,16 @@ type llmSide struct {
 
 // startLLM starts the LLM side of a replay of rec for the agent command
 // argv and the sandbox's environment env. compare, if not nil, compares
-// each request with its recorded twin (see llmserver.Options.Compare).
+// each request with its recorded twin (see llmserver.Options.Compare);
+// httpKey, if not nil, keys the http exchanges (llmserver.Options.HTTPKey).
 // The caller closes it.
-func startLLM(rec *recording, argv, env []string, opts *Options, compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool)) (*llmSide, error) {
+func startLLM(rec *recording, argv, env []string, opts *Options, compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool), httpKey func(method, rawURL string) string) (*llmSide, error) {
 	server, err := llmserver.New(llmserver.Options{
 		Exchanges: rec.exchanges,
 		Speed:     opts.Speed,
 		Faults:    opts.Faults,
 		Compare:   compare,
+		HTTPKey:   httpKey,
 	})
 	if err != nil {
 		return nil, err
@@ -119,7 +139,7 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(re
 		local[v] = u
 	}
 	llm.argv = proxy.ExpandBaseURLs(argv, local)
-	if llm.env, err = tapEnv(env, tap, rec.meta); err != nil {
+	if llm.env, err = tapEnv(env, tap, rec.meta, opts.Loopback); err != nil {
 		tap.Close()
 		return nil, err
 	}
@@ -131,14 +151,22 @@ func (l *llmSide) close() { l.tap.Close() }
 
 // tapEnv returns env with the tap's variables, the way the recorded agent
 // reached the LLM: its base-URL variables, and the proxy variables and CA
-// bundles only if it was given them (meta.ProxyEnv).
-func tapEnv(env []string, tap *proxy.Tap, meta store.Recording) ([]string, error) {
+// bundles only if it was given them (meta.ProxyEnv), with loopback left
+// out of the proxy as loopback says.
+func tapEnv(env []string, tap *proxy.Tap, meta store.Recording, loopback LoopbackMode) ([]string, error) {
 	if !meta.ProxyEnv {
 		// Only the base-URL variables: the recorded agent did not go
 		// through a proxy, and a replay must reach it the same way.
 		return dedupeEnv(tap.BaseURLEnv(env)), nil
 	}
-	full, err := tap.Env(env)
+	var eo proxy.EnvOptions
+	switch loopback {
+	case LoopbackAsRecorded:
+		eo.ProxyLoopback = !meta.LoopbackDirect
+	case LoopbackProxied:
+		eo.ProxyLoopback = true
+	}
+	full, err := tap.Env(env, eo)
 	if err != nil {
 		return nil, fmt.Errorf("preparing the agent's environment: %w", err)
 	}

@@ -60,7 +60,7 @@ func TestStartLLMBaseURL(t *testing.T) {
 		return llmserver.Drift{}, false
 	}
 	opts := &Options{CA: testCA(t)}
-	llm, err := startLLM(rec, []string{"agent", "--base=${OPENAI_BASE_URL}", "${OTHER}"}, []string{"HOME=/sb/home", "A=1"}, opts, compare)
+	llm, err := startLLM(rec, []string{"agent", "--base=${OPENAI_BASE_URL}", "${OTHER}"}, []string{"HOME=/sb/home", "A=1"}, opts, compare, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestStartLLMBaseURL(t *testing.T) {
 
 func TestStartLLMProxyEnv(t *testing.T) {
 	rec, _ := chatRecording(t, true)
-	llm, err := startLLM(rec, []string{"agent"}, []string{"HOME=/sb/home", "HTTPS_PROXY=http://elsewhere:1"}, &Options{CA: testCA(t)}, nil)
+	llm, err := startLLM(rec, []string{"agent"}, []string{"HOME=/sb/home", "HTTPS_PROXY=http://elsewhere:1"}, &Options{CA: testCA(t)}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,13 +131,57 @@ func TestStartLLMProxyEnv(t *testing.T) {
 	}
 }
 
+// TestStartLLMLoopback: the replayed agent's NO_PROXY names loopback as
+// the recorded agent's did, unless the replay says otherwise.
+func TestStartLLMLoopback(t *testing.T) {
+	tests := []struct {
+		name           string
+		loopbackDirect bool // the recording's
+		mode           LoopbackMode
+		wantLoopback   bool // NO_PROXY names localhost, 127.0.0.1 and ::1
+	}{
+		{"recorded direct", true, LoopbackAsRecorded, true},
+		{"recorded proxied", false, LoopbackAsRecorded, false},
+		{"proxied by the replay", true, LoopbackProxied, false},
+		{"direct by the replay", false, LoopbackDirect, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, _ := chatRecording(t, true)
+			rec.meta.LoopbackDirect = tt.loopbackDirect
+			llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Loopback: tt.mode}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer llm.close()
+			proxyURL, _ := envValue(llm.env, "HTTPS_PROXY")
+			pu, err := url.Parse(proxyURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"NO_PROXY", "no_proxy"} {
+				v, _ := envValue(llm.env, k)
+				entries := strings.Split(v, ",")
+				if !slices.Contains(entries, pu.Host) {
+					t.Errorf("%s=%q, want the tap %s in it", k, v, pu.Host)
+				}
+				for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
+					if got := slices.Contains(entries, h); got != tt.wantLoopback {
+						t.Errorf("%s=%q names %s: %v, want %v", k, v, h, got, tt.wantLoopback)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestStartLLMFaults(t *testing.T) {
 	rec, _ := chatRecording(t, false)
 	fault, err := llmserver.ParseFault("status:503")
 	if err != nil {
 		t.Fatal(err)
 	}
-	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{1: fault}}, nil)
+	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{1: fault}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +195,7 @@ func TestStartLLMFaults(t *testing.T) {
 	}
 
 	// A fault for an exchange the recording does not have.
-	if llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{2: fault}}, nil); !errors.Is(err, llmserver.ErrInvalidOptions) {
+	if llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{2: fault}}, nil, nil); !errors.Is(err, llmserver.ErrInvalidOptions) {
 		if err == nil {
 			llm.close()
 		}

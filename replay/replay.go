@@ -48,6 +48,25 @@ func ParseRequestMode(s string) (RequestMode, error) {
 	return 0, fmt.Errorf("%w: %q (want ignore, warn or fail)", ErrRequestMode, s)
 }
 
+// A LoopbackMode says whether the replayed agent's loopback destinations
+// go through the replay's tap (see proxy.EnvOptions). It matters only for
+// a recording whose agent had the proxy variables.
+type LoopbackMode uint8
+
+const (
+	// LoopbackAsRecorded does what the recording did
+	// (store.Recording.LoopbackDirect): recordings made with record
+	// --proxy-loopback, or before acptap had it, send loopback through the
+	// tap; others leave it out (the default).
+	LoopbackAsRecorded LoopbackMode = iota
+	// LoopbackProxied sends loopback through the tap, whatever the
+	// recording did: replay --proxy-loopback.
+	LoopbackProxied
+	// LoopbackDirect leaves loopback out of the tap, whatever the
+	// recording did: replay --proxy-loopback=false.
+	LoopbackDirect
+)
+
 // Options configure Run. The zero value replays the recording's own
 // command with the defaults below.
 type Options struct {
@@ -82,6 +101,14 @@ type Options struct {
 	KeepRequests bool
 	// NoCoalesce keeps message chunks apart in the comparison.
 	NoCoalesce bool
+	// Loopback says whether the agent's loopback destinations go through
+	// the tap.
+	Loopback LoopbackMode
+	// StrictHTTP makes the agent's http exchanges (exchange.ClassHTTP)
+	// as strict as its LLM ones: a request the recording has no answer
+	// for, and a recorded one never requested, are divergences rather
+	// than a warning and nothing.
+	StrictHTTP bool
 	// CA intercepts TLS for agents that reach the LLM by HTTPS_PROXY. If
 	// nil, the tap's default (proxy.Config.CA).
 	CA *proxy.CA
@@ -95,11 +122,14 @@ type Result struct {
 	// Divergences are the reasons the replay is not equal, in this
 	// order: the agent's output (OutputDiffers), the editor side's
 	// errors, the LLM requests the recording could not answer, the
-	// recorded exchanges never requested, and request drift under
-	// RequestsFail. Empty when the replay is equal.
+	// recorded exchanges never requested, request drift under
+	// RequestsFail, and under StrictHTTP the http requests without a
+	// recorded answer and the recorded http exchanges never requested.
+	// Empty when the replay is equal.
 	Divergences []Divergence
 	// Warnings are reported but do not fail the replay: request drift
-	// (RequestDrift) under RequestsWarn.
+	// (RequestDrift) under RequestsWarn, and without StrictHTTP the http
+	// requests the recording had no answer for (HTTPUnanswered).
 	Warnings []Divergence
 	// Diff is a unified diff of the normalized expected and actual agent
 	// streams, pretty JSON; empty when they are equal.
@@ -163,7 +193,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		kept = newRequestLog(rec, norms, opts.Requests != RequestsIgnore)
 		compare = kept.compare
 	}
-	llm, err := startLLM(rec, argv, sb.env, &opts, compare)
+	llm, err := startLLM(rec, argv, sb.env, &opts, compare, norms.httpKey)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +220,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		driveErr:   run.driveErr,
 		llm:        report,
 		requests:   opts.Requests,
+		strictHTTP: opts.StrictHTTP,
 		normalizer: norms.new,
 	})
 	res := &Result{

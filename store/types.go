@@ -116,7 +116,16 @@ type Recording struct {
 	// friends. A replay reaches the agent the same ways.
 	BaseURLs map[string]string `json:"base_urls,omitempty"`
 	ProxyEnv bool              `json:"proxy_env,omitempty"`
-	Snapshot bool              `json:"snapshot,omitempty"` // the blob SnapshotBlob holds the workspace, as record found it
+
+	// LoopbackDirect says that the agent's NO_PROXY also named
+	// localhost, 127.0.0.1 and ::1, so that its loopback traffic went
+	// around the tap (see proxy.EnvOptions). It is false for a recording
+	// made with record --proxy-loopback, and for one made before acptap
+	// had the option, which sent loopback through the tap as well; a
+	// replay does as the recording did.
+	LoopbackDirect bool `json:"loopback_direct,omitempty"`
+
+	Snapshot bool `json:"snapshot,omitempty"` // the blob SnapshotBlob holds the workspace, as record found it
 
 	// Set when the recording ends. While Done is false the recording is
 	// either still being written or was interrupted (acptap was killed);

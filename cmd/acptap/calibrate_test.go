@@ -59,7 +59,9 @@ func TestCalibrateLLMAgent(t *testing.T) {
 			var flags, agentArgs []string
 			if route == "proxy-tls" {
 				upstream = httptest.NewTLSServer(demollm.Handler())
-				flags = []string{"--upstream-ca", caFile(t, upstream)}
+				// The upstream is on loopback, which the proxy leaves
+				// alone unless told.
+				flags = []string{"--proxy-loopback", "--upstream-ca", caFile(t, upstream)}
 				agentArgs = []string{"--llm", upstream.URL + "/v1"}
 			} else {
 				upstream = httptest.NewServer(demollm.Handler())

@@ -37,6 +37,13 @@ func graceFlag() cli.Flag {
 	}
 }
 
+func proxyLoopbackFlag() cli.Flag {
+	return &cli.BoolFlag{
+		Name:  "proxy-loopback",
+		Usage: "send the agent's loopback destinations (localhost, 127.0.0.1, ::1) through the tap too, for a local LLM reached by the proxy; by default NO_PROXY names them",
+	}
+}
+
 // positiveDuration returns the value of the duration flag name, refusing
 // zero and negative values the same way for every command.
 func positiveDuration(c *cli.Context, name string) (time.Duration, error) {

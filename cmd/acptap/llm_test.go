@@ -149,7 +149,7 @@ func TestRecordLLMByProxyWithTLSInterception(t *testing.T) {
 	upstream, hits := chatUpstream(t, true)
 	db := filepath.Join(t.TempDir(), "s.db")
 	out := recordLLMSession(t, agentEnv("OPENAI_API_KEY=sk-test-0123456789"),
-		[]string{"--store", db, "--name", "mitm", "--upstream-ca", caFile(t, upstream)},
+		[]string{"--store", db, "--name", "mitm", "--proxy-loopback", "--upstream-ca", caFile(t, upstream)},
 		"--llm", upstream.URL+"/v1")
 	if !strings.Contains(out, wantAnswer) {
 		t.Errorf("editor got %q, want the streamed answer %q", out, wantAnswer)

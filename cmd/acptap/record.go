@@ -38,6 +38,7 @@ func recordCommand(stdio *IO) *cli.Command {
 			&cli.StringFlag{Name: "upstream-ca", Usage: "PEM `FILE` of extra CA certificates trusted for upstream TLS"},
 			caDirFlag(),
 			&cli.BoolFlag{Name: "no-proxy-env", Usage: "do not set HTTPS_PROXY/HTTP_PROXY/ALL_PROXY and the CA variables for the agent"},
+			proxyLoopbackFlag(),
 			&cli.BoolFlag{Name: "snapshot", Usage: "store the working directory (minus .gitignore'd files and .git) in the recording; replay restores it as the agent's workspace"},
 			&cli.GenericFlag{Name: "snapshot-max", Value: &sizeValue{snapshot.DefaultMaxBytes}, Usage: "largest `SIZE` of the files of a --snapshot (e.g. 64MiB, 1GiB)"},
 			&cli.IntFlag{Name: "snapshot-max-files", Value: snapshot.DefaultMaxFiles, Usage: "most files, directories and symlinks in a --snapshot"},
@@ -65,6 +66,9 @@ func newRecordOptions(c *cli.Context, stdio *IO) (*recordOptions, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Bool("proxy-loopback") && c.Bool("no-proxy-env") {
+		return nil, usageErrorf("--proxy-loopback has no effect with --no-proxy-env: the agent gets no proxy to send loopback through; drop one of them")
+	}
 	var routes []record.BaseURL
 	for _, spec := range c.StringSlice("base-url") {
 		name, upstream, _ := strings.Cut(spec, "=")
@@ -89,6 +93,7 @@ func newRecordOptions(c *cli.Context, stdio *IO) (*recordOptions, error) {
 			UpstreamCA:       c.String("upstream-ca"),
 			CADir:            c.String("ca-dir"),
 			NoProxyEnv:       c.Bool("no-proxy-env"),
+			ProxyLoopback:    c.Bool("proxy-loopback"),
 			Snapshot:         c.Bool("snapshot"),
 			SnapshotMaxBytes: c.Generic("snapshot-max").(*sizeValue).n,
 			SnapshotMaxFiles: c.Int("snapshot-max-files"),

@@ -51,6 +51,7 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.Float64Flag{Name: "speed", Usage: "0: serve the LLM side without waits; N: recorded timing divided by N"},
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; repeatable"},
 			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does: ignore, warn or fail"},
+			&cli.BoolFlag{Name: "strict-http", Usage: "fail the replay on an http request (not to the LLM) the recording has no answer for, and on a recorded one never requested; by default the first is a warning and the second nothing"},
 		}, append(runFlags(),
 			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
 			&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE`"},
@@ -106,6 +107,7 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	opts.Replay.Speed = c.Float64("speed")
 	opts.Replay.Faults = faults
 	opts.Replay.Requests = mode
+	opts.Replay.StrictHTTP = c.Bool("strict-http")
 	return opts, nil
 }
 
@@ -120,6 +122,7 @@ func runFlags() []cli.Flag {
 		&cli.StringFlag{Name: "rules", Usage: "normalization rules `FILE` (JSON), applied before the rules calibrate stored"},
 		&cli.BoolFlag{Name: "no-coalesce", Usage: "compare message chunks one by one instead of joined"},
 		caDirFlag(),
+		proxyLoopbackFlag(),
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "pass the agent's stderr through"},
 	}
 }
@@ -141,6 +144,7 @@ func newRunOptions(c *cli.Context) (replay.Options, error) {
 		Timeout:    timeout,
 		Grace:      grace,
 		NoCoalesce: c.Bool("no-coalesce"),
+		Loopback:   loopbackMode(c),
 	}
 	if f := c.String("rules"); f != "" {
 		rules, err := normalize.LoadRules(f)
@@ -176,6 +180,19 @@ func prepareRun(opts *replay.Options, caDir string, argv []string, verbose bool,
 		opts.Stderr = stdio.Err
 	}
 	return nil
+}
+
+// loopbackMode reads replay's --proxy-loopback: unset, loopback goes the
+// way it went when recording; --proxy-loopback and --proxy-loopback=false
+// say otherwise.
+func loopbackMode(c *cli.Context) replay.LoopbackMode {
+	switch {
+	case !c.IsSet("proxy-loopback"):
+		return replay.LoopbackAsRecorded
+	case c.Bool("proxy-loopback"):
+		return replay.LoopbackProxied
+	}
+	return replay.LoopbackDirect
 }
 
 func parseFaults(specs []string) (map[int]llmserver.Fault, error) {

@@ -106,7 +106,9 @@ func TestReplayLLMOfflineByBothRoutes(t *testing.T) {
 			env := agentEnv("OPENAI_API_KEY=sk-live-key-0123456789")
 			var flags, agentArgs []string
 			if useTLS {
-				flags = []string{"--upstream-ca", caFile(t, upstream)}
+				// The upstream is on loopback: a local LLM reached by the
+				// proxy.
+				flags = []string{"--proxy-loopback", "--upstream-ca", caFile(t, upstream)}
 				agentArgs = []string{"--llm", upstream.URL + "/v1", "--title-call"}
 			} else {
 				flags = []string{"--no-proxy-env", "--base-url", "OPENAI_BASE_URL=" + upstream.URL + "/v1"}

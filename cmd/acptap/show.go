@@ -176,6 +176,9 @@ func writeHeader(w io.Writer, r store.Recording) {
 	if r.Snapshot {
 		fmt.Fprintf(w, "  workspace snapshot kept for replay\n")
 	}
+	if r.ProxyEnv && !r.LoopbackDirect {
+		fmt.Fprintf(w, "  loopback went through the tap too (record --proxy-loopback, or an acptap without it); replay does the same\n")
+	}
 	if !r.Updated.IsZero() {
 		fmt.Fprintf(w, "  expected agent stream updated by acptap replay --update on %s\n", r.Updated.Local().Format("2006-01-02 15:04:05"))
 	}

@@ -51,6 +51,9 @@ type config struct {
 	ca            string        // extra CA certificates (PEM) to trust
 	retries       int           // retries of a failed LLM request
 	noise         bool          // put per-run values in prompts and output; see noise
+	ownServer     string        // HOST:PORT of the agent's own server, checked before each turn; "" for none
+	lookup        string        // URL looked up at start-up, shown in each turn; "" for none
+	telemetry     string        // URL a start-up event is posted to; "" for none
 }
 
 const usage = `usage: testagent [flags]
@@ -91,6 +94,9 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.StringVar(&cfg.ca, "ca", "", "also trust the CA certificates in PEM `FILE`")
 	fs.IntVar(&cfg.retries, "retries", 0, "retry a failed LLM request (429, 5xx, connection error) up to `N` times")
 	fs.BoolVar(&cfg.noise, "noise", false, "put per-run values the default normalization does not know into the system prompt and the tool output")
+	fs.StringVar(&cfg.ownServer, "own-server", "", "run an HTTP server of the agent's own on `HOST:PORT` (PORT 0 for any) and check it before each turn")
+	fs.StringVar(&cfg.lookup, "lookup", "", "GET `URL` at start-up, through the proxy, and show its answer in each turn")
+	fs.StringVar(&cfg.telemetry, "telemetry", "", "POST a start-up event to `URL`, through the proxy; its answer is only logged")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -107,6 +113,9 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	}
 	if cfg.retries < 0 {
 		return nil, fmt.Errorf("--retries must not be negative")
+	}
+	if err := checkOwnHTTPFlags(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.llm == "" {
 		cfg.llm = getenv("OPENAI_BASE_URL")
@@ -151,6 +160,18 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 // The API key is $OPENAI_API_KEY. HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and
 // NO_PROXY (either case) are honoured, for loopback targets too, and the
 // certificates in $SSL_CERT_FILE are trusted besides the system roots.
+//
+// Both modes, the agent's own HTTP (its HTTP client honours the proxy
+// variables as in LLM mode; see ownhttp.go):
+//
+//	--own-server HOST:PORT  run an HTTP server of the agent's own, with a
+//	                  token minted per process, and GET it before each
+//	                  turn: "own server: ok", or an error that ends the
+//	                  turn when it is down or answers another token
+//	--lookup URL      GET URL (with ts= and request= query values added)
+//	                  at start-up and begin each turn with "lookup: " and
+//	                  its answer, or the error
+//	--telemetry URL   POST a start-up event to URL; the answer is logged
 //
 // Both modes:
 //
@@ -215,6 +236,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 		}
 	}
 
+	if a.own, err = startOwnHTTP(cfg, getenv, logger); err != nil {
+		logger.Print(err)
+		return 2
+	}
+	defer a.own.close()
+
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	a.ctx = ctx
@@ -269,6 +296,7 @@ type agent struct {
 	c   *conn
 	log *log.Logger
 	llm *llmClient      // nil in the scripted mode
+	own *ownHTTP        // the agent's own HTTP; nil for none
 	ctx context.Context // ends when the agent stops; parent of every turn
 	// noise is the run's values of --noise; nil without.
 	noise *noise

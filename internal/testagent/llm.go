@@ -109,6 +109,23 @@ type llmClient struct {
 }
 
 func newLLMClient(cfg *config, getenv func(string) string, logger *log.Logger) (*llmClient, error) {
+	client, err := newHTTPClient(cfg, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return &llmClient{
+		url:     strings.TrimRight(cfg.llm, "/") + "/chat/completions",
+		key:     getenv("OPENAI_API_KEY"),
+		http:    client,
+		retries: cfg.retries,
+		log:     logger,
+	}, nil
+}
+
+// newHTTPClient returns the agent's HTTP client: it goes through the
+// proxies of the environment as Node's clients do (see proxyFromEnv), and
+// trusts the system roots, $SSL_CERT_FILE's and --ca's.
+func newHTTPClient(cfg *config, getenv func(string) string) (*http.Client, error) {
 	roots, err := x509.SystemCertPool()
 	if err != nil {
 		roots = x509.NewCertPool()
@@ -139,19 +156,17 @@ func newLLMClient(cfg *config, getenv func(string) string, logger *log.Logger) (
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	return &llmClient{
-		url:     strings.TrimRight(cfg.llm, "/") + "/chat/completions",
-		key:     getenv("OPENAI_API_KEY"),
-		http:    &http.Client{Transport: transport},
-		retries: cfg.retries,
-		log:     logger,
-	}, nil
+	return &http.Client{Transport: transport}, nil
 }
 
 // proxyFromEnv is http.ProxyFromEnvironment without its exemption of
-// loopback targets (tests run their LLM upstreams on loopback and still
-// want them proxied), reading the environment through getenv and also
-// honouring ALL_PROXY.
+// loopback targets, reading the environment through getenv and also
+// honouring ALL_PROXY: the proxy rules of Node's clients (undici's
+// EnvHttpProxyAgent, proxy-from-env), which proxy loopback unless
+// NO_PROXY names it, as a host without a port (localhost, 127.0.0.1,
+// ::1) or with the target's port. Tests run their LLM upstreams on
+// loopback and still want them proxied, and the agent's own server
+// (--own-server) is proxied unless NO_PROXY names it.
 func proxyFromEnv(getenv func(string) string) func(*http.Request) (*url.URL, error) {
 	env := func(names ...string) string {
 		for _, n := range names {

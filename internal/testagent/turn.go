@@ -26,6 +26,12 @@ var (
 
 // turn runs one prompt turn and returns its stop reason.
 func (a *agent) turn(ctx context.Context, s *session, prompt string) string {
+	if !a.beforeTurn(ctx, s) {
+		if ctx.Err() != nil {
+			return stopCancelled
+		}
+		return stopEndTurn
+	}
 	if a.llm != nil {
 		return a.llmTurn(ctx, s, prompt)
 	}

@@ -55,7 +55,17 @@ func (f Format) String() string {
 // Whether a response is streamed is not part of the format: Reassemble
 // tells it from the body.
 func Detect(method, rawURL string, respHeaders http.Header) Format {
-	if method != http.MethodPost || !apiContentType(respHeaders.Get("Content-Type")) {
+	if !apiContentType(respHeaders.Get("Content-Type")) {
+		return Unknown
+	}
+	return RequestFormat(method, rawURL)
+}
+
+// RequestFormat returns the format of a request from its method and URL
+// alone, as Detect tells it before the response is known: a POST to one
+// of the paths Detect names.
+func RequestFormat(method, rawURL string) Format {
+	if method != http.MethodPost {
 		return Unknown
 	}
 	path := urlPath(rawURL)

@@ -628,3 +628,69 @@ func FuzzReassemble(f *testing.F) {
 		}
 	})
 }
+
+func TestLLMRequest(t *testing.T) {
+	tests := []struct {
+		method, url string
+		want        bool
+	}{
+		{"POST", "https://api.openai.com/v1/chat/completions", true},
+		{"POST", "https://api.openai.com/v1/completions", true},
+		{"POST", "https://api.openai.com/v1/responses", true},
+		{"POST", "https://api.anthropic.com/v1/messages?beta=true", true},
+		{"POST", "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", true},
+		{"POST", "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:generateContent", true},
+		{"POST", "http://localhost:11434/api/chat", true},
+		{"POST", "http://localhost:11434/api/generate", true},
+		{"POST", "https://us-east5-aiplatform.googleapis.com/v1/projects/p/publishers/meta/models/llama:rawPredict", true},
+		{"POST", "https://bedrock-runtime.us-east-1.amazonaws.com/model/anthropic.claude-3-haiku-20240307-v1:0/invoke-with-response-stream", true},
+		{"POST", "https://bedrock-runtime.us-east-1.amazonaws.com/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.claude/converse-stream", true},
+		{"POST", "https://bedrock-runtime.us-east-1.amazonaws.com/model/meta.llama3/converse", true},
+		{"POST", "https://bedrock-runtime.us-east-1.amazonaws.com/model/meta.llama3/invoke", true},
+
+		{"POST", "https://bedrock-runtime.us-east-1.amazonaws.com/model/invoke", false},
+		{"GET", "https://api.openai.com/v1/chat/completions", false},
+		{"GET", "https://api.openai.com/v1/responses/resp_123", false},
+		{"GET", "https://api.openai.com/v1/models", false},
+		{"POST", "https://api.openai.com/v1/embeddings", false},
+		{"POST", "https://api.anthropic.com/v1/messages/count_tokens", false},
+		{"POST", "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-pro:countTokens", false},
+		{"POST", "https://generativelanguage.googleapis.com/v1beta/models/text-embedding-004:embedContent", false},
+		{"HEAD", "https://api.anthropic.com/", false},
+		{"GET", "https://registry.npmjs.org/left-pad", false},
+		{"POST", "https://telemetry.example/v1/events", false},
+		{"GET", "http://127.0.0.1:4096/session", false},
+		{"POST", "", false},
+	}
+	for _, tt := range tests {
+		if got := LLMRequest(tt.method, tt.url); got != tt.want {
+			t.Errorf("LLMRequest(%q, %q) = %v, want %v", tt.method, tt.url, got, tt.want)
+		}
+	}
+}
+
+// TestRequestFormat: the request alone gives the format that Detect gives
+// with an API's response headers.
+func TestRequestFormat(t *testing.T) {
+	for _, tt := range []struct {
+		method, url string
+		want        Format
+	}{
+		{"POST", "https://api.openai.com/v1/chat/completions", OpenAIChat},
+		{"POST", "https://api.openai.com/v1/responses", OpenAIResponses},
+		{"POST", "https://api.anthropic.com/v1/messages", Anthropic},
+		{"POST", "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", Gemini},
+		{"POST", "http://localhost:11434/api/generate", Ollama},
+		{"POST", "https://api.openai.com/v1/completions", Unknown},
+		{"GET", "https://api.openai.com/v1/chat/completions", Unknown},
+	} {
+		if got := RequestFormat(tt.method, tt.url); got != tt.want {
+			t.Errorf("RequestFormat(%q, %q) = %v, want %v", tt.method, tt.url, got, tt.want)
+		}
+		if tt.want != Unknown {
+			if got := Detect(tt.method, tt.url, http.Header{"Content-Type": {"text/event-stream"}}); got != tt.want {
+				t.Errorf("Detect(%q, %q) = %v, want RequestFormat's %v", tt.method, tt.url, got, tt.want)
+			}
+		}
+	}
+}

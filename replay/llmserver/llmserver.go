@@ -1,4 +1,4 @@
-// Package llmserver answers an agent's LLM requests from a recording, positionally, without touching the network.
+// Package llmserver answers an agent's HTTP requests from a recording, its LLM's positionally and the others by URL, without touching the network.
 //
 // A Server is an http.RoundTripper for proxy.Config.Transport: the tap
 // takes the agent's requests, through its forward proxy or its base-URL
@@ -25,6 +25,29 @@
 // whose message starts "acptap replay: no recorded exchange for", and it
 // is listed in Report.Unanswered.
 //
+// # Classes
+//
+// Each exchange has a class (exchange.Class), the recorded ones and the
+// live requests alike: an exchange is exchange.ClassLLM if it came
+// through a base-URL route (the tap puts the route into the request's
+// context) or its request is a generation call of an LLM API, and
+// exchange.ClassHTTP otherwise: a registry lookup, an update check,
+// telemetry, a probe. The queues above are for LLM exchanges.
+//
+// HTTP exchanges are not the conversation, and the agent makes them in
+// whatever order and number its start-up and its timers make them: they
+// are answered by key, Options.HTTPKey of their method and URL, in any
+// order and as often as asked. The n-th request of a key gets the n-th
+// recorded exchange of that key, and every request after the last gets
+// the last again. A request of a key with no recorded exchange is
+// answered 502 with a plain text body starting "acptap replay: no
+// recorded answer for", as the tap answers a request whose upstream is
+// down (agents survive being offline; a 404 would tell them that the
+// thing they asked for does not exist), and is listed in
+// Report.HTTPUnanswered; recorded HTTP exchanges no request asked for are
+// listed in Report.HTTPUnrequested. Their requests are not compared with
+// the recorded ones.
+//
 // # Responses
 //
 // A recorded response is replayed with its status and header, without
@@ -45,17 +68,18 @@
 //
 // Responses the Server makes up rather than replays carry the header
 // X-Acptap-Replay: "unanswered" for a request the recording cannot answer,
-// "fault" for an injected error status.
+// of either class, "fault" for an injected error status.
 //
 // # Faults
 //
-// Options.Faults injects failures into chosen exchanges; see Fault.
+// Options.Faults injects failures into chosen exchanges, of either class;
+// see Fault.
 //
 // # Drift
 //
-// Each request is paired with its recorded twin, the exchange its queue's
-// cursor gives it, and if Options.Compare says they differ, the first
-// difference is listed in Report.Drift.
+// Each LLM request is paired with its recorded twin, the exchange its
+// queue's cursor gives it, and if Options.Compare says they differ, the
+// first difference is listed in Report.Drift.
 package llmserver
 
 import (
@@ -80,10 +104,11 @@ import (
 	"github.com/acptap/acptap/internal/wire"
 )
 
-// Recorded is one recorded LLM exchange.
+// Recorded is one recorded exchange, of either class.
 type Recorded struct {
-	// Number is the exchange's 1-based ordinal among the recording's LLM
-	// exchanges, as `acptap show` prints it: "llm #3".
+	// Number is the exchange's 1-based ordinal among the recording's
+	// exchanges, of both classes, as `acptap show` counts the events of its
+	// llm lane: "llm #3".
 	Number int
 	// Seq is the exchange's event Seq in the recording.
 	Seq uint64
@@ -105,7 +130,18 @@ type Options struct {
 	// Faults are failures to inject, by exchange Number.
 	Faults map[int]Fault
 
-	// Compare, if not nil, compares each request with its recorded twin:
+	// HTTPKey, if not nil, returns the key of an http exchange
+	// (exchange.ClassHTTP) from its method and URL, for the recorded
+	// exchanges and the live requests alike: requests are answered with
+	// the recorded exchanges of their key. It is given a recorded URL as
+	// recorded, with credentials masked, and a live one as requested, and
+	// should make the two alike: drop credentials, replace the values that
+	// differ from run to run. If nil, the key is the method and the URL
+	// with its credentials masked as a recording masks them. It is called
+	// concurrently.
+	HTTPKey func(method, rawURL string) string
+
+	// Compare, if not nil, compares each LLM request with its recorded twin:
 	// recorded is the recorded exchange and live the request as it came,
 	// with its body decoded and credentials in well-known headers and
 	// query keys masked as a recording masks them (redact.Redactor's zero
@@ -122,6 +158,7 @@ type Server struct {
 	speed   float64
 	compare func(recorded, live *exchange.Exchange) (Drift, bool)
 	entries []*entry // in recorded order
+	httpKey func(method, rawURL string) string
 
 	hooks hooks // set by tests before the first request
 
@@ -129,13 +166,16 @@ type Server struct {
 
 	mu         sync.Mutex        // guards the fields below, and those of queues and entries marked so
 	queues     map[string]*queue // by key; queues that were not recorded are added as requests come
+	http       map[string]*queue // the http exchanges, by Options.HTTPKey
 	served     int               // exchanges consumed
 	unanswered []Request
+	httpMissed []Request // http requests without a recorded answer
 	drift      []Drift
 	faulted    []int // Numbers, in order of application
 }
 
-// queue is the recorded exchanges of one request key and its cursor.
+// queue is the recorded exchanges of one request key and its cursor. An
+// http queue's cursor stays on its last entry once there.
 type queue struct {
 	key     string
 	entries []*entry
@@ -146,6 +186,7 @@ type queue struct {
 // entry is a recorded exchange and what became of it.
 type entry struct {
 	Recorded
+	class exchange.Class
 	fault *Fault // nil for none
 
 	faultApplied bool // guarded by Server.mu
@@ -161,7 +202,12 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		speed:   opts.Speed,
 		compare: opts.Compare,
+		httpKey: opts.HTTPKey,
 		queues:  make(map[string]*queue),
+		http:    make(map[string]*queue),
+	}
+	if s.httpKey == nil {
+		s.httpKey = defaultHTTPKey
 	}
 	byNumber := make(map[int]*entry, len(opts.Exchanges))
 	for i, r := range opts.Exchanges {
@@ -174,13 +220,19 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("%w: two exchanges are llm #%d", ErrInvalidOptions, r.Number)
 		}
 		x := r.Exchange
-		key := requestKey(x.Method, recordedPath(x.URL), requestModel(x.Method, x.URL, x.RequestBody))
-		q := s.queues[key]
+		class := x.Class()
+		queues, key := s.queues, ""
+		if class == exchange.ClassHTTP {
+			queues, key = s.http, s.httpKey(x.Method, x.URL)
+		} else {
+			key = requestKey(x.Method, recordedPath(x.URL), requestModel(x.Method, x.URL, x.RequestBody))
+		}
+		q := queues[key]
 		if q == nil {
 			q = &queue{key: key}
-			s.queues[key] = q
+			queues[key] = q
 		}
-		e := &entry{Recorded: r}
+		e := &entry{Recorded: r, class: class}
 		q.entries = append(q.entries, e)
 		s.entries = append(s.entries, e)
 		byNumber[r.Number] = e
@@ -208,6 +260,12 @@ func requestKey(method, path, model string) string {
 		return method + " " + path
 	}
 	return method + " " + path + " model " + model
+}
+
+// defaultHTTPKey is the key of an http exchange without Options.HTTPKey:
+// its method and URL, credentials masked.
+func defaultHTTPKey(method, rawURL string) string {
+	return method + " " + masker.URL(rawURL)
 }
 
 // recordedPath returns the path of a recorded URL, as a request for it
@@ -241,6 +299,10 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replaying %s %s: reading the request body: %w", req.Method, masker.URL(req.URL.String()), err)
 	}
+	route, _, _ := exchange.RouteFromContext(req.Context())
+	if exchange.ClassOf(route, req.Method, req.URL.String()) == exchange.ClassHTTP {
+		return s.roundTripHTTP(req, start)
+	}
 	body, encoding, decodeErr := decodeRequestBody(req.Header, raw)
 	format := wire.Detect(req.Method, req.URL.String(), nil)
 	model, _ := wire.RequestInfo(format, req.URL.String(), body)
@@ -266,17 +328,7 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		return errorResponse(req, format, http.StatusBadRequest, "acptap_replay", msg, http.Header{markHeader: {"unanswered"}}), nil
 	}
 	e := q.entries[q.next]
-	var fault *Fault
-	if e.fault != nil && !e.faultApplied {
-		e.faultApplied = true
-		fault = e.fault
-		s.faulted = append(s.faulted, e.Number)
-	}
-	if fault == nil || fault.Kind == FaultMalformed {
-		q.next++
-		e.served = true
-		s.served++
-	}
+	fault := s.take(q, e)
 	s.mu.Unlock()
 
 	if s.compare != nil {
@@ -293,6 +345,60 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		s.comparing.Go(func() { s.checkDrift(e, live) })
 	}
+	return s.answer(req, start, format, e, fault)
+}
+
+// take consumes e, the entry q's cursor is on, for a request, and returns
+// its fault if it is the first request e is due for. A fault other than
+// FaultMalformed leaves e for the next request, the agent's retry. An
+// http queue's cursor stays on its last entry. s.mu must be held.
+func (s *Server) take(q *queue, e *entry) *Fault {
+	var fault *Fault
+	if e.fault != nil && !e.faultApplied {
+		e.faultApplied = true
+		fault = e.fault
+		s.faulted = append(s.faulted, e.Number)
+	}
+	if fault == nil || fault.Kind == FaultMalformed {
+		if q.next < len(q.entries)-1 || e.class != exchange.ClassHTTP {
+			q.next++
+		}
+		if !e.served {
+			e.served = true
+			s.served++
+		}
+	}
+	return fault
+}
+
+// roundTripHTTP answers an http request (exchange.ClassHTTP) with the
+// recorded exchanges of its key, in turn, the last one again and again.
+func (s *Server) roundTripHTTP(req *http.Request, start time.Time) (*http.Response, error) {
+	u := req.URL.String()
+	key := s.httpKey(req.Method, u)
+	s.mu.Lock()
+	q := s.http[key]
+	if q == nil {
+		s.httpMissed = append(s.httpMissed, Request{Method: req.Method, URL: masker.URL(u), Queue: key, Reason: "no http exchange of this method and URL was recorded"})
+		s.mu.Unlock()
+		msg := fmt.Sprintf("acptap replay: no recorded answer for %s %s (http exchanges are answered by method and URL, and none was recorded as %q)\n", req.Method, masker.URL(u), key)
+		h := http.Header{
+			markHeader:       {"unanswered"},
+			"Content-Type":   {"text/plain; charset=utf-8"},
+			"Content-Length": {strconv.Itoa(len(msg))},
+		}
+		return newResponse(req, http.StatusBadGateway, h, io.NopCloser(strings.NewReader(msg)), int64(len(msg))), nil
+	}
+	q.live++
+	e := q.entries[q.next]
+	fault := s.take(q, e)
+	s.mu.Unlock()
+	return s.answer(req, start, wire.Unknown, e, fault)
+}
+
+// answer answers req with e's recorded response, or with fault if it is
+// not nil; format shapes the error body of a FaultStatus.
+func (s *Server) answer(req *http.Request, start time.Time, format wire.Format, e *entry, fault *Fault) (*http.Response, error) {
 	switch {
 	case fault != nil && fault.Kind == FaultStatus:
 		h := http.Header{markHeader: {"fault"}}
@@ -423,16 +529,24 @@ type hooks struct {
 // response is returned, but for the comparison with its recorded twin,
 // which runs in the background and which Server.Report waits for.
 type Report struct {
-	// Served is the number of recorded exchanges consumed by a request:
-	// Served plus len(Unrequested) is the number recorded.
+	// Served is the number of recorded exchanges, of both classes,
+	// consumed by a request: Served plus len(Unrequested) plus
+	// len(HTTPUnrequested) is the number recorded.
 	Served int
-	// Unanswered are the requests the recording could not answer, in the
-	// order they came.
+	// Unanswered are the LLM requests the recording could not answer, in
+	// the order they came.
 	Unanswered []Request
-	// Unrequested are the recorded exchanges no request consumed, in
+	// Unrequested are the recorded LLM exchanges no request consumed, in
 	// recorded order. An exchange whose injected fault (other than
 	// FaultMalformed) was not followed by a retry is one.
 	Unrequested []Recorded
+	// HTTPUnanswered are the http requests (exchange.ClassHTTP) of a key
+	// the recording has no exchange of, in the order they came; each was
+	// answered 502.
+	HTTPUnanswered []Request
+	// HTTPUnrequested are the recorded http exchanges no request
+	// consumed, in recorded order.
+	HTTPUnrequested []Recorded
 	// Drift lists, by exchange Number, the first difference Compare found
 	// between each recorded exchange and a request it was paired with.
 	Drift []Drift
@@ -446,7 +560,10 @@ type Report struct {
 type Request struct {
 	Method string
 	URL    string // credentials in the query masked
-	Queue  string // the request's key, such as "POST /v1/responses model gpt-5"
+	// Queue is the request's key: for an LLM request its queue's, such
+	// as "POST /v1/responses model gpt-5", for an http one what
+	// Options.HTTPKey made of it.
+	Queue  string
 	Reason string // such as "lane has 2 recorded, this is request 3"
 }
 
@@ -486,13 +603,18 @@ func (s *Server) Report() Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := Report{
-		Served:     s.served,
-		Unanswered: slices.Clone(s.unanswered),
-		Drift:      slices.SortedFunc(slices.Values(s.drift), func(a, b Drift) int { return a.Number - b.Number }),
-		Faulted:    slices.Clone(s.faulted),
+		Served:         s.served,
+		Unanswered:     slices.Clone(s.unanswered),
+		HTTPUnanswered: slices.Clone(s.httpMissed),
+		Drift:          slices.SortedFunc(slices.Values(s.drift), func(a, b Drift) int { return a.Number - b.Number }),
+		Faulted:        slices.Clone(s.faulted),
 	}
 	for _, e := range s.entries {
-		if !e.served {
+		switch {
+		case e.served:
+		case e.class == exchange.ClassHTTP:
+			r.HTTPUnrequested = append(r.HTTPUnrequested, e.Recorded)
+		default:
 			r.Unrequested = append(r.Unrequested, e.Recorded)
 		}
 	}

@@ -67,10 +67,16 @@ func TestNoNetwork(t *testing.T) {
 					t.Errorf("request %d: status %d, want %d", i+1, resp.StatusCode, want)
 				}
 			}
+			// A path of no LLM API: an llm request by the base-URL route,
+			// an http one through the proxy, unanswered either way.
 			resp := post(t, client, base+"/v1/never/recorded", nil)
 			readAllBody(t, resp)
-			if resp.StatusCode != http.StatusBadRequest {
-				t.Errorf("request of a key never recorded: status %d, want 400", resp.StatusCode)
+			wantStatus, wantUnanswered, wantHTTP := http.StatusBadRequest, 2, 0
+			if rt.name != "base-url" {
+				wantStatus, wantUnanswered, wantHTTP = http.StatusBadGateway, 1, 1
+			}
+			if resp.StatusCode != wantStatus {
+				t.Errorf("request of a key never recorded: status %d, want %d", resp.StatusCode, wantStatus)
 			}
 			if n := up.conns.Load(); n != 0 {
 				t.Errorf("the upstream got %d connections, want 0", n)
@@ -84,8 +90,8 @@ func TestNoNetwork(t *testing.T) {
 			if n := up.conns.Load(); n != 1 {
 				t.Errorf("after a direct request, the upstream counted %d connections, want 1", n)
 			}
-			if r := s.Report(); r.Served != 3 || len(r.Unanswered) != 2 {
-				t.Errorf("report: served %d, unanswered %v; want 3 and 2", r.Served, r.Unanswered)
+			if r := s.Report(); r.Served != 3 || len(r.Unanswered) != wantUnanswered || len(r.HTTPUnanswered) != wantHTTP {
+				t.Errorf("report: served %d, unanswered %v, http unanswered %v; want 3, %d and %d", r.Served, r.Unanswered, r.HTTPUnanswered, wantUnanswered, wantHTTP)
 			}
 		})
 	}
