@@ -114,6 +114,46 @@ func TestRoots(t *testing.T) {
 	}
 }
 
+// TestDerivedRoots checks the other spellings of the roots: with "/"
+// replaced by "-" or "_", percent-encoded and JSON-escaped.
+func TestDerivedRoots(t *testing.T) {
+	opts := Options{
+		Cwd:  []string{"/tmp/x/ws", "/tmp/my proj.v2"},
+		Home: []string{"/home/u"},
+		Tmp:  []string{"/tmp"},
+	}
+	tests := []struct{ in, want string }{
+		// Claude Code's memory directory: the workspace with "/" as "-".
+		{"/home/u/.claude/projects/-tmp-x-ws/memory", "<home>/.claude/projects/<cwd>/memory"},
+		{"cache key -tmp-x-ws and _tmp_x_ws_build", "cache key <cwd> and <cwd>_build"},
+		{"-tmp-x-ws-sub", "<cwd>-sub"},
+		// Every character but letters and digits as "-".
+		{"projects/-tmp-my-proj-v2/", "projects/<cwd>/"},
+		// Percent-encoded, upper and lower case, + for a space.
+		{"https://example.invalid/open?path=%2Ftmp%2Fx%2Fws%2Fa.go", "https://example.invalid/open?path=<cwd>%2Fa.go"},
+		{"dir=%2ftmp%2fx%2fws&x=1", "dir=<cwd>&x=1"},
+		{"q=%2Ftmp%2Fmy+proj.v2", "q=<cwd>"},
+		{"file:///tmp/my%20proj.v2/a", "file://<cwd>/a"},
+		// JSON-escaped slashes, as in JSON text inside a string.
+		{`["\/tmp\/x\/ws\/a.go"]`, `["<cwd>\/a.go"]`},
+		// Not a derived form: inside a word, or another directory.
+		{"foo-tmp-x-ws x_tmp_x_ws -tmp-x-wsb", "foo-tmp-x-ws x_tmp_x_ws -tmp-x-wsb"},
+		{"%2Ftmp%2Fx%2Fwsb", "<tmp>%2Fx%2Fwsb"},
+		// A root of one component has no "-" or "_" form: -tmp is a word.
+		{"ls -tmp _tmp", "ls -tmp _tmp"},
+		{"%2Ftmp%2Fy", "<tmp>%2Fy"},
+	}
+	n := New(opts)
+	for _, tt := range tests {
+		if got := n.str(tt.in, fromACP); got != tt.want {
+			t.Errorf("str(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if again := New(opts).str(tt.want, fromACP); again != tt.want {
+			t.Errorf("str(%q) = %q, want it unchanged", tt.want, again)
+		}
+	}
+}
+
 func TestIsPlaceholder(t *testing.T) {
 	for s, want := range map[string]bool{
 		"<cwd>": true, "<uuid:12>": true, "<agentRpc:1>": true, "<a_b9>": true,

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"strconv"
+	"strings"
 )
 
 // Missing stands, in the results of FirstDifference, for a value that one
@@ -33,10 +34,46 @@ func FirstDifference(a, b any) (path string, av, bv any, ok bool) {
 		}
 		return "$", a, b, true
 	}
-	return diff("$", pa, pb)
+	walkDifferences(nil, pa, pb, func(p []step, x, y any) bool {
+		path, av, bv, ok = formatPath(p), x, y, true
+		return false
+	})
+	return path, av, bv, ok
 }
 
-func diff(path string, a, b any) (string, any, any, bool) {
+// A Mismatch is one place where two JSON values differ: a member or an
+// element that one side lacks (Missing), values of different types, or
+// two different scalars.
+type Mismatch struct {
+	Path string // as FirstDifference's
+	A, B any    // the values there, Missing for a missing one
+}
+
+// Mismatches returns every place where a and b differ, in the order in
+// which FirstDifference finds the first; nil if they are equal. Where one
+// side lacks a member or element, or the types differ, that is one
+// difference: what is inside is not compared.
+func Mismatches(a, b any) []Mismatch {
+	pa, okA := plain(a)
+	pb, okB := plain(b)
+	if !okA || !okB {
+		if reflect.DeepEqual(a, b) {
+			return nil
+		}
+		return []Mismatch{{"$", a, b}}
+	}
+	var out []Mismatch
+	walkDifferences(nil, pa, pb, func(p []step, x, y any) bool {
+		out = append(out, Mismatch{formatPath(p), x, y})
+		return true
+	})
+	return out
+}
+
+// walkDifferences calls fn with the path and values of each difference of
+// two plain values, in order, until fn returns false; it reports whether
+// it went through. fn must not keep path, which is reused.
+func walkDifferences(path []step, a, b any, fn func(path []step, a, b any) bool) bool {
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
@@ -53,46 +90,68 @@ func diff(path string, a, b any) (string, any, any, bool) {
 		for _, k := range sortedKeys(union) {
 			va, inA := x[k]
 			vb, inB := y[k]
-			p := path + keyPath(k)
+			p := append(path, step{key: k})
 			switch {
 			case !inA:
-				return p, Missing{}, vb, true
+				if !fn(p, Missing{}, vb) {
+					return false
+				}
 			case !inB:
-				return p, va, Missing{}, true
-			}
-			if p, va, vb, ok := diff(p, va, vb); ok {
-				return p, va, vb, true
+				if !fn(p, va, Missing{}) {
+					return false
+				}
+			default:
+				if !walkDifferences(p, va, vb, fn) {
+					return false
+				}
 			}
 		}
-		return "", nil, nil, false
+		return true
 	case []any:
 		y, ok := b.([]any)
 		if !ok {
 			break
 		}
 		for i := range max(len(x), len(y)) {
-			p := path + "[" + strconv.Itoa(i) + "]"
+			p := append(path, step{index: i, isIndex: true})
+			var more bool
 			switch {
 			case i >= len(x):
-				return p, Missing{}, y[i], true
+				more = fn(p, Missing{}, y[i])
 			case i >= len(y):
-				return p, x[i], Missing{}, true
+				more = fn(p, x[i], Missing{})
+			default:
+				more = walkDifferences(p, x[i], y[i], fn)
 			}
-			if p, va, vb, ok := diff(p, x[i], y[i]); ok {
-				return p, va, vb, true
+			if !more {
+				return false
 			}
 		}
-		return "", nil, nil, false
+		return true
 	case json.Number:
 		if y, ok := b.(json.Number); ok && numbersEqual(x, y) {
-			return "", nil, nil, false
+			return true
 		}
-		return path, a, b, true
+		return fn(path, a, b)
 	}
 	if a == b { // strings, bools, nil
-		return "", nil, nil, false
+		return true
 	}
-	return path, a, b, true
+	return fn(path, a, b)
+}
+
+// formatPath returns a path in the syntax of path rules.
+func formatPath(path []step) string {
+	var b strings.Builder
+	b.WriteString("$")
+	for _, s := range path {
+		if s.isIndex {
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+		} else {
+			b.WriteString(keyPath(s.key))
+		}
+	}
+	return b.String()
 }
 
 // keyPath returns the path step of an object key: .key for identifiers,

@@ -49,3 +49,34 @@ func TestKeyPathRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestMismatches(t *testing.T) {
+	a := json.RawMessage(`{"a":[1,2,3],"b":{"c":"x","d":true},"e":null,"f":"same"}`)
+	b := json.RawMessage(`{"a":[1,5],"b":{"c":"y"},"e":{"z":1},"f":"same","g":0}`)
+	got := Mismatches(a, b)
+	want := []Mismatch{
+		{"$.a[1]", json.Number("2"), json.Number("5")},
+		{"$.a[2]", json.Number("3"), Missing{}},
+		{"$.b.c", "x", "y"},
+		{"$.b.d", true, Missing{}},
+		{"$.e", nil, map[string]any{"z": json.Number("1")}},
+		{"$.g", Missing{}, json.Number("0")},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Mismatches = %#v, want %#v", got, want)
+	}
+	for i := range want {
+		if got[i].Path != want[i].Path || !same(got[i].A, want[i].A) || !same(got[i].B, want[i].B) {
+			t.Errorf("difference %d = %#v, want %#v", i, got[i], want[i])
+		}
+	}
+	if path, _, _, _ := FirstDifference(a, b); path != got[0].Path {
+		t.Errorf("FirstDifference at %s, Mismatches starts at %s", path, got[0].Path)
+	}
+	if d := Mismatches(a, a); d != nil {
+		t.Errorf("Mismatches of a value and itself = %#v, want nil", d)
+	}
+	if d := Mismatches(json.RawMessage(`{`), json.RawMessage(`[`)); len(d) != 1 || d[0].Path != "$" {
+		t.Errorf("Mismatches of two non-JSON values = %#v, want one at $", d)
+	}
+}

@@ -13,7 +13,8 @@ import (
 // fuzzOptions has roots nested in each other and user rules whose
 // replacements are fixed points, as ParseRules demands.
 func fuzzOptions(t testing.TB) Options {
-	rules, err := ParseRules([]byte(`[{"path":"$.**.started","placeholder":"<started>"},{"regexp":"build [0-9]+","replace":"build N"}]`))
+	rules, err := ParseRules([]byte(`[{"path":"$.**.started","placeholder":"<started>"},{"regexp":"build [0-9]+","replace":"build N"},` +
+		`{"path":"$.**.text","regexp":"(PGID: )[0-9]+","replace":"${1}<number>"},{"path":"$.**.n","regexp":"^[0-9]+$","replace":"<number>"}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,8 @@ func addStreamSeeds(f *testing.F) {
 func FuzzIdempotent(f *testing.F) {
 	addStreamSeeds(f)
 	for _, s := range []string{"", "\xff\xfe", "/w/ws/tmp/x", "<cwd>/home/u/a", `{"a":"{\"pid\":1}"}`, "build 12026-11-29T10:00:00Z",
-		`{"text":"Current date: Sat Nov 29 2026 in /w/ws.","id":"fc_1","usage":{"x_tokens":1}}`} {
+		`{"text":"Current date: Sat Nov 29 2026 in /w/ws.","id":"fc_1","usage":{"x_tokens":1}}`,
+		"/home/u/.claude/projects/-w-ws/m -w-ws-w-ws _w_ws_x", "?p=%2Fw%2Fws%2Fa&q=%2fw%2fws <cwd>%2Fw%2Fws", `["\/w\/ws\/a","\/tmp\/b"]`, "<cwd>-w-ws/<tmp>_w_ws"} {
 		f.Add([]byte(s))
 	}
 	opts := fuzzOptions(f)
@@ -86,6 +88,7 @@ func FuzzParseRules(f *testing.F) {
 	f.Add([]byte(`[{"path":"$.params.update.rawInput.*.started","placeholder":"<started>"},{"regexp":"build ([0-9]+)","replace":"build N"}]`))
 	f.Add([]byte(`[{"path":"$.**[\"a.b\"][0][*]","placeholder":"","comment":"c"},{"regexp":"(?i)x(y)","replace":"${1}z"}]`))
 	f.Add([]byte(`[{"path":"$..a","placeholder":"x"}]`))
+	f.Add([]byte(`[{"path":"$.a[*].b","regexp":"(x=)[0-9]+","replace":"${1}<number>","comment":"calibrate"}]`))
 	f.Add([]byte(`[{"regexp":"[0-9]+","replace":"N1"}]`))
 	f.Add([]byte(`{"rules":[]}`))
 	if b, err := os.ReadFile("testdata/rules.ndjson"); err == nil {

@@ -20,7 +20,10 @@ type Options struct {
 	// saw them; several of each are allowed (such as /tmp/x and its
 	// real path /private/tmp/x). Absolute paths under them become
 	// <cwd>/..., <home>/... and <tmp>/..., also inside longer strings
-	// and file:// URIs; the longest root wins.
+	// and file:// URIs, and in the forms agents derive from a path:
+	// percent-encoded (%2Ftmp%2Fx), JSON-escaped (\/tmp\/x) and, for
+	// roots of two components or more, with "/" replaced by "-" or "_"
+	// (-tmp-x, _tmp_x); the longest root wins.
 	//
 	// A replayed run needs the recorded run's roots as well as its
 	// own: the LLM responses it gets are the recorded ones, so text the
@@ -93,7 +96,8 @@ type Frame struct {
 //     <obfuscation>. None of these are numbered: whether two values
 //     coincide is up to the clock.
 //   - Absolute paths under the roots of Options become <cwd>/...,
-//     <home>/... and <tmp>/..., in any text.
+//     <home>/... and <tmp>/..., in any text, also in derived forms such
+//     as -tmp-x-ws and %2Ftmp%2Fx%2Fws (see Options.Cwd).
 //   - A string that holds a JSON object, such as tool call arguments, is
 //     normalized as JSON and becomes canonical.
 //   - Object keys are normalized like text. Other values stay: message

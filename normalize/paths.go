@@ -2,24 +2,34 @@ package normalize
 
 import (
 	"cmp"
+	"encoding/json"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // A root is a directory whose absolute paths are rewritten to start with a
-// placeholder.
+// placeholder, in one of the forms it is written in.
 type root struct {
-	dir         string
+	dir         string // the directory in this form
 	placeholder string
 	rank        int // breaks ties between equal dirs: cwd, then tmp, then home
+	// sep is the separator of the form: a path component ends where it
+	// starts, as at "/" or a backslash (the ends of every form).
+	sep string
+	// derived says that dir is the directory spelled another way, such
+	// as -tmp-x-ws for /tmp/x/ws, which may also start right after a
+	// separator: agents build such names into paths of their own
+	// (~/.claude/projects/-tmp-x-ws/).
+	derived bool
 }
 
 // newRoots returns the roots of opts, longest first, so that a workspace
 // inside TMPDIR or HOME becomes <cwd> and not <tmp>/... . Relative and
-// empty roots, and "/", are ignored: they would rewrite every path. A root
-// that needs escaping in a URI is also matched escaped, for file:// URIs.
+// empty roots, and "/", are ignored: they would rewrite every path. Each
+// is also matched in the forms derived from it (see derivedForms).
 func newRoots(opts Options) []root {
 	var rs []root
 	add := func(dirs []string, placeholder string, rank int) {
@@ -28,9 +38,10 @@ func newRoots(opts Options) []root {
 			if d == "" || d == "." || !(strings.HasPrefix(d, "/") || filepath.IsAbs(d)) {
 				continue
 			}
-			rs = append(rs, root{d, placeholder, rank})
-			if esc := (&url.URL{Path: d}).EscapedPath(); esc != d {
-				rs = append(rs, root{esc, placeholder, rank})
+			rs = append(rs, root{dir: d, placeholder: placeholder, rank: rank, sep: "/"})
+			for _, f := range derivedForms(d) {
+				f.placeholder, f.rank = placeholder, rank
+				rs = append(rs, f)
 			}
 		}
 	}
@@ -46,11 +57,113 @@ func newRoots(opts Options) []root {
 	return slices.CompactFunc(rs, func(a, b root) bool { return a.dir == b.dir })
 }
 
+// derivedForms returns the roots of the forms of d but d itself (see
+// PathForms), each once.
+func derivedForms(d string) []root {
+	var out []root
+	seen := map[string]bool{d: true}
+	for _, f := range PathForms(d) {
+		if !seen[f.Path] {
+			seen[f.Path] = true
+			out = append(out, root{dir: f.Path, sep: f.Sep, derived: f.Derived})
+		}
+	}
+	return out
+}
+
+// A PathForm is one way agents spell an absolute directory.
+type PathForm struct {
+	// Kind names the form: "plain", "uri", "percent", "percent-lower",
+	// "query", "json", "json-slashes", "dashes", "underscores" or
+	// "dashes-all".
+	Kind string
+	// Path is the directory in this form, and Sep the separator that
+	// ends a component in it ("/", "%2F", "-", ...).
+	Path, Sep string
+	// Derived says that the form may also start right after a "/" or a
+	// backslash, as a name made of the directory does
+	// (~/.claude/projects/-tmp-x-ws/), where a path starts only where a
+	// path can.
+	Derived bool
+}
+
+// PathForms returns the spellings of the absolute directory d that
+// agents write, d itself first, each kind once (the same kinds in the
+// same order for every directory of as many components, so that two
+// directories' forms pair up by Kind):
+//
+//   - plain: d;
+//   - uri: escaped for a URI path (/tmp/my%20dir), for file:// URIs;
+//   - percent, percent-lower, query: percent-encoded whole, as a query
+//     value or a URL path segment (%2Ftmp%2Fx%2Fws, %2ftmp%2fx%2fws, and
+//     with a plus for a space);
+//   - json, json-slashes: JSON-escaped, as text holding JSON shows it
+//     (/tmp/a\u0026b, \/tmp\/x\/ws);
+//   - dashes, underscores, dashes-all: with "/" replaced by "-" or "_"
+//     (-tmp-x-ws, _tmp_x_ws), and with every character but letters and
+//     digits replaced by "-", as agents name a directory of their own
+//     after the workspace (Claude Code's ~/.claude/projects/-tmp-x-ws).
+//     These only for a directory of two components or more: -tmp or
+//     _home is too common a word to be a path.
+//
+// Forms may be equal to d or to each other.
+func PathForms(d string) []PathForm {
+	forms := []PathForm{
+		{"plain", d, "/", false},
+		{"uri", (&url.URL{Path: d}).EscapedPath(), "/", false},
+	}
+	pct := url.PathEscape(d)
+	forms = append(forms,
+		PathForm{"percent", pct, "%2F", true},
+		PathForm{"percent-lower", lowerHex(pct), "%2f", true},
+		PathForm{"query", url.QueryEscape(d), "%2F", true})
+	inner := d
+	if b, err := json.Marshal(d); err == nil {
+		inner = string(b[1 : len(b)-1])
+	}
+	forms = append(forms,
+		PathForm{"json", inner, "/", false},
+		PathForm{"json-slashes", strings.ReplaceAll(inner, "/", `\/`), `\/`, true})
+	if strings.Count(d, "/") >= 2 {
+		forms = append(forms,
+			PathForm{"dashes", strings.ReplaceAll(d, "/", "-"), "-", true},
+			PathForm{"underscores", strings.ReplaceAll(d, "/", "_"), "_", true},
+			PathForm{"dashes-all", strings.Map(func(r rune) rune {
+				if r < utf8.RuneSelf && isAlnum(byte(r)) {
+					return r
+				}
+				return '-'
+			}, d), "-", true})
+	}
+	return forms
+}
+
+// lowerHex returns s with the hex digits of its percent escapes in lower
+// case.
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1] = toLower(b[i+1])
+			b[i+2] = toLower(b[i+2])
+			i += 2
+		}
+	}
+	return string(b)
+}
+
+func toLower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
 // replaceRoots rewrites the roots at the start of absolute paths in s. A
 // root counts only where a path can start (at the start of s, after a
-// character that cannot be in a path, or after "file://") and only up to
-// where a path component ends, so that /tmp/ws does not rewrite
-// /tmp/ws2 or foo/tmp/ws.
+// character that cannot be in a path, or after "file://"; a derived form
+// also right after a separator) and only up to where a path component
+// ends, so that /tmp/ws does not rewrite /tmp/ws2 or foo/tmp/ws.
 //
 // Right after a path placeholder, only a root of the same kind counts.
 // "<cwd>/tmp/x" is a path in the workspace, which must not become
@@ -64,7 +177,8 @@ func replaceRoots(rs []root, s string) string {
 	var b strings.Builder
 	last := 0
 	for i := 0; i < len(s); i++ {
-		if i > 0 && isPathByte(s[i-1]) && !afterFileScheme(s, i) {
+		plainStart := i == 0 || !isPathByte(s[i-1]) || afterFileScheme(s, i)
+		if !plainStart && s[i-1] != '/' && s[i-1] != '\\' {
 			continue
 		}
 		after := ""
@@ -73,7 +187,7 @@ func replaceRoots(rs []root, s string) string {
 		}
 		for _, r := range rs {
 			end := i + len(r.dir)
-			if !strings.HasPrefix(s[i:], r.dir) || !pathEnd(s, end) ||
+			if !plainStart && !r.derived || !strings.HasPrefix(s[i:], r.dir) || !pathEnd(s, end, r.sep) ||
 				isRootPlaceholder(after) && after != r.placeholder {
 				continue
 			}
@@ -109,11 +223,11 @@ func isRootPlaceholder(p string) bool {
 }
 
 // pathEnd reports whether a path component ends at s[i]: at the end of
-// s, at a separator, or at a byte that cannot be in a path. A '.' ends it
-// only when no name follows, as at the end of a sentence, so that a root
-// /w does not match /w.bak.
-func pathEnd(s string, i int) bool {
-	if i == len(s) {
+// s, at a separator (sep, "/" or a backslash), or at a byte that cannot be in
+// a path. A '.' ends it only when no name follows, as at the end of a
+// sentence, so that a root /w does not match /w.bak.
+func pathEnd(s string, i int, sep string) bool {
+	if i == len(s) || strings.HasPrefix(s[i:], sep) {
 		return true
 	}
 	switch c := s[i]; {

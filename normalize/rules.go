@@ -14,27 +14,66 @@ import (
 
 // A Rule is a user rule, applied after the default rules. A path rule
 // replaces every value at the paths its pattern matches with a
-// placeholder; a regexp rule rewrites every string value it matches.
-// Rules come from ParseRules or LoadRules; the zero Rule does nothing.
+// placeholder; a regexp rule rewrites every string value it matches, or,
+// with a path, the strings and numbers at the paths its pattern matches.
+// Rules come from ParseRules or LoadRules, or from Learn; the zero Rule
+// does nothing.
 type Rule struct {
-	pattern     []segment // a path rule's parsed path; nil otherwise
+	pattern     []segment // the parsed path of a path rule or a regexp rule with a path; nil otherwise
 	path        string
 	placeholder string
 
 	re      *regexp.Regexp // a regexp rule's expression; nil otherwise
 	replace string
+
+	comment string
 }
 
 // String returns the rule in the JSON form ParseRules reads.
 func (r Rule) String() string {
 	m := map[string]string{}
+	if r.pattern != nil {
+		m["path"] = r.path
+	}
 	switch {
-	case r.pattern != nil:
-		m["path"], m["placeholder"] = r.path, r.placeholder
 	case r.re != nil:
 		m["regexp"], m["replace"] = r.re.String(), r.replace
+	case r.pattern != nil:
+		m["placeholder"] = r.placeholder
+	}
+	if r.comment != "" {
+		m["comment"] = r.comment
 	}
 	return string(encode(m))
+}
+
+// Comment returns the rule's comment, "" if it has none.
+func (r Rule) Comment() string { return r.comment }
+
+// WithComment returns the rule with the comment c, "" for none.
+func (r Rule) WithComment(c string) Rule {
+	r.comment = c
+	return r
+}
+
+// FormatRules returns rules as a rules file that ParseRules reads back: a
+// JSON array, one rule to a line.
+func FormatRules(rules []Rule) []byte {
+	if len(rules) == 0 {
+		return []byte("[]\n")
+	}
+	var b bytes.Buffer
+	b.WriteString("[\n")
+	for i, r := range rules {
+		b.WriteString("  ")
+		b.WriteString(r.String())
+		if i < len(rules)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("]\n")
+	return b.Bytes()
 }
 
 // ruleJSON is one element of a rules file. Pointers tell a missing field
@@ -74,7 +113,13 @@ func LoadRules(path string) ([]Rule, error) {
 // on with .key, ["any key"], [index], .* or [*] for any one key or index,
 // and .** for any number of levels, none included; FirstDifference reports
 // paths in the same syntax. A regexp is Go RE2 syntax, and its replacement
-// may refer to groups as $1 or ${name}, as in regexp.Regexp.Expand.
+// may refer to groups as $1 or ${name}, as in regexp.Regexp.Expand. A
+// regexp rule may also have a path,
+//
+//	{"path": "$.params.update.rawOutput.pgid", "regexp": "^[0-9]+$", "replace": "<pgid>"}
+//
+// and then rewrites only the values at the paths it matches: strings, and
+// numbers, whose literal (8680) it rewrites, the result a string.
 //
 // Normalizing twice must equal normalizing once, so a regexp must not match
 // the empty string, and its replacement must not be rewritten again by it:
@@ -126,9 +171,9 @@ func parseRule(elem json.RawMessage) (Rule, string, error) {
 		return Rule{}, "", err
 	}
 	switch {
-	case rj.Path != nil && rj.Regexp != nil:
-		return Rule{}, "", errors.New("has both path and regexp; a rule is one or the other")
-	case rj.Path != nil:
+	case rj.Path != nil && rj.Regexp != nil && rj.Placeholder != nil:
+		return Rule{}, "", errors.New("has a path, a regexp and a placeholder; a path rule takes a placeholder, a regexp rule (with or without a path) a replace")
+	case rj.Path != nil && rj.Regexp == nil:
 		if rj.Replace != nil {
 			return Rule{}, "replace", errors.New("belongs to a regexp rule; a path rule takes a placeholder")
 		}
@@ -139,7 +184,7 @@ func parseRule(elem json.RawMessage) (Rule, string, error) {
 		if err != nil {
 			return Rule{}, "path", err
 		}
-		return Rule{pattern: pattern, path: *rj.Path, placeholder: *rj.Placeholder}, "", nil
+		return Rule{pattern: pattern, path: *rj.Path, placeholder: *rj.Placeholder, comment: rj.Comment}, "", nil
 	case rj.Regexp != nil:
 		if rj.Placeholder != nil {
 			return Rule{}, "placeholder", errors.New("belongs to a path rule; a regexp rule takes a replace")
@@ -167,7 +212,15 @@ func parseRule(elem json.RawMessage) (Rule, string, error) {
 		if again := re.ReplaceAllString(lit, *rj.Replace); again != lit {
 			return Rule{}, "replace", fmt.Errorf("%q is rewritten again by the regexp (to %q), so normalizing twice would differ from once", lit, again)
 		}
-		return Rule{re: re, replace: *rj.Replace}, "", nil
+		r := Rule{re: re, replace: *rj.Replace, comment: rj.Comment}
+		if rj.Path != nil {
+			pattern, err := parsePath(*rj.Path)
+			if err != nil {
+				return Rule{}, "path", err
+			}
+			r.pattern, r.path = pattern, *rj.Path
+		}
+		return r, "", nil
 	}
 	return Rule{}, "", errors.New("has neither path nor regexp")
 }
@@ -335,13 +388,22 @@ func (seg segment) matches(s step) bool {
 func applyRules(rules []Rule, v any, path []step) any {
 	for _, r := range rules {
 		switch {
+		case r.re != nil:
+			switch x := v.(type) {
+			case string:
+				if r.pattern == nil || matchPath(r.pattern, path) {
+					v = r.re.ReplaceAllString(x, r.replace)
+				}
+			case json.Number:
+				if r.pattern != nil && matchPath(r.pattern, path) {
+					if t := r.re.ReplaceAllString(string(x), r.replace); t != string(x) {
+						v = t
+					}
+				}
+			}
 		case r.pattern != nil:
 			if matchPath(r.pattern, path) {
 				v = r.placeholder
-			}
-		case r.re != nil:
-			if s, ok := v.(string); ok {
-				v = r.re.ReplaceAllString(s, r.replace)
 			}
 		}
 	}

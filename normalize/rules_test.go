@@ -22,7 +22,7 @@ func TestParseRules(t *testing.T) {
 	}
 	want := []string{
 		`{"path":"$.params.update.rawInput.*.started","placeholder":"<started>"}`,
-		`{"path":"$.**[\"odd.key\"][2][*]","placeholder":""}`,
+		`{"comment":"an empty placeholder is allowed","path":"$.**[\"odd.key\"][2][*]","placeholder":""}`,
 		`{"regexp":"build ([0-9]+)","replace":"build N"}`,
 		`{"regexp":"x","replace":""}`,
 	}
@@ -46,7 +46,9 @@ func TestParseRulesErrors(t *testing.T) {
 		{"[\n  {\"path\": \"$.a\",\n  \"placeholder\" \"x\"}]", `line 3, column 17: invalid character '"' after object key`},
 		{`[17]`, `rules[0]: want an object, got number`},
 		{`[{}]`, `rules[0]: has neither path nor regexp`},
-		{`[{"path":"$.a","placeholder":"x"},{"path":"$.b","regexp":"b","placeholder":"x"}]`, `rules[1]: has both path and regexp; a rule is one or the other`},
+		{`[{"path":"$.a","placeholder":"x"},{"path":"$.b","regexp":"b","placeholder":"x"}]`, `rules[1]: has a path, a regexp and a placeholder; a path rule takes a placeholder, a regexp rule (with or without a path) a replace`},
+		{`[{"path":"$.b","regexp":"b"}]`, `rules[0].replace: missing: a regexp rule needs a replacement ("" deletes)`},
+		{`[{"path":"$.b[","regexp":"b","replace":"c"}]`, `rules[0].path: missing ] at offset 3`},
 		{`[{"path":"$.a"}]`, `rules[0].placeholder: missing: a path rule needs the value to put at its path`},
 		{`[{"path":"$.a","placeholder":7}]`, `rules[0].placeholder: want a string, got number`},
 		{`[{"path":"$.a","replace":"x"}]`, `rules[0].replace: belongs to a regexp rule; a path rule takes a placeholder`},
@@ -168,5 +170,39 @@ func TestRulesOnRequests(t *testing.T) {
 	}
 	if got := na.(map[string]any)["header"].(map[string]any)["x-app"]; got != "<app>" {
 		t.Errorf("x-app = %v, want <app>", got)
+	}
+}
+
+// TestRegexpRuleWithPath: a regexp rule with a path rewrites the strings
+// and the numbers at the paths it matches, and nothing elsewhere.
+func TestRegexpRuleWithPath(t *testing.T) {
+	rules, err := ParseRules([]byte(`[
+		{"path": "$.params.update.content[*].text", "regexp": "(PGID: )[0-9]+", "replace": "${1}<number>", "comment": "learned"},
+		{"path": "$.params.update.rawOutput.tokens", "regexp": "^[0-9]+$", "replace": "<number>"}
+	]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rules[0].String(), `{"comment":"learned","path":"$.params.update.content[*].text","regexp":"(PGID: )[0-9]+","replace":"${1}<number>"}`; got != want {
+		t.Errorf("String() = %s, want %s", got, want)
+	}
+	if rules[0].Comment() != "learned" || rules[1].Comment() != "" {
+		t.Errorf("comments %q, %q; want learned and none", rules[0].Comment(), rules[1].Comment())
+	}
+	frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call_update","toolCallId":"t","title":"PGID: 17876","content":[{"text":"Process Group PGID: 17876"},{"text":"PGID: 3"}],"rawOutput":{"tokens":8680,"other":8680,"tokensText":"8680"}}}}`)
+	got := string(New(Options{Rules: rules}).Frame(Agent, frame))
+	want := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"<sessionId:1>","update":{"content":[{"text":"Process Group PGID: <number>"},{"text":"PGID: <number>"}],"rawOutput":{"other":8680,"tokens":"<number>","tokensText":"8680"},"sessionUpdate":"tool_call_update","title":"PGID: 17876","toolCallId":"<toolCallId:1>"}}}`
+	if got != want {
+		t.Errorf("Frame =\n%s\nwant\n%s", got, want)
+	}
+	if again := string(New(Options{Rules: rules}).Frame(Agent, []byte(got))); again != got {
+		t.Errorf("normalized again:\n%s\nwant it unchanged:\n%s", again, got)
+	}
+	back, err := ParseRules(FormatRules(rules))
+	if err != nil || len(back) != 2 || back[0].String() != rules[0].String() || back[1].String() != rules[1].String() {
+		t.Errorf("ParseRules(FormatRules(rules)) = %v, %v; want the rules back", back, err)
+	}
+	if got := string(FormatRules(nil)); got != "[]\n" {
+		t.Errorf("FormatRules(nil) = %q, want []", got)
 	}
 }

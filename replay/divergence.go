@@ -1,10 +1,10 @@
 package replay
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/acptap/acptap/internal/excerpt"
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/llmserver"
@@ -109,6 +109,9 @@ type Divergence struct {
 	// the recording's stream, its position there.
 	MovedTo, MovedFrom int
 
+	// More is, for RequestDrift, how many other places of the request
+	// differ; 0 for the other kinds.
+	More int
 	// Err is the editor side's error for EditorFailed: a
 	// *driver.WaitError, *driver.MismatchError or *driver.MissingError,
 	// or the error of a write to the agent; nil for the other kinds.
@@ -138,9 +141,16 @@ func outputDiffers(d *normalize.Difference) Divergence {
 func outputMessage(d *normalize.Difference, div *Divergence) string {
 	var b strings.Builder
 	what := func() {
-		if div.Field != "" {
+		_, recordedAbsent := div.Recorded.(normalize.Missing)
+		_, liveAbsent := div.Live.(normalize.Missing)
+		switch {
+		case div.Field != "" && !recordedAbsent && !liveAbsent:
+			// Two long strings are shown around where they differ.
+			c := excerpt.Pair(div.Recorded, div.Live)
+			fmt.Fprintf(&b, "%s%s: expected %s, got %s", div.Field, c.Where(), c.A, c.B)
+		case div.Field != "":
 			fmt.Fprintf(&b, "%s: expected %s, got %s", div.Field, member(div.Recorded), member(div.Live))
-		} else {
+		default:
 			fmt.Fprintf(&b, "expected %s, got %s", summary(div.Recorded), summary(div.Live))
 		}
 	}
@@ -290,23 +300,10 @@ func exchangeUnrequested(r llmserver.Recorded) Divergence {
 func requestDrift(d llmserver.Drift) Divergence {
 	return Divergence{
 		Kind: RequestDrift, Lane: store.LaneLLM, Exchange: d.Number,
-		Path: d.Path, Recorded: d.Recorded, Live: d.Live,
+		Path: d.Path, Recorded: d.Recorded, Live: d.Live, More: d.More,
 		Message: d.String(),
 	}
 }
 
 // brief formats a value for a one-line message.
-func brief(v any) string {
-	if _, ok := v.(normalize.Missing); ok {
-		return "nothing"
-	}
-	b, err := json.Marshal(v)
-	s := string(b)
-	if err != nil {
-		s = fmt.Sprint(v)
-	}
-	if len(s) > 160 {
-		s = strings.ToValidUTF8(s[:160], "") + "…"
-	}
-	return s
-}
+func brief(v any) string { return excerpt.Value(v) }

@@ -13,4 +13,7 @@ var (
 	ErrEnv = errors.New("bad environment variable")
 	// ErrRequestMode: --requests is not ignore, warn or fail.
 	ErrRequestMode = errors.New("bad request mode")
+	// ErrStoredRules: the rules stored with a recording by calibrate are
+	// not a rules file.
+	ErrStoredRules = errors.New("damaged calibrated rules")
 )

@@ -234,19 +234,23 @@ func TestKindString(t *testing.T) {
 	}
 }
 
-func TestBrief(t *testing.T) {
-	long := strings.Repeat("é", 100) // 200 bytes, cut inside a rune
+// TestOutputDiffersMessage: the agent's first difference shows two long
+// strings around the place where they differ, in one line.
+func TestOutputDiffersMessage(t *testing.T) {
+	long := strings.Repeat("é", 100)
 	for _, tc := range []struct {
-		v    any
-		want string
+		recorded, live any
+		want           string
 	}{
-		{normalize.Missing{}, "nothing"},
-		{"text", `"text"`},
-		{map[string]any{"a": 1.0}, `{"a":1}`},
-		{long, `"` + strings.Repeat("é", 79) + "…"},
+		{"You said: hi", "Something else", `agent output differs at $[1].x: x: expected "You said: hi", got "Something else"`},
+		{normalize.Missing{}, map[string]any{"a": 1.0}, `agent output differs at $[1].x: x: expected (absent), got {"a":1}`},
+		{long + "Process Group PGID: 17876, done", long + "Process Group PGID: 17901, done",
+			`agent output differs at $[1].x: x, character 123: expected …"` + strings.Repeat("é", 18) + `Process Group PGID: 178` + `76, done", got …"` + strings.Repeat("é", 18) + `Process Group PGID: 17901, done"`},
 	} {
-		if got := brief(tc.v); got != tc.want {
-			t.Errorf("brief(%v) = %q, want %q", tc.v, got, tc.want)
+		// Under --order strict: the place is the path in the whole output.
+		d := &normalize.Difference{Index: 2, Path: "$.x", Flat: "$[1].x", Want: tc.recorded, Got: tc.live}
+		if got := outputDiffers(d).Message; got != tc.want {
+			t.Errorf("message =\n%s\nwant\n%s", got, tc.want)
 		}
 	}
 }

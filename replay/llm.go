@@ -1,9 +1,12 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/normalize"
@@ -25,7 +28,7 @@ func newNormalizers(rec *recording, sb *sandbox, opts *Options) normalizers {
 		Cwd:        nonEmpty(append(sessionCwds(rec.frames), rec.meta.Cwd, sb.work)...),
 		Home:       nonEmpty(rec.meta.Home, sb.home),
 		Tmp:        nonEmpty(rec.meta.Tmp, sb.tmp),
-		Rules:      opts.Rules,
+		Rules:      append(slices.Clip(opts.Rules), rec.rules...),
 		NoCoalesce: opts.NoCoalesce,
 		Order:      opts.Order,
 	}}
@@ -36,11 +39,27 @@ func newNormalizers(rec *recording, sb *sandbox, opts *Options) normalizers {
 func (n normalizers) new() *normalize.Normalizer { return normalize.New(n.opts) }
 
 // compareRequests is an llmserver.Options.Compare: the first difference of
-// the two requests, normalized.
-func (n normalizers) compareRequests(recorded, live *exchange.Exchange) (string, any, any, bool) {
-	a := n.new().Request(recorded.Method, recorded.URL, recorded.RequestHeaders, recorded.RequestBody)
-	b := n.new().Request(live.Method, live.URL, live.RequestHeaders, live.RequestBody)
-	return normalize.FirstDifference(a, b)
+// the two requests, normalized, and the number of the others.
+func (n normalizers) compareRequests(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+	return drift(n.requests(recorded, live))
+}
+
+// requests normalizes a request and its recorded twin.
+func (n normalizers) requests(recorded, live *exchange.Exchange) (a, b any) {
+	a = n.new().Request(recorded.Method, recorded.URL, recorded.RequestHeaders, recorded.RequestBody)
+	b = n.new().Request(live.Method, live.URL, live.RequestHeaders, live.RequestBody)
+	return a, b
+}
+
+// drift returns the first difference of two normalized requests, and the
+// number of the others.
+func drift(a, b any) (llmserver.Drift, bool) {
+	diffs := normalize.Mismatches(a, b)
+	if len(diffs) == 0 {
+		return llmserver.Drift{}, false
+	}
+	d := diffs[0]
+	return llmserver.Drift{Path: d.Path, Recorded: d.A, Live: d.B, More: len(diffs) - 1}, true
 }
 
 // httpKey is an llmserver.Options.HTTPKey: the method and the URL, with
@@ -91,7 +110,7 @@ type llmSide struct {
 // each request with its recorded twin (see llmserver.Options.Compare);
 // httpKey, if not nil, keys the http exchanges (llmserver.Options.HTTPKey).
 // The caller closes it.
-func startLLM(rec *recording, argv, env []string, opts *Options, compare func(recorded, live *exchange.Exchange) (string, any, any, bool), httpKey func(method, rawURL string) string) (*llmSide, error) {
+func startLLM(rec *recording, argv, env []string, opts *Options, compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool), httpKey func(method, rawURL string) string) (*llmSide, error) {
 	server, err := llmserver.New(llmserver.Options{
 		Exchanges: rec.exchanges,
 		Speed:     opts.Speed,
@@ -169,5 +188,57 @@ func dedupeEnv(env []string) []string {
 			out = append(out, kv)
 		}
 	}
+	return out
+}
+
+// A RequestPair is an LLM request of a replay and its recorded twin, the
+// exchange its queue's cursor gave it, normalized as for their comparison
+// (see normalize.Normalizer.Request).
+type RequestPair struct {
+	Number         int // the recorded exchange's, as acptap show numbers them
+	Recorded, Live any
+}
+
+// requestLog keeps the requests of a replay, normalized, for
+// Options.KeepRequests.
+type requestLog struct {
+	norms  normalizers
+	drift  bool                       // report drift to the server
+	number map[*exchange.Exchange]int // recorded exchanges' Numbers
+
+	mu   sync.Mutex // guards kept
+	kept []RequestPair
+}
+
+func newRequestLog(rec *recording, norms normalizers, drift bool) *requestLog {
+	l := &requestLog{norms: norms, drift: drift, number: make(map[*exchange.Exchange]int, len(rec.exchanges))}
+	for _, x := range rec.exchanges {
+		l.number[x.Exchange] = x.Number
+	}
+	return l
+}
+
+// compare is an llmserver.Options.Compare that keeps what it compares.
+func (l *requestLog) compare(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+	a, b := l.norms.requests(recorded, live)
+	l.mu.Lock()
+	l.kept = append(l.kept, RequestPair{Number: l.number[recorded], Recorded: a, Live: b})
+	l.mu.Unlock()
+	if !l.drift {
+		return llmserver.Drift{}, false
+	}
+	return drift(a, b)
+}
+
+// pairs returns the kept requests by Number; nil for a nil log. The LLM
+// server's Report has waited for every comparison.
+func (l *requestLog) pairs() []RequestPair {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := slices.Clone(l.kept)
+	slices.SortStableFunc(out, func(a, b RequestPair) int { return cmp.Compare(a.Number, b.Number) })
 	return out
 }

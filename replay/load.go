@@ -2,12 +2,14 @@ package replay
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
@@ -19,6 +21,7 @@ type recording struct {
 	frames    []driver.Frame // editor and agent frames in recorded order, Continued pieces joined
 	agent     [][]byte       // the agent frames alone
 	exchanges []llmserver.Recorded
+	rules     []normalize.Rule // stored by calibrate, unless Options.Uncalibrated
 }
 
 // load reads the named recording of st: its metadata, its editor and agent
@@ -102,4 +105,25 @@ func sessionCwds(frames []driver.Frame) []string {
 		}
 	}
 	return cwds
+}
+
+// StoredRules returns the rules `acptap calibrate` stored with the named
+// recording (store.RulesBlob), nil if it has none. A blob that is not a
+// rules file fails with ErrStoredRules.
+func StoredRules(st *store.Store, name string) ([]normalize.Rule, error) {
+	b, err := st.Blob(name, store.RulesBlob)
+	if errors.Is(err, store.ErrNotFound) {
+		if _, err := st.Get(name); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rules, err := normalize.ParseRules(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w of recording %q: %v", ErrStoredRules, name, err)
+	}
+	return rules, nil
 }

@@ -89,8 +89,16 @@ type Options struct {
 	// Grace is how long the agent may take to exit after its stdin
 	// closes. If zero, 3s.
 	Grace time.Duration
-	// Rules are user normalization rules.
+	// Rules are user normalization rules. They come before the rules
+	// `acptap calibrate` stored with the recording (see StoredRules),
+	// which apply too unless Uncalibrated.
 	Rules []normalize.Rule
+	// Uncalibrated leaves out the rules stored with the recording, as
+	// calibrate's own replays do.
+	Uncalibrated bool
+	// KeepRequests keeps every LLM request and its recorded twin,
+	// normalized, in Result.Requests, whatever Requests says.
+	KeepRequests bool
 	// NoCoalesce keeps message chunks apart in the comparison.
 	NoCoalesce bool
 	// Loopback says whether the agent's loopback destinations go through
@@ -133,6 +141,9 @@ type Result struct {
 	// Expected and Actual are the normalized agent streams, as lists of
 	// values arranged for the diff (see normalize.Comparison).
 	Expected, Actual []json.RawMessage
+	// Requests are the LLM requests and their recorded twins, normalized,
+	// by exchange Number, with Options.KeepRequests; nil without.
+	Requests []RequestPair
 	// Live is every line the agent wrote on stdout, in order.
 	Live [][]byte
 	// Timeline is the order in which the replay sent the recorded editor
@@ -162,6 +173,11 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	if !opts.Uncalibrated {
+		if rec.rules, err = StoredRules(st, name); err != nil {
+			return nil, err
+		}
+	}
 	argv, err := rec.command(opts.Argv)
 	if err != nil {
 		return nil, err
@@ -173,9 +189,14 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	defer sb.remove()
 
 	norms := newNormalizers(rec, sb, &opts)
-	var compare func(recorded, live *exchange.Exchange) (string, any, any, bool)
+	var compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool)
 	if opts.Requests != RequestsIgnore {
 		compare = norms.compareRequests
+	}
+	var kept *requestLog
+	if opts.KeepRequests {
+		kept = newRequestLog(rec, norms, opts.Requests != RequestsIgnore)
+		compare = kept.compare
 	}
 	llm, err := startLLM(rec, argv, sb.env, &opts, compare, norms.httpKey)
 	if err != nil {
@@ -214,6 +235,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		Diff:        v.diff,
 		Expected:    v.expected,
 		Actual:      v.actual,
+		Requests:    kept.pairs(),
 		Live:        run.live,
 		Exit:        run.exit,
 		LLM:         report,

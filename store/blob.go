@@ -15,6 +15,11 @@ import (
 // recording whose Recording.Snapshot is set.
 const SnapshotBlob = "workspace"
 
+// RulesBlob is the blob that holds the normalization rules `acptap
+// calibrate` learned for a recording, a rules file (see
+// normalize.ParseRules).
+const RulesBlob = "rules"
+
 // Blobs are named byte strings attached to a recording (a workspace
 // snapshot, say), in its bucket, so that deleting or replacing the
 // recording drops them:
@@ -95,41 +100,80 @@ func (w *Writer) PutBlob(name string, data []byte) error {
 	case s.writers[w.name] != w:
 		return s.wrap("put blob in", w.name, fmt.Errorf("blob %q: writer %w", name, ErrClosed))
 	}
-	err = s.update("put blob in", w.name, func(tx *bolt.Tx) error {
-		b, err := recording(tx, w.name)
-		if err != nil {
-			return err
-		}
-		bs, err := b.CreateBucketIfNotExists(blobsBucket)
-		if err != nil {
-			return err
-		}
-		key := []byte(name)
-		if bs.Bucket(key) != nil {
-			if err := bs.DeleteBucket(key); err != nil {
-				return err
-			}
-		}
-		bb, err := bs.CreateBucket(key)
-		if err != nil {
-			return err
-		}
-		// Keys grow: fill pages.
-		bb.FillPercent = 1
-		info := []byte{blobEncoding}
-		info = binary.AppendUvarint(info, uint64(len(data)))
-		info = binary.AppendUvarint(info, uint64(len(chunks)))
-		if err := bb.Put(blobInfoKey, info); err != nil {
-			return err
-		}
-		for i, c := range chunks {
-			if err := bb.Put(seqKey(uint64(i)), c); err != nil {
-				return fmt.Errorf("blob %q: chunk %d: %w", name, i, err)
-			}
-		}
-		return nil
+	return s.update("put blob in", w.name, func(tx *bolt.Tx) error {
+		return putBlob(tx, w.name, name, len(data), chunks)
 	})
-	return err
+}
+
+// PutBlob stores data as the blob name of the named recording, a finished
+// one (or one whose recorder is gone), replacing a blob of that name, in
+// one transaction: the recording has the new blob or the old one, never a
+// part. The Store must be writable, and no Writer of it may be writing
+// the recording (ErrBusy). PutBlob does not keep data.
+func (s *Store) PutBlob(recordingName, name string, data []byte) error {
+	const op = "put blob in"
+	if err := ValidName(recordingName); err != nil {
+		return err
+	}
+	if err := validBlobName(name); err != nil {
+		return s.wrap(op, recordingName, err)
+	}
+	chunks, err := encodeBlob(data)
+	if err != nil {
+		return s.wrap(op, recordingName, fmt.Errorf("blob %q: %w", name, err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writable(op, recordingName); err != nil {
+		return err
+	}
+	return s.update(op, recordingName, func(tx *bolt.Tx) error {
+		b, err := recording(tx, recordingName)
+		if err != nil {
+			return err
+		}
+		if _, err := readKnownMeta(b, recordingName); err != nil {
+			return err
+		}
+		return putBlob(tx, recordingName, name, len(data), chunks)
+	})
+}
+
+// putBlob writes the chunks of a blob of size bytes into the recording's
+// bucket, replacing a blob of that name.
+func putBlob(tx *bolt.Tx, recordingName, name string, size int, chunks [][]byte) error {
+	b, err := recording(tx, recordingName)
+	if err != nil {
+		return err
+	}
+	bs, err := b.CreateBucketIfNotExists(blobsBucket)
+	if err != nil {
+		return err
+	}
+	key := []byte(name)
+	if bs.Bucket(key) != nil {
+		if err := bs.DeleteBucket(key); err != nil {
+			return err
+		}
+	}
+	bb, err := bs.CreateBucket(key)
+	if err != nil {
+		return err
+	}
+	// Keys grow: fill pages.
+	bb.FillPercent = 1
+	info := []byte{blobEncoding}
+	info = binary.AppendUvarint(info, uint64(size))
+	info = binary.AppendUvarint(info, uint64(len(chunks)))
+	if err := bb.Put(blobInfoKey, info); err != nil {
+		return err
+	}
+	for i, c := range chunks {
+		if err := bb.Put(seqKey(uint64(i)), c); err != nil {
+			return fmt.Errorf("blob %q: chunk %d: %w", name, i, err)
+		}
+	}
+	return nil
 }
 
 // encodeBlob cuts data into the stored chunks.

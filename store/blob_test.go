@@ -310,3 +310,70 @@ func TestBlobRefusesDamage(t *testing.T) {
 		t.Errorf("Blob after the repairs: %v", err)
 	}
 }
+
+// TestStorePutBlob: a finished recording takes a blob (calibrate's rules),
+// replaced whole; a recording being written, a missing one and a
+// read-only store refuse it; the blob survives ReplaceLane and goes with
+// Delete.
+func TestStorePutBlob(t *testing.T) {
+	s := openTestStore(t)
+	w := mustCreate(t, s, Recording{Name: "r"})
+	w.Append(Event{Kind: KindFrame, Lane: LaneAgent, Data: []byte("a")})
+	if err := s.PutBlob("r", RulesBlob, []byte("[]")); !errors.Is(err, ErrBusy) {
+		t.Errorf("PutBlob of a recording being written: %v, want ErrBusy", err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range [][]byte{[]byte(`[{"regexp":"a","replace":"b"}]`), bytes.Repeat([]byte("x"), 2*blobChunkSize+3), []byte("[]")} {
+		if err := s.PutBlob("r", RulesBlob, data); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Blob("r", RulesBlob); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("Blob after PutBlob: %d bytes, %v; want the %d put", len(got), err, len(data))
+		}
+	}
+	if encs := chunkEncodings(t, s, "r", RulesBlob); len(encs) != 1 {
+		t.Errorf("%d chunks after replacing a long blob with a short one, want 1", len(encs))
+	}
+	if err := s.PutBlob("nope", RulesBlob, nil); !errors.Is(err, ErrNotFound) {
+		t.Errorf("PutBlob of a missing recording: %v, want ErrNotFound", err)
+	}
+	if err := s.PutBlob("r", "../x", nil); err == nil || !strings.Contains(err.Error(), `invalid blob name "../x"`) {
+		t.Errorf("PutBlob with a bad name: %v", err)
+	}
+	if err := s.ReplaceLane("r", LaneAgent, []Placed{{Data: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Blob("r", RulesBlob); err != nil || string(got) != "[]" {
+		t.Errorf("Blob after ReplaceLane = %q, %v; want it kept", got, err)
+	}
+	checkBlobs(t, s, "r")
+	if err := s.Delete("r"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Blob("r", RulesBlob); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Blob of a deleted recording: %v, want ErrNotFound", err)
+	}
+}
+
+func TestStorePutBlobReadOnly(t *testing.T) {
+	path := t.TempDir() + "/s.db"
+	s, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := mustCreate(t, s, Recording{Name: "r"})
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ro, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if err := ro.PutBlob("r", RulesBlob, []byte("[]")); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("PutBlob in a read-only store: %v, want a read-only error", err)
+	}
+}

@@ -45,26 +45,18 @@ func replayCommand(stdio *IO) *cli.Command {
 			"With --update, a recording whose only divergence is the agent's output is rewritten to\n" +
 			"expect this replay's output (UPDATED, which counts as passed); its editor frames, stderr\n" +
 			"and LLM exchanges stay as recorded. --junit FILE writes a JUnit XML report for CI.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "all", Usage: "replay every recording in the store"},
 			&cli.Float64Flag{Name: "speed", Usage: "0: serve the LLM side without waits; N: recorded timing divided by N"},
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; repeatable"},
 			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does: ignore, warn or fail"},
-			&cli.DurationFlag{Name: "timeout", Value: driver.DefaultTimeout, Usage: "longest wait for the agent's output"},
-			graceFlag(),
-			&cli.StringFlag{Name: "workspace", Usage: "seed the sandbox workspace from `DIR` (copied)"},
-			&cli.StringSliceFlag{Name: "env", Usage: "add `K=V` to the agent's environment; repeatable"},
-			&cli.StringFlag{Name: "rules", Usage: "normalization rules `FILE` (JSON)"},
-			&cli.BoolFlag{Name: "no-coalesce", Usage: "compare message chunks one by one instead of joined"},
 			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent's output is compared within a turn: stream (each stream on its own: each tool call, the message, the thoughts, the plan, the state at the turn's end) or strict (the total order)"},
-			caDirFlag(),
-			proxyLoopbackFlag(),
 			&cli.BoolFlag{Name: "strict-http", Usage: "fail the replay on an http request (not to the LLM) the recording has no answer for, and on a recorded one never requested; by default the first is a warning and the second nothing"},
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "pass the agent's stderr through"},
+		}, append(runFlags(),
 			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
 			&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE`"},
-		},
+		)...),
 		Action: func(c *cli.Context) error {
 			opts, err := newReplayOptions(c, stdio)
 			if err != nil {
@@ -99,12 +91,7 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 		return nil, err
 	}
 	opts.Argv = argv
-	timeout, err := positiveDuration(c, "timeout")
-	if err != nil {
-		return nil, err
-	}
-	grace, err := positiveDuration(c, "grace")
-	if err != nil {
+	if opts.Replay, err = newRunOptions(c); err != nil {
 		return nil, err
 	}
 	mode, err := replay.ParseRequestMode(c.String("requests"))
@@ -122,37 +109,83 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	if c.Float64("speed") < 0 {
 		return nil, usageErrorf("--speed must be 0 or positive, got %v", c.Float64("speed"))
 	}
-	opts.Replay = replay.Options{
+	opts.Replay.Speed = c.Float64("speed")
+	opts.Replay.Faults = faults
+	opts.Replay.Requests = mode
+	opts.Replay.StrictHTTP = c.Bool("strict-http")
+	opts.Replay.Order = order
+	return opts, nil
+}
+
+// runFlags are the flags of how one replay runs, which replay and
+// calibrate share.
+func runFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "timeout", Value: driver.DefaultTimeout, Usage: "longest wait for the agent's output"},
+		graceFlag(),
+		&cli.StringFlag{Name: "workspace", Usage: "seed the sandbox workspace from `DIR` (copied)"},
+		&cli.StringSliceFlag{Name: "env", Usage: "add `K=V` to the agent's environment; repeatable"},
+		&cli.StringFlag{Name: "rules", Usage: "normalization rules `FILE` (JSON), applied before the rules calibrate stored"},
+		&cli.BoolFlag{Name: "no-coalesce", Usage: "compare message chunks one by one instead of joined"},
+		caDirFlag(),
+		proxyLoopbackFlag(),
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "pass the agent's stderr through"},
+	}
+}
+
+// newRunOptions turns the flags of runFlags into the options of a
+// replay, checking them all.
+func newRunOptions(c *cli.Context) (replay.Options, error) {
+	timeout, err := positiveDuration(c, "timeout")
+	if err != nil {
+		return replay.Options{}, err
+	}
+	grace, err := positiveDuration(c, "grace")
+	if err != nil {
+		return replay.Options{}, err
+	}
+	opts := replay.Options{
 		Workspace:  c.String("workspace"),
 		Env:        c.StringSlice("env"),
-		Speed:      c.Float64("speed"),
-		Faults:     faults,
-		Requests:   mode,
 		Timeout:    timeout,
 		Grace:      grace,
 		NoCoalesce: c.Bool("no-coalesce"),
 		Loopback:   loopbackMode(c),
-		StrictHTTP: c.Bool("strict-http"),
-		Order:      order,
 	}
 	if f := c.String("rules"); f != "" {
 		rules, err := normalize.LoadRules(f)
 		if err != nil {
-			return nil, usageErrorf("--rules: %v; fix the rules file", err)
+			return replay.Options{}, usageErrorf("--rules: %v; fix the rules file", err)
 		}
-		opts.Replay.Rules = rules
+		opts.Rules = rules
 	}
-	if ws := opts.Replay.Workspace; ws != "" {
+	if ws := opts.Workspace; ws != "" {
 		if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
-			return nil, usageErrorf("--workspace %s is not a directory; pass a directory to copy into the sandbox", ws)
+			return replay.Options{}, usageErrorf("--workspace %s is not a directory; pass a directory to copy into the sandbox", ws)
 		}
 	}
-	for _, kv := range opts.Replay.Env {
+	for _, kv := range opts.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return nil, usageErrorf("--env %q: want K=V", kv)
+			return replay.Options{}, usageErrorf("--env %q: want K=V", kv)
 		}
 	}
 	return opts, nil
+}
+
+// prepareRun completes the options of replays: the interception CA of
+// caDir, the agent command argv (nil for the recorded one), and the
+// agent's stderr on stdio's if verbose.
+func prepareRun(opts *replay.Options, caDir string, argv []string, verbose bool, stdio *IO) error {
+	ca, err := proxy.LoadOrCreateCA(caDir)
+	if err != nil {
+		return usageErrorf("interception CA: %v; pass another --ca-dir", err)
+	}
+	opts.CA = ca
+	opts.Argv = argv
+	if verbose {
+		opts.Stderr = stdio.Err
+	}
+	return nil
 }
 
 // loopbackMode reads replay's --proxy-loopback: unset, loopback goes the
@@ -194,14 +227,8 @@ func runReplay(opts *replayOptions) error {
 		return err
 	}
 	defer report.close()
-	ca, err := proxy.LoadOrCreateCA(opts.CADir)
-	if err != nil {
-		return usageErrorf("interception CA: %v; pass another --ca-dir", err)
-	}
-	opts.Replay.CA = ca
-	opts.Replay.Argv = opts.Argv
-	if opts.Verbose {
-		opts.Replay.Stderr = opts.IO.Err
+	if err := prepareRun(&opts.Replay, opts.CADir, opts.Argv, opts.Verbose, opts.IO); err != nil {
+		return err
 	}
 
 	st, err := openStore(opts.StorePath, true)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/bytesize"
+	"github.com/acptap/acptap/normalize"
+	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/store"
 )
 
@@ -85,6 +88,14 @@ func runShow(opts *showOptions) error {
 		}
 	} else {
 		writeHeader(out, rec)
+		rules, err := replay.StoredRules(st, opts.Name)
+		switch {
+		case errors.Is(err, replay.ErrStoredRules):
+			fmt.Fprintf(out, "  calibrated rules unreadable: %v; run acptap calibrate %s again\n", err, opts.Name)
+		case err != nil:
+			return recordingError(err, opts.StorePath)
+		}
+		writeRules(out, rules)
 		emit = func(e store.Event) error {
 			_, err := io.WriteString(out, timelineLine(e, opts.Color))
 			return err
@@ -170,6 +181,26 @@ func writeHeader(w io.Writer, r store.Recording) {
 	}
 	if !r.Updated.IsZero() {
 		fmt.Fprintf(w, "  expected agent stream updated by acptap replay --update on %s\n", r.Updated.Local().Format("2006-01-02 15:04:05"))
+	}
+}
+
+// writeRules lists the rules acptap calibrate stored with a recording,
+// each with where it was learned; nothing for a recording never
+// calibrated.
+func writeRules(w io.Writer, rules []normalize.Rule) {
+	switch {
+	case rules == nil:
+		return
+	case len(rules) == 0:
+		fmt.Fprintf(w, "  calibrated: nothing varies; no rules\n")
+		return
+	}
+	fmt.Fprintf(w, "  calibrated: %d rules, applied by replay\n", len(rules))
+	for _, r := range rules {
+		if c := r.Comment(); c != "" {
+			fmt.Fprintf(w, "    %s\n", strings.TrimPrefix(c, "calibrate: "))
+		}
+		fmt.Fprintf(w, "      %s\n", r.WithComment(""))
 	}
 }
 

@@ -32,7 +32,7 @@ import (
 
 // config is the parsed command line.
 type config struct {
-	read          string        // file to read in each scripted turn, "" for none
+	read          []string      // files to read in each scripted turn, in order
 	noPermission  bool          // read without asking
 	chunkSize     int           // bytes per scripted answer chunk
 	chunkDelay    time.Duration // pause between scripted answer chunks
@@ -50,6 +50,7 @@ type config struct {
 	titleCall     bool          // race a title-generation call against the first turn
 	ca            string        // extra CA certificates (PEM) to trust
 	retries       int           // retries of a failed LLM request
+	noise         bool          // put per-run values in prompts and output; see noise
 	ownServer     string        // HOST:PORT of the agent's own server, checked before each turn; "" for none
 	lookup        string        // URL looked up at start-up, shown in each turn; "" for none
 	telemetry     string        // URL a start-up event is posted to; "" for none
@@ -74,7 +75,10 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&cfg.read, "read", "", "read `PATH` (relative to the session cwd) through the editor in each turn (scripted mode)")
+	fs.Func("read", "read `PATH` (relative to the session cwd) through the editor in each turn (scripted mode); repeatable", func(p string) error {
+		cfg.read = append(cfg.read, p)
+		return nil
+	})
 	fs.BoolVar(&cfg.noPermission, "no-permission", false, "read without session/request_permission")
 	fs.IntVar(&cfg.chunkSize, "chunk-size", 8, "bytes per answer chunk (scripted mode)")
 	fs.DurationVar(&cfg.chunkDelay, "chunk-delay", 0, "pause between answer chunks (scripted mode)")
@@ -92,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.BoolVar(&cfg.titleCall, "title-call", false, "race a title-generation LLM call against the first turn")
 	fs.StringVar(&cfg.ca, "ca", "", "also trust the CA certificates in PEM `FILE`")
 	fs.IntVar(&cfg.retries, "retries", 0, "retry a failed LLM request (429, 5xx, connection error) up to `N` times")
+	fs.BoolVar(&cfg.noise, "noise", false, "put per-run values the default normalization does not know into the system prompt and the tool output")
 	fs.StringVar(&cfg.ownServer, "own-server", "", "run an HTTP server of the agent's own on `HOST:PORT` (PORT 0 for any) and check it before each turn")
 	fs.StringVar(&cfg.lookup, "lookup", "", "GET `URL` at start-up, through the proxy, and show its answer in each turn")
 	fs.StringVar(&cfg.telemetry, "telemetry", "", "POST a start-up event to `URL`, through the proxy; its answer is only logged")
@@ -152,7 +157,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //	--thought TEXT    send an agent_thought_chunk with TEXT first
 //	--read PATH       read PATH (relative to the session cwd) through the
 //	                  editor: tool_call, session/request_permission,
-//	                  fs/read_text_file, tool_call_update
+//	                  fs/read_text_file, tool_call_update; repeatable
 //	--message TEXT    answer TEXT instead of "You said: <prompt>"
 //	--chunk-size N    answer in agent_message_chunks of N bytes, cut at rune
 //	                  boundaries (default 8)
@@ -187,6 +192,13 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 // Both modes:
 //
 //	--no-permission   read files without session/request_permission
+//	--noise           make a directory of its own for the run,
+//	                  TMPDIR/agent-home.XXXXXX (removed at exit), and name
+//	                  it, with the workspace path with "/" as "-" and
+//	                  percent-encoded, in the system prompt and in the read
+//	                  tool's output; put a random token in the requests
+//	                  (metadata.run) and in the tool's rawOutput (run); and
+//	                  its process id in the tool's output (PGID)
 //	--string-ids      the agent's own request ids are UUID strings
 //	--concurrent-updates ORDER
 //	                  send an available_commands_update racing the
@@ -238,6 +250,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 		c:        newConn(stdout, cfg.stringIDs),
 		log:      logger,
 		sessions: make(map[string]*session),
+	}
+	if cfg.noise {
+		if a.noise, err = newNoise(getenv("TMPDIR")); err != nil {
+			logger.Print(err)
+			return 1
+		}
+		defer a.noise.close()
 	}
 	if cfg.llm != "" {
 		a.llm, err = newLLMClient(cfg, getenv, logger)
@@ -309,6 +328,8 @@ type agent struct {
 	llm *llmClient      // nil in the scripted mode
 	own *ownHTTP        // the agent's own HTTP; nil for none
 	ctx context.Context // ends when the agent stops; parent of every turn
+	// noise is the run's values of --noise; nil without.
+	noise *noise
 
 	turns sync.WaitGroup // running prompt turns
 

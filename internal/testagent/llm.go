@@ -46,10 +46,11 @@ type chatToolCall struct {
 }
 
 type chatRequest struct {
-	Model    string        `json:"model"`
-	Stream   bool          `json:"stream"`
-	Messages []chatMessage `json:"messages"`
-	Tools    []any         `json:"tools,omitempty"`
+	Model    string            `json:"model"`
+	Stream   bool              `json:"stream"`
+	Messages []chatMessage     `json:"messages"`
+	Tools    []any             `json:"tools,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // chatChunk is one event of a streamed Chat Completions response.
@@ -442,6 +443,9 @@ func (a *agent) llmTurn(ctx context.Context, s *session, prompt string) string {
 			Messages: append([]chatMessage{a.systemMessage(s)}, s.history...),
 			Tools:    []any{readFileTool},
 		}
+		if a.noise != nil {
+			req.Metadata = map[string]string{"run": a.noise.token}
+		}
 		comp, err := a.llm.stream(ctx, req, func(text string) { a.messageChunk(s, text) })
 		a.chunksSent(s)
 		if ctx.Err() != nil {
@@ -481,10 +485,14 @@ func (a *agent) llmTurn(ctx context.Context, s *session, prompt string) string {
 // systemMessage is the system prompt. Like real agents' prompts it carries
 // volatile data (the cwd and today's date) for normalization to handle.
 func (a *agent) systemMessage(s *session) chatMessage {
+	var noise string
+	if a.noise != nil {
+		noise = a.noise.systemText(s.cwd)
+	}
 	return chatMessage{Role: "system", Content: fmt.Sprintf(
-		"You are acptap's test agent, a coding assistant. The working directory is %s. Today's date is %s. "+
+		"You are acptap's test agent, a coding assistant. The working directory is %s. Today's date is %s.%s "+
 			"Use the read_file tool to read files.%s",
-		s.cwd, time.Now().Format(time.DateOnly), a.cfg.system)}
+		s.cwd, time.Now().Format(time.DateOnly), noise, a.cfg.system)}
 }
 
 // modelTool runs a tool call of the model and returns the result to send

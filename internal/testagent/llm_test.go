@@ -44,6 +44,7 @@ type chatRequest struct {
 			Name string `json:"name"`
 		} `json:"function"`
 	} `json:"tools"`
+	Metadata map[string]string `json:"metadata"`
 }
 
 // llmServer is a fake OpenAI Chat Completions upstream. handle answers

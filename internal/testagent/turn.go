@@ -44,10 +44,10 @@ func (a *agent) scriptedTurn(ctx context.Context, s *session, prompt string) str
 	if a.cfg.thought != "" {
 		a.thoughtChunk(s, a.cfg.thought)
 	}
-	if a.cfg.read != "" {
+	for _, path := range a.cfg.read {
 		// A denied or failed read is reported in its tool_call_update and
 		// the turn goes on, as with real agents.
-		if _, err := a.readTool(ctx, s, "", a.cfg.read); errors.Is(err, errCancelled) {
+		if _, err := a.readTool(ctx, s, "", path); errors.Is(err, errCancelled) {
 			return stopCancelled
 		}
 	}
@@ -181,16 +181,22 @@ func (a *agent) readTool(ctx context.Context, s *session, callID, path string) (
 		return fail(err)
 	}
 	first, _, _ := strings.Cut(res.Content, "\n")
+	text := fmt.Sprintf("%s (%d bytes)", first, len(res.Content))
+	out := map[string]any{
+		"first_line":  first,
+		"bytes":       len(res.Content),
+		"duration_ms": time.Since(start).Milliseconds(),
+	}
+	if a.noise != nil {
+		text += a.noise.toolText(s.cwd, abs)
+		out["run"] = a.noise.token
+	}
 	a.toolDone(s, toolCallUpdate{
 		SessionUpdate: "tool_call_update",
 		ToolCallID:    callID,
 		Status:        "completed",
-		Content:       textContent(fmt.Sprintf("%s (%d bytes)", first, len(res.Content))),
-		RawOutput: map[string]any{
-			"first_line":  first,
-			"bytes":       len(res.Content),
-			"duration_ms": time.Since(start).Milliseconds(),
-		},
+		Content:       textContent(text),
+		RawOutput:     out,
 	})
 	return res.Content, nil
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/acptap/acptap/normalize"
 )
 
 // Learned substitutions.
@@ -239,30 +242,47 @@ func (s *substitutions) walk(rec, live any) {
 	}
 }
 
-// A pathMap rewrites recorded path prefixes to replay ones. It is
-// immutable once made.
+// A pathMap rewrites recorded path prefixes to replay ones, in every form
+// agents spell a directory in (see normalize.PathForms): -tmp-rec-ws
+// becomes -tmp-sandbox-work as /tmp/rec/ws becomes /tmp/sandbox/work. It
+// is immutable once made.
 type pathMap struct {
-	from, to []string // longest from first
+	pairs []pathPair // longest from first
+}
+
+// A pathPair is a recorded prefix and its replay one, in one form.
+type pathPair struct {
+	from, to string
+	sep      string // the separator of the form, which may end the prefix
+	derived  bool   // the prefix may start right after a separator
 }
 
 func newPathMap(m map[string]string) *pathMap {
 	pm := &pathMap{}
-	type pair struct{ from, to string }
-	var pairs []pair
-	for from, to := range m {
+	seen := map[string]bool{}
+	// In a fixed order: two forms of different directories may coincide.
+	for _, from := range slices.Sorted(maps.Keys(m)) {
+		to := m[from]
 		from, to = trimSlash(from), trimSlash(to)
 		if from == "" || from == to {
 			continue
 		}
-		pairs = append(pairs, pair{from, to})
+		tos := map[string]normalize.PathForm{}
+		for _, f := range normalize.PathForms(to) {
+			tos[f.Kind] = f
+		}
+		for _, f := range normalize.PathForms(from) {
+			t, ok := tos[f.Kind]
+			if !ok || f.Path == t.Path || seen[f.Path] || f.Kind != "plain" && f.Path == from {
+				continue
+			}
+			seen[f.Path] = true
+			pm.pairs = append(pm.pairs, pathPair{from: f.Path, to: t.Path, sep: f.Sep, derived: f.Derived})
+		}
 	}
-	slices.SortFunc(pairs, func(a, b pair) int {
+	slices.SortStableFunc(pm.pairs, func(a, b pathPair) int {
 		return cmp.Or(cmp.Compare(len(b.from), len(a.from)), cmp.Compare(a.from, b.from))
 	})
-	for _, p := range pairs {
-		pm.from = append(pm.from, p.from)
-		pm.to = append(pm.to, p.to)
-	}
 	return pm
 }
 
@@ -281,26 +301,29 @@ func isNameByte(c byte) bool {
 }
 
 // apply rewrites, in s, each recorded prefix that starts a path (at the
-// start of s, after a byte that cannot be in a path, or after "file://")
-// and ends at a path boundary (the end of s, '/', a byte that cannot be in
-// a name, or a '.' that ends a sentence) by its replay prefix.
+// start of s, after a byte that cannot be in a path, or after "file://";
+// a derived form also right after a separator) and ends at a path
+// boundary (the end of s, '/', the form's separator, a byte that cannot
+// be in a name, or a '.' that ends a sentence) by its replay prefix.
 func (pm *pathMap) apply(s string) string {
-	if len(pm.from) == 0 {
+	if len(pm.pairs) == 0 {
 		return s
 	}
 	var b strings.Builder
 	copied := 0
 	for i := 0; i < len(s); {
-		if i > 0 && (isNameByte(s[i-1]) || s[i-1] == '/') && !strings.HasSuffix(s[:i], "file://") {
+		plainStart := i == 0 || !isNameByte(s[i-1]) && s[i-1] != '/' || strings.HasSuffix(s[:i], "file://")
+		if !plainStart && s[i-1] != '/' && s[i-1] != '\\' {
 			i++
 			continue
 		}
 		n := 0
-		for k, from := range pm.from {
-			if strings.HasPrefix(s[i:], from) && pathEnd(s, i+len(from)) {
+		for _, p := range pm.pairs {
+			if (plainStart || p.derived) && strings.HasPrefix(s[i:], p.from) &&
+				(pathEnd(s, i+len(p.from)) || strings.HasPrefix(s[i+len(p.from):], p.sep)) {
 				b.WriteString(s[copied:i])
-				b.WriteString(pm.to[k])
-				n = len(from)
+				b.WriteString(p.to)
+				n = len(p.from)
 				break
 			}
 		}

@@ -105,6 +105,25 @@ func TestPathMap(t *testing.T) {
 	}
 }
 
+// TestPathMapForms: a directory is also rewritten in the forms agents
+// derive from it, each into the same form of the other.
+func TestPathMapForms(t *testing.T) {
+	pm := newPathMap(map[string]string{"/tmp/rec/ws": "/tmp/acptap-replay-1/work", "/home/rec": "/tmp/acptap-replay-1/home"})
+	tests := []struct{ in, want string }{
+		{"/home/rec/.claude/projects/-tmp-rec-ws/memory", "/tmp/acptap-replay-1/home/.claude/projects/-tmp-acptap-replay-1-work/memory"},
+		{"key _tmp_rec_ws_x", "key _tmp_acptap-replay-1_work_x"},
+		{"open?dir=%2Ftmp%2Frec%2Fws%2Fa.go", "open?dir=%2Ftmp%2Facptap-replay-1%2Fwork%2Fa.go"},
+		{"open?dir=%2ftmp%2frec%2fws", "open?dir=%2ftmp%2facptap-replay-1%2fwork"},
+		{`["\/tmp\/rec\/ws\/a"]`, `["\/tmp\/acptap-replay-1\/work\/a"]`},
+		{"x-tmp-rec-ws -tmp-rec-wsb", "x-tmp-rec-ws -tmp-rec-wsb"},
+	}
+	for _, tt := range tests {
+		if got := pm.apply(tt.in); got != tt.want {
+			t.Errorf("apply(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func FuzzLearn(f *testing.F) {
 	f.Add([]byte(`{"sessionId":"sess_0a1b2c"}`), []byte(`{"sessionId":"sess_9f8e7d"}`), "cwd /tmp/sess_0a1b2c/x", "sess_9f8e7d")
 	f.Add([]byte(`["aaaaa1","bbbbb2",{"k":"ccccc3"}]`), []byte(`["bbbbb2","ccccc3",{"k":"aaaaa1"}]`), "aaaaa1 bbbbb2 ccccc3", "x")

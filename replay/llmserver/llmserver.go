@@ -85,7 +85,6 @@ package llmserver
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -98,6 +97,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acptap/acptap/internal/excerpt"
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/hop"
 	"github.com/acptap/acptap/internal/redact"
@@ -146,16 +146,17 @@ type Options struct {
 	// with its body decoded and credentials in well-known headers and
 	// query keys masked as a recording masks them (redact.Redactor's zero
 	// value); only live's request fields are set. If they differ, it
-	// returns the first differing field's path and values. It is called
-	// concurrently, and must not change its arguments.
-	Compare func(recorded, live *exchange.Exchange) (path string, recordedValue, liveValue any, differ bool)
+	// returns the first difference, its Path, Recorded, Live and More
+	// set (the Server sets Number), and true. It is called concurrently,
+	// and must not change its arguments.
+	Compare func(recorded, live *exchange.Exchange) (Drift, bool)
 }
 
 // A Server answers LLM requests from recorded exchanges. Its methods are
 // safe for concurrent use.
 type Server struct {
 	speed   float64
-	compare func(recorded, live *exchange.Exchange) (string, any, any, bool)
+	compare func(recorded, live *exchange.Exchange) (Drift, bool)
 	entries []*entry // in recorded order
 	httpKey func(method, rawURL string) string
 
@@ -424,15 +425,16 @@ func readBody(req *http.Request) ([]byte, error) {
 // checkDrift compares a request with its recorded twin.
 func (s *Server) checkDrift(e *entry, live *exchange.Exchange) {
 	masker.Exchange(live)
-	path, rv, lv, differ := s.compare(e.Exchange, live)
+	d, differ := s.compare(e.Exchange, live)
 	if !differ {
 		return
 	}
+	d.Number = e.Number
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !e.drifted {
 		e.drifted = true
-		s.drift = append(s.drift, Drift{Number: e.Number, Path: path, Recorded: rv, Live: lv})
+		s.drift = append(s.drift, d)
 	}
 }
 
@@ -576,27 +578,22 @@ type Drift struct {
 	Path     string // the first differing field, as Compare names it
 	Recorded any
 	Live     any
+	More     int // how many other places of the request differ
 }
 
-// maxShown bounds a value shown by Drift.String.
-const maxShown = 200
-
-// String describes d in one line.
+// String describes d in one line: the first difference, two strings
+// around the first character where they differ, and how many more there
+// are.
 func (d Drift) String() string {
-	return fmt.Sprintf("llm #%d: the request differs from the recording at %s: recorded %s, live %s", d.Number, d.Path, show(d.Recorded), show(d.Live))
-}
-
-// show formats a value for a one-line message: as JSON if it encodes,
-// shortened if long.
-func show(v any) string {
-	s := fmt.Sprint(v)
-	if b, err := json.Marshal(v); err == nil {
-		s = string(b)
+	c := excerpt.Pair(d.Recorded, d.Live)
+	more := ""
+	switch {
+	case d.More == 1:
+		more = " (and 1 more difference)"
+	case d.More > 1:
+		more = fmt.Sprintf(" (and %d more differences)", d.More)
 	}
-	if len(s) > maxShown {
-		s = strings.ToValidUTF8(s[:maxShown], "") + "…"
-	}
-	return s
+	return fmt.Sprintf("llm #%d: the request differs from the recording at %s%s: recorded %s, live %s%s", d.Number, d.Path, c.Where(), c.A, c.B, more)
 }
 
 // Report returns what has happened so far, once the request comparisons

@@ -330,14 +330,14 @@ func TestCompare(t *testing.T) {
 	x2.RequestBody = requestBody("gpt-main", "world")
 	var mu sync.Mutex // guards lives
 	var lives []*exchange.Exchange
-	compare := func(recorded, live *exchange.Exchange) (string, any, any, bool) {
+	compare := func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 		mu.Lock()
 		lives = append(lives, live)
 		mu.Unlock()
 		var r, l struct{ Input string }
 		json.Unmarshal(recorded.RequestBody, &r)
 		json.Unmarshal(live.RequestBody, &l)
-		return "input", r.Input, l.Input, r.Input != l.Input
+		return llmserver.Drift{Path: "input", Recorded: r.Input, Live: l.Input, More: 2}, r.Input != l.Input
 	}
 	s := newServer(t, llmserver.Options{Exchanges: recordedList(x1, x2), Compare: compare})
 	tap, ca := newTap(t, s)
@@ -364,11 +364,11 @@ func TestCompare(t *testing.T) {
 	}
 
 	r := s.Report()
-	want := []llmserver.Drift{{Number: 2, Path: "input", Recorded: "world", Live: "WORLD"}}
+	want := []llmserver.Drift{{Number: 2, Path: "input", Recorded: "world", Live: "WORLD", More: 2}}
 	if !slices.Equal(r.Drift, want) {
 		t.Errorf("drift %+v, want %+v", r.Drift, want)
 	}
-	if g, w := r.Drift[0].String(), `llm #2: the request differs from the recording at input: recorded "world", live "WORLD"`; g != w {
+	if g, w := r.Drift[0].String(), `llm #2: the request differs from the recording at input: recorded "world", live "WORLD" (and 2 more differences)`; g != w {
 		t.Errorf("Drift.String() = %q, want %q", g, w)
 	}
 	if len(lives) != 2 {
@@ -496,5 +496,32 @@ func TestZeroOptions(t *testing.T) {
 	}
 	if r := s.Report(); len(r.Unanswered) != 1 || r.Served != 0 {
 		t.Errorf("report: served %d, unanswered %v; want 0 and 1", r.Served, r.Unanswered)
+	}
+}
+
+// TestDriftString: a drift report is one line that shows two long strings
+// around their first difference, and counts the other differences.
+func TestDriftString(t *testing.T) {
+	prompt := "You are acptap's test agent, a coding assistant. The working directory is <cwd>. Today's date is <date>. Use the read_file tool to read files."
+	changed := strings.Replace(prompt, "Use the", "Answer in French. Use the", 1)
+	tests := []struct {
+		d    llmserver.Drift
+		want string
+	}{
+		{llmserver.Drift{Number: 1, Path: "$.body.messages[0].content", Recorded: prompt, Live: changed},
+			`llm #1: the request differs from the recording at $.body.messages[0].content, character 106: recorded …"ctory is <cwd>. Today's date is <date>. Use the read_file tool to read files.", live …"ctory is <cwd>. Today's date is <date>. Answer in French. Use the read_file tool"…`},
+		{llmserver.Drift{Number: 3, Path: "$.body.model", Recorded: "a", Live: "b", More: 1},
+			`llm #3: the request differs from the recording at $.body.model: recorded "a", live "b" (and 1 more difference)`},
+		{llmserver.Drift{Number: 2, Path: "$.body.tools", Recorded: []any{"x"}, Live: nil},
+			`llm #2: the request differs from the recording at $.body.tools: recorded ["x"], live null`},
+	}
+	for _, tt := range tests {
+		got := tt.d.String()
+		if got != tt.want {
+			t.Errorf("String() =\n%s\nwant\n%s", got, tt.want)
+		}
+		if strings.Contains(got, "\n") {
+			t.Errorf("String() has several lines: %q", got)
+		}
 	}
 }

@@ -1,0 +1,297 @@
+// Package calibrate learns an agent's noise: it replays a recording several times with the recorded agent and generalises the values that vary between the runs into normalization rules, which later replays apply.
+//
+// A replay already normalizes what every agent varies (ids, times, paths
+// under the session's directories; see package normalize). What is left
+// is the agent's own: a temporary directory it makes for each run, a
+// token in a field no default rule knows, a process group id in a tool's
+// output. Run replays the recording Options.Runs times, with the rules
+// stored by an earlier calibration left out, and compares the normalized
+// agent output and LLM requests of the runs, and of the recording, frame
+// by frame and request by request in their order: where they differ only
+// in strings and numbers, normalize.Learn makes rules of the values;
+// where they differ in more (an update missing or extra, a different
+// tool call, a request more, an editor side that could not follow), or
+// where every run differs from the recording the same way (a change, not
+// noise), the Result has Conflicts and Save refuses it. Save stores the
+// rules with the recording (store.RulesBlob), replacing those of an
+// earlier calibration; replay.Run applies them.
+package calibrate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/acptap/acptap/internal/excerpt"
+	"github.com/acptap/acptap/normalize"
+	"github.com/acptap/acptap/replay"
+	"github.com/acptap/acptap/store"
+)
+
+// DefaultRuns is how many times Run replays a recording by default.
+const DefaultRuns = 3
+
+// Options configure Run. The zero value replays DefaultRuns times with
+// replay's defaults.
+type Options struct {
+	// Runs is how many times to replay the recording. If zero,
+	// DefaultRuns.
+	Runs int
+	// Replay are the options of each replay: the agent command, its
+	// environment and workspace, the wait, the user's rules. Run leaves
+	// out the rules stored with the recording, keeps the requests, and
+	// makes request drift a warning.
+	Replay replay.Options
+}
+
+// Result is what Run learned from one recording.
+type Result struct {
+	Name string
+	Runs int // replays made: Options.Runs, or fewer when one diverged in more than the agent's output
+	// Rules are the rules learned, in the order they apply; empty when
+	// nothing varies. Meaningful only when Conflicts is empty.
+	Rules []normalize.Learned
+	// Conflicts are the ways the runs differ in more than values: the
+	// divergences of the first replay that diverged in more than the
+	// agent's output (the replays stop there), or the first frame more
+	// or fewer, or one per frame or request that differs in more;
+	// nothing is learned when there are any.
+	Conflicts []Conflict
+}
+
+// Calibrated reports whether the runs differ in values only, so that the
+// rules cover all they differ in.
+func (r *Result) Calibrated() bool { return len(r.Conflicts) == 0 }
+
+// A Kind says how runs differ in more than values.
+type Kind uint8
+
+const (
+	// Diverged: a replay diverged in more than the agent's output: the
+	// editor side could not follow the recording, or an LLM request had
+	// no recorded answer, or a recorded one was never requested.
+	Diverged Kind = iota + 1
+	// Structure: a frame or a request differs in more than a value: a
+	// member, an element or a whole frame one side lacks, values of
+	// different types.
+	Structure
+	// Steady: every run has the same value there, and the recording
+	// another.
+	Steady
+	// Shapeless: the values vary in a way no narrow rule describes.
+	Shapeless
+)
+
+// A Conflict is one way in which the runs differ in more than values.
+type Conflict struct {
+	Kind Kind
+	// Run is the 1-based replay that differs from the recording (the
+	// first of them for Steady).
+	Run int
+	// Where names the place, its JSON path rooted at the agent's
+	// normalized output ("agent output $[7].params.update.status") or at
+	// a normalized request ("llm #2 $.body.messages[1]"); "" for
+	// Diverged.
+	Where string
+	// Recorded and Live are the values there (normalize.Missing for a
+	// missing one); nil for Diverged.
+	Recorded, Live any
+	// Divergence is the replay's, for Diverged.
+	Divergence *replay.Divergence
+}
+
+// String describes c in one line.
+func (c Conflict) String() string {
+	if c.Kind == Diverged {
+		return fmt.Sprintf("run %d diverged in more than the agent's output: %s", c.Run, c.Divergence.Message)
+	}
+	x := excerpt.Pair(c.Recorded, c.Live)
+	values := fmt.Sprintf("%s%s: recorded %s, live %s", c.Where, x.Where(), x.A, x.B)
+	switch c.Kind {
+	case Steady:
+		return fmt.Sprintf("every run differs from the recording the same way, which is a change, not noise, at %s", values)
+	case Shapeless:
+		return fmt.Sprintf("run %d varies in a way no narrow rule describes at %s", c.Run, values)
+	}
+	return fmt.Sprintf("run %d differs from the recording in more than values at %s", c.Run, values)
+}
+
+// Run replays recording name of st opts.Runs times and learns the rules
+// that make the runs and the recording compare equal. It fails as
+// replay.Run fails, when a replay cannot run, or with ErrRuns; how the
+// runs differ is in the Result.
+func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Result, error) {
+	runs := opts.Runs
+	switch {
+	case runs == 0:
+		runs = DefaultRuns
+	case runs < 0:
+		return nil, fmt.Errorf("%w: %d, want 1 or more", ErrRuns, runs)
+	}
+	ro := opts.Replay
+	ro.Uncalibrated = true
+	ro.KeepRequests = true
+	ro.Requests = replay.RequestsWarn
+	out := &Result{Name: name}
+	results := make([]*replay.Result, 0, runs)
+	for i := range runs {
+		res, err := replay.Run(ctx, st, name, ro)
+		if err != nil {
+			return nil, err
+		}
+		out.Runs++
+		results = append(results, res)
+		for _, d := range res.Divergences {
+			if d.Kind != replay.OutputDiffers {
+				out.Conflicts = append(out.Conflicts, Conflict{Kind: Diverged, Run: i + 1, Divergence: &d})
+			}
+		}
+		if len(out.Conflicts) > 0 {
+			// Nothing can be learned: the runs left would tell no more.
+			return out, nil
+		}
+	}
+	samples, conflicts := agentSamples(results)
+	more, c := requestSamples(results)
+	samples, conflicts = append(samples, more...), append(conflicts, c...)
+	if len(conflicts) > 0 {
+		out.Conflicts = conflicts
+		return out, nil
+	}
+	learned, lc := normalize.Learn(samples)
+	for _, c := range lc {
+		out.Conflicts = append(out.Conflicts, Conflict{
+			Kind:     conflictKinds[c.Kind],
+			Run:      c.Run,
+			Where:    samples[c.Sample].Name + c.Path[1:],
+			Recorded: c.Recorded,
+			Live:     c.Live,
+		})
+	}
+	if len(out.Conflicts) == 0 {
+		out.Rules = learned
+	}
+	return out, nil
+}
+
+var conflictKinds = map[normalize.ConflictKind]Kind{
+	normalize.ConflictStructure: Structure,
+	normalize.ConflictSteady:    Steady,
+	normalize.ConflictShapeless: Shapeless,
+}
+
+// agentSamples returns the frames of the normalized agent output, one
+// sample per frame of the recording and each run, or the places where a
+// run has a frame more or fewer.
+func agentSamples(results []*replay.Result) ([]normalize.Sample, []Conflict) {
+	expected := results[0].Expected
+	for i, res := range results {
+		if len(res.Actual) != len(expected) {
+			c := frameMoreOrFewer(expected, res.Actual)
+			c.Run = i + 1
+			return nil, []Conflict{c}
+		}
+	}
+	samples := make([]normalize.Sample, len(expected))
+	for k, frame := range expected {
+		values := make([]any, 0, 1+len(results))
+		values = append(values, frame)
+		for _, res := range results {
+			values = append(values, res.Actual[k])
+		}
+		samples[k] = normalize.Sample{Name: fmt.Sprintf("agent output $[%d]", k), Values: values}
+	}
+	return samples, nil
+}
+
+// frameMoreOrFewer returns the place where one of two streams of
+// different lengths has a frame more or fewer: the first difference in
+// more than a string or a number, as a frame of another kind in its
+// place, or else the first frame past the shorter.
+func frameMoreOrFewer(expected, actual []json.RawMessage) Conflict {
+	for k := range min(len(expected), len(actual)) {
+		for _, d := range normalize.Mismatches(expected[k], actual[k]) {
+			if !sameScalarType(d.A, d.B) {
+				return Conflict{Kind: Structure, Where: fmt.Sprintf("agent output $[%d]%s", k, d.Path[1:]), Recorded: d.A, Live: d.B}
+			}
+		}
+	}
+	k := min(len(expected), len(actual))
+	c := Conflict{Kind: Structure, Where: fmt.Sprintf("agent output $[%d]", k), Recorded: normalize.Missing{}, Live: normalize.Missing{}}
+	if k < len(expected) {
+		c.Recorded = expected[k]
+	} else {
+		c.Live = actual[k]
+	}
+	return c
+}
+
+// sameScalarType reports whether a and b are both strings or both numbers.
+func sameScalarType(a, b any) bool {
+	switch a.(type) {
+	case string:
+		_, ok := b.(string)
+		return ok
+	case json.Number:
+		_, ok := b.(json.Number)
+		return ok
+	}
+	return false
+}
+
+// requestSamples returns the normalized LLM requests, one sample per
+// recorded exchange with the recorded request and each run's, or the
+// places where a run made another number of requests of one.
+func requestSamples(results []*replay.Result) ([]normalize.Sample, []Conflict) {
+	type pairs struct {
+		recorded any
+		live     [][]any // by run
+	}
+	byNumber := map[int]*pairs{}
+	for i, res := range results {
+		for _, p := range res.Requests {
+			e := byNumber[p.Number]
+			if e == nil {
+				e = &pairs{recorded: p.Recorded, live: make([][]any, len(results))}
+				byNumber[p.Number] = e
+			}
+			e.live[i] = append(e.live[i], p.Live)
+		}
+	}
+	var samples []normalize.Sample
+	var conflicts []Conflict
+	for _, n := range slices.Sorted(maps.Keys(byNumber)) {
+		e := byNumber[n]
+		values := []any{e.recorded}
+		for i, live := range e.live {
+			if len(live) != 1 {
+				// A retry, or a request missing: the replay reports an
+				// unrequested exchange in that case, but a retry
+				// consumes nothing.
+				conflicts = append(conflicts, Conflict{Kind: Structure, Run: i + 1, Where: fmt.Sprintf("llm #%d $", n),
+					Recorded: "1 request", Live: fmt.Sprintf("%d requests", len(live))})
+				break
+			}
+			values = append(values, live[0])
+		}
+		samples = append(samples, normalize.Sample{Name: fmt.Sprintf("llm #%d $", n), Values: values})
+	}
+	return samples, conflicts
+}
+
+// Save stores the rules of res with the recording, replacing those of an
+// earlier calibration, as a rules file (see normalize.ParseRules): an
+// empty one when nothing varies. It refuses a Result that is not
+// Calibrated with ErrNotCalibrated. The store must be writable.
+func Save(st *store.Store, res *Result) error {
+	if !res.Calibrated() {
+		return fmt.Errorf("%w: %s", ErrNotCalibrated, res.Conflicts[0])
+	}
+	rules := make([]normalize.Rule, len(res.Rules))
+	for i, l := range res.Rules {
+		rules[i] = l.Rule
+	}
+	return st.PutBlob(res.Name, store.RulesBlob, normalize.FormatRules(rules))
+}

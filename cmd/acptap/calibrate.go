@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/acptap/acptap/calibrate"
+	"github.com/acptap/acptap/replay"
+	"github.com/acptap/acptap/store"
+)
+
+type calibrateOptions struct {
+	IO        *IO
+	StorePath string
+	Names     []string
+	Argv      []string // after --; nil for the recorded command
+	Runs      int
+	Replay    replay.Options
+	CADir     string
+	Verbose   bool // pass the agent's stderr through
+	Color     bool
+}
+
+const calibrateUsage = "acptap calibrate [--runs N] NAME... [-- AGENT [ARGS...]]"
+
+func calibrateCommand(stdio *IO) *cli.Command {
+	return &cli.Command{
+		Name:      "calibrate",
+		Usage:     "learn the values an agent varies from run to run, and store rules for them with the recording",
+		ArgsUsage: "NAME... [-- AGENT [ARGS...]]",
+		Description: "Replays each recording --runs times (default 3) with the recorded agent and compares the runs\n" +
+			"and the recording, normalized, frame by frame and request by request. Each value that varies\n" +
+			"between them becomes a rule (its JSON path, and a regexp over the part that varies), stored with\n" +
+			"the recording in place of an earlier calibration's and printed; later replays apply the rules.\n" +
+			"Runs that differ in more than values (an update missing or extra, another tool call) are not\n" +
+			"noise: calibrate names the place and learns nothing from that recording.\n\n" +
+			"Exit 0 when every recording is calibrated (or nothing varies), 1 when runs differ in more than\n" +
+			"values, 2 on a usage or environment error.",
+		Flags: append([]cli.Flag{
+			storeFlag(),
+			&cli.IntFlag{Name: "runs", Value: calibrate.DefaultRuns, Usage: "replay each recording `N` times"},
+		}, runFlags()...),
+		Action: func(c *cli.Context) error {
+			opts, err := newCalibrateOptions(c, stdio)
+			if err != nil {
+				return err
+			}
+			return runCalibrate(opts)
+		},
+	}
+}
+
+// newCalibrateOptions turns calibrate's flags into options, checking them
+// all.
+func newCalibrateOptions(c *cli.Context, stdio *IO) (*calibrateOptions, error) {
+	opts := &calibrateOptions{
+		IO:        stdio,
+		StorePath: c.String("store"),
+		Names:     c.Args().Slice(),
+		Runs:      c.Int("runs"),
+		CADir:     c.String("ca-dir"),
+		Verbose:   c.Bool("verbose"),
+		Color:     colorFor(stdio.Out),
+	}
+	if len(opts.Names) == 0 {
+		return nil, usageErrorf("no recording named; usage: %s", calibrateUsage)
+	}
+	if opts.Runs < 1 {
+		return nil, usageErrorf("--runs must be 1 or more, got %d", opts.Runs)
+	}
+	argv, err := agentAfterDashDash(stdio, calibrateUsage)
+	if err != nil {
+		return nil, err
+	}
+	opts.Argv = argv
+	if opts.Replay, err = newRunOptions(c); err != nil {
+		return nil, err
+	}
+	return opts, nil
+}
+
+func runCalibrate(opts *calibrateOptions) error {
+	if err := prepareRun(&opts.Replay, opts.CADir, opts.Argv, opts.Verbose, opts.IO); err != nil {
+		return err
+	}
+	// Read-only for the replays, with a shared lock; writable, which
+	// locks other processes out, only to store the rules.
+	st, err := openStore(opts.StorePath, true)
+	if err != nil {
+		return err
+	}
+	results, err := calibrateAll(st, opts)
+	st.Close()
+	if err != nil {
+		return err
+	}
+	failed := 0
+	var calibrated []*calibrate.Result
+	for _, res := range results {
+		if res.Calibrated() {
+			calibrated = append(calibrated, res)
+		} else {
+			failed++
+		}
+	}
+	if len(calibrated) > 0 {
+		if st, err = openStore(opts.StorePath, false); err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, res := range calibrated {
+			if err := calibrate.Save(st, res); err != nil {
+				return usageErrorf("calibrate %s: storing the rules: %w", res.Name, err)
+			}
+		}
+	}
+	for _, res := range results {
+		printCalibration(opts.IO.Out, res, opts.Color)
+	}
+	if len(opts.Names) > 1 {
+		fmt.Fprintf(opts.IO.Out, "%d calibrated, %d failed\n", len(opts.Names)-failed, failed)
+	}
+	if failed > 0 {
+		return exitCode(ExitDiverged)
+	}
+	return nil
+}
+
+// calibrateAll calibrates each named recording of st.
+func calibrateAll(st *store.Store, opts *calibrateOptions) ([]*calibrate.Result, error) {
+	// Check every name first: a typo is a usage error, not a failure.
+	for _, name := range opts.Names {
+		if _, err := st.Get(name); err != nil {
+			return nil, recordingError(err, opts.StorePath)
+		}
+	}
+	var results []*calibrate.Result
+	for _, name := range opts.Names {
+		res, err := calibrate.Run(context.Background(), st, name, calibrate.Options{Runs: opts.Runs, Replay: opts.Replay})
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, recordingError(err, opts.StorePath)
+			}
+			if errors.Is(err, replay.ErrNoCommand) {
+				err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
+			}
+			return nil, usageErrorf("calibrate %s: %w", name, err)
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// maxAlso bounds the conflicts printed after the first.
+const maxAlso = 3
+
+// printCalibration prints what calibrate learned from one recording, or
+// why it learned nothing.
+func printCalibration(w io.Writer, res *calibrate.Result, color bool) {
+	paint := painter(color).paint
+	runs := fmt.Sprintf("%d runs", res.Runs)
+	if res.Runs == 1 {
+		runs = "1 run"
+	}
+	switch {
+	case !res.Calibrated():
+		fmt.Fprintf(w, "%s %s: %s; nothing learned\n", paint(colorRed, "FAIL"), res.Name, res.Conflicts[0])
+		more := res.Conflicts[1:]
+		for i, c := range more {
+			if i == maxAlso {
+				fmt.Fprintf(w, "  and %d more\n", len(more)-i)
+				break
+			}
+			fmt.Fprintf(w, "  also: %s\n", c)
+		}
+		return
+	case len(res.Rules) == 0:
+		fmt.Fprintf(w, "%s %s (%s): nothing varies; no rules\n", paint(colorGreen, "CALIBRATED"), res.Name, runs)
+		return
+	}
+	n := fmt.Sprintf("%d rules", len(res.Rules))
+	if len(res.Rules) == 1 {
+		n = "1 rule"
+	}
+	fmt.Fprintf(w, "%s %s (%s): %s stored with the recording\n", paint(colorGreen, "CALIBRATED"), res.Name, runs, n)
+	for _, l := range res.Rules {
+		fmt.Fprintf(w, "  %s\n", strings.TrimPrefix(l.Rule.Comment(), "calibrate: "))
+		fmt.Fprintf(w, "    %s\n", l.Rule.WithComment(""))
+	}
+}

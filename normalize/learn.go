@@ -1,0 +1,901 @@
+package normalize
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// A Sample is one thing, such as an ACP frame or an LLM request, as several
+// runs of the same agent session produced it, normalized: Values[0] as
+// recorded, Values[1:] as replayed, each a value FirstDifference takes.
+type Sample struct {
+	// Name says where the thing is, in the comments of the rules: it
+	// stands for the root "$" of the paths there, as in "agent output
+	// $[7]" or "llm #2 $".
+	Name   string
+	Values []any
+}
+
+// Learned is a rule that Learn made, and what it made it from.
+type Learned struct {
+	Rule Rule
+	// Sample is the index of the sample the rule was learned from, and
+	// Path the place in it.
+	Sample int
+	Path   string
+	// Values are the varying part of the values there, one per run in
+	// the order of Sample.Values: for a string varying in part, the part.
+	Values []string
+}
+
+// A ConflictKind says why Learn learned nothing from a place where runs
+// differ.
+type ConflictKind uint8
+
+const (
+	// ConflictStructure: the runs differ in more than a value: a member or
+	// an element one of them lacks (an update missing or extra), or values
+	// of different types.
+	ConflictStructure ConflictKind = iota + 1
+	// ConflictSteady: every replayed run has the same value and the
+	// recording another. Noise varies; this is a change of the agent, or
+	// of what it runs in, since the recording.
+	ConflictSteady
+	// ConflictShapeless: the values vary in a way no narrow rule
+	// describes, such as a string that is empty in one run.
+	ConflictShapeless
+)
+
+var conflictNames = [...]string{
+	ConflictStructure: "structure",
+	ConflictSteady:    "steady",
+	ConflictShapeless: "shapeless",
+}
+
+// String returns the kind's name: "structure", "steady" or "shapeless".
+func (k ConflictKind) String() string {
+	if int(k) < len(conflictNames) && conflictNames[k] != "" {
+		return conflictNames[k]
+	}
+	return fmt.Sprintf("ConflictKind(%d)", k)
+}
+
+// A Conflict is a place where runs differ that Learn learned nothing from.
+type Conflict struct {
+	Kind ConflictKind
+	// Sample is the index of the sample, Run the index of the run (1 or
+	// more) in its Values that differs from the recording, and Path the
+	// place, in the syntax of FirstDifference.
+	Sample, Run int
+	Path        string
+	// Recorded and Live are the values there, in Values[0] and in
+	// Values[Run]; Missing for a missing one.
+	Recorded, Live any
+}
+
+// Learn returns rules that make the values of each sample equal, learned
+// Diffy-style from what varies between them, or the places where they
+// differ in more than values. A rule covers only what varied, as narrowly
+// as the values allow:
+//
+//   - A string that varies in part, such as a path with a random suffix
+//     (<tmp>/agent-home.Z8qUtU/notes.txt), gets a regexp over the varying
+//     part, by the characters and lengths seen there ([0-9A-Za-z]{6}; any
+//     number of digits for digits), with up to 24 bytes of the constant
+//     text around it ("(agent-home\.)[0-9A-Za-z]{6}(/notes\.txt)" →
+//     "${1}<random>${2}"), at the path of the value with any index for
+//     array indices ($.params.update.content[*].content.text). Each part
+//     that varies gets a rule of its own. The replacement names what
+//     varied: <number> for digits, <hex>, <random> for other letters and
+//     digits, <varies> for the rest.
+//   - A string that varies whole, and a number, get a regexp over the
+//     whole value at its exact path ("^[0-9a-f]{16}$" → "<hex>").
+//
+// Values must have the same structure: objects with the same members,
+// arrays of the same lengths, the same types. Where they do not, Learn
+// reports a ConflictStructure. Where all replayed runs agree and differ
+// from the recording (with two replayed runs or more), it reports a
+// ConflictSteady: that is not noise. Where no narrow rule fits, a
+// ConflictShapeless. It reports the first conflict of a sample only, and
+// learns nothing more from it.
+//
+// Rules are learned sample by sample, in order, each on the values as the
+// rules before it rewrite them, so that a value already covered (the same
+// temporary directory in every frame) gets no second rule. Every rule is
+// a fixed point, as ParseRules demands of user rules, and applying them
+// all twice equals applying them once on every sample.
+func Learn(samples []Sample) ([]Learned, []Conflict) {
+	var learned []Learned
+	var conflicts []Conflict
+	var rules []Rule
+	for i, smp := range samples {
+		if len(smp.Values) < 2 {
+			continue
+		}
+		vals, ok := plainValues(smp.Values)
+		if !ok {
+			for r := 1; r < len(smp.Values); r++ {
+				if !reflect.DeepEqual(smp.Values[0], smp.Values[r]) {
+					conflicts = append(conflicts, Conflict{ConflictStructure, i, r, "$", smp.Values[0], smp.Values[r]})
+					break
+				}
+			}
+			continue
+		}
+		leaves, c := varyingLeaves(vals)
+		if c != nil {
+			c.Sample = i
+			conflicts = append(conflicts, *c)
+			continue
+		}
+		for _, leaf := range leaves {
+			values := make([]any, len(vals))
+			for r, v := range vals {
+				values[r] = applyRules(rules, valueAt(v, leaf), leaf)
+			}
+			if allEqual(values) {
+				continue // covered by a rule learned before
+			}
+			if !allEqual(values[1:]) || len(values) == 2 {
+				got, c := generalise(smp.Name, leaf, values)
+				if c != nil {
+					c.Sample, c.Path = i, formatPath(leaf)
+					conflicts = append(conflicts, *c)
+					break
+				}
+				for _, g := range got {
+					g.Sample = i
+					learned = append(learned, g)
+					rules = append(rules, g.Rule)
+				}
+				continue
+			}
+			conflicts = append(conflicts, Conflict{ConflictSteady, i, 1, formatPath(leaf), values[0], values[1]})
+			break
+		}
+	}
+	if len(conflicts) == 0 {
+		conflicts = verify(samples, rules)
+	}
+	return learned, conflicts
+}
+
+// plainValues converts values with plain.
+func plainValues(values []any) ([]any, bool) {
+	out := make([]any, len(values))
+	for i, v := range values {
+		p, ok := plain(v)
+		if !ok {
+			return nil, false
+		}
+		out[i] = p
+	}
+	return out, true
+}
+
+// varyingLeaves returns the paths, in the order found, of the strings and
+// numbers that differ between vals[0] and another of vals, or the first
+// place where they differ in more than such a value.
+func varyingLeaves(vals []any) ([][]step, *Conflict) {
+	var leaves [][]step
+	seen := map[string]bool{}
+	for r := 1; r < len(vals); r++ {
+		var conflict *Conflict
+		walkDifferences(nil, vals[0], vals[r], func(p []step, a, b any) bool {
+			if !sameScalarType(a, b) {
+				conflict = &Conflict{Kind: ConflictStructure, Run: r, Path: formatPath(p), Recorded: a, Live: b}
+				return false
+			}
+			if key := formatPath(p); !seen[key] {
+				seen[key] = true
+				leaves = append(leaves, slices.Clone(p))
+			}
+			return true
+		})
+		if conflict != nil {
+			return nil, conflict
+		}
+	}
+	return leaves, nil
+}
+
+// sameScalarType reports whether a and b are both strings or both numbers:
+// the values Learn learns from.
+func sameScalarType(a, b any) bool {
+	switch a.(type) {
+	case string:
+		_, ok := b.(string)
+		return ok
+	case json.Number:
+		_, ok := b.(json.Number)
+		return ok
+	}
+	return false
+}
+
+// valueAt returns the value at path in v, which has it.
+func valueAt(v any, path []step) any {
+	for _, s := range path {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[s.key]
+		case []any:
+			v = x[s.index]
+		}
+	}
+	return v
+}
+
+func allEqual(values []any) bool {
+	for _, v := range values[1:] {
+		if _, _, _, differ := FirstDifference(values[0], v); differ {
+			return false
+		}
+	}
+	return true
+}
+
+// generalise returns the rules that make values (strings, or numbers, at
+// path) equal, or a ConflictShapeless.
+func generalise(name string, path []step, values []any) ([]Learned, *Conflict) {
+	strs := make([]string, len(values))
+	_, isNumber := values[0].(json.Number)
+	for i, v := range values {
+		switch x := v.(type) {
+		case string:
+			strs[i] = x
+		case json.Number:
+			strs[i] = string(x)
+		}
+	}
+	shapeless := &Conflict{Kind: ConflictShapeless, Run: firstDiffering(values), Recorded: values[0], Live: values[firstDiffering(values)]}
+	if isNumber {
+		if g, ok := wholeRule(name, path, strs, values); ok {
+			return []Learned{g}, nil
+		}
+		return nil, shapeless
+	}
+	if slices.Contains(strs, "") {
+		return nil, shapeless
+	}
+	if got, ok := partRules(name, path, strs, values); ok {
+		return got, nil
+	}
+	if g, ok := anchoredRule(name, path, strs, values); ok {
+		return []Learned{g}, nil
+	}
+	return nil, shapeless
+}
+
+func firstDiffering(values []any) int {
+	for r := 1; r < len(values); r++ {
+		if _, _, _, differ := FirstDifference(values[0], values[r]); differ {
+			return r
+		}
+	}
+	return 1
+}
+
+// A token is a run of ASCII letters and digits (a word) or one other
+// character.
+type token struct {
+	s    string
+	word bool
+}
+
+func tokenize(s string) []token {
+	var ts []token
+	for i := 0; i < len(s); {
+		if isAlnum(s[i]) {
+			j := i
+			for j < len(s) && isAlnum(s[j]) {
+				j++
+			}
+			ts = append(ts, token{s[i:j], true})
+			i = j
+			continue
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		ts = append(ts, token{s[i : i+size], false})
+		i += size
+	}
+	return ts
+}
+
+// maxContext bounds the constant text a rule keeps on each side of the
+// part it rewrites.
+const maxContext = 24
+
+// partRules returns a rule per part of the strings that varies, with the
+// constant text around it, if the strings are alike but for such parts.
+func partRules(name string, path []step, strs []string, values []any) ([]Learned, bool) {
+	toks := make([][]token, len(strs))
+	for i, s := range strs {
+		toks[i] = tokenize(s)
+	}
+	var spans []span
+	if s, ok := tokenSpans(toks); ok {
+		spans = s
+	} else if s, ok := charSpan(strs); ok {
+		// The strings differ in their punctuation too: one part from the
+		// first difference to the last, split into tokens again so that
+		// its context is whole tokens.
+		spans = []span{s}
+	} else {
+		return nil, false
+	}
+	var out []Learned
+	var rules []Rule
+	for _, sp := range spans {
+		g, ok := spanRule(name, path, sp)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, g)
+		rules = append(rules, g.Rule)
+	}
+	if !fixes(rules, path, values) {
+		return nil, false
+	}
+	return out, true
+}
+
+// A span is a varying part of some strings: before, the constant text
+// before it (as tokens, reaching the start of the strings if atStart),
+// mids the part in each string, and after the constant text after it.
+type span struct {
+	before, after  []token
+	atStart, atEnd bool
+	// parts is the pattern of the part: literal text, or the index of a
+	// varying word in words.
+	parts []spanPart
+	mids  []string // the whole part in each string
+}
+
+type spanPart struct {
+	lit   string   // a constant token
+	words []string // or a varying word, in each string
+}
+
+// tokenSpans returns the varying parts of strings whose tokens line up,
+// differing only in words: each run of varying words, with the single
+// constant characters other than white space that join them (a1b2-c3d4),
+// is a part.
+func tokenSpans(toks [][]token) ([]span, bool) {
+	n := len(toks[0])
+	for _, ts := range toks[1:] {
+		if len(ts) != n {
+			return nil, false
+		}
+	}
+	varying := make([]bool, n)
+	for k := range n {
+		t0 := toks[0][k]
+		for _, ts := range toks[1:] {
+			switch {
+			case ts[k].word != t0.word:
+				return nil, false
+			case !t0.word && ts[k].s != t0.s:
+				return nil, false
+			case ts[k].s != t0.s:
+				varying[k] = true
+			}
+		}
+	}
+	var spans []span
+	for k := 0; k < n; k++ {
+		if !varying[k] {
+			continue
+		}
+		hi := k + 1
+		for hi+1 < n && varying[hi+1] && !varying[hi] && joiner(toks[0][hi].s) {
+			hi += 2
+		}
+		sp := span{mids: make([]string, len(toks))}
+		for j := k; j < hi; j++ {
+			if !varying[j] {
+				sp.parts = append(sp.parts, spanPart{lit: toks[0][j].s})
+				continue
+			}
+			words := make([]string, len(toks))
+			for r, ts := range toks {
+				words[r] = ts[j].s
+			}
+			sp.parts = append(sp.parts, spanPart{words: words})
+		}
+		for r, ts := range toks {
+			var b strings.Builder
+			for j := k; j < hi; j++ {
+				b.WriteString(ts[j].s)
+			}
+			sp.mids[r] = b.String()
+		}
+		for r, ts := range toks {
+			lo := 0
+			for _, t := range ts[:k] {
+				lo += len(t.s)
+			}
+			if inPlaceholder(joinTokens(ts), lo, lo+len(sp.mids[r])) {
+				return nil, false
+			}
+		}
+		sp.before, sp.atStart = contextBefore(toks[0][:k], varying[:k])
+		sp.after, sp.atEnd = contextAfter(toks[0][hi:], varying[hi:])
+		spans = append(spans, sp)
+		k = hi - 1
+	}
+	return spans, len(spans) > 0
+}
+
+// joiner reports whether a constant character between two varying words
+// makes them one part, as the dashes of a random id do.
+func joiner(s string) bool {
+	return len(s) == 1 && strings.IndexByte("-_.,:+/=", s[0]) >= 0
+}
+
+// contextBefore returns the constant tokens that end toks, back to a
+// varying one (varying[i] says whether toks[i] is), a newline (included)
+// or maxContext bytes, and whether they reach the start of toks.
+func contextBefore(toks []token, varying []bool) ([]token, bool) {
+	size := 0
+	i := len(toks)
+	for i > 0 && !varying[i-1] {
+		t := toks[i-1]
+		if size+len(t.s) > maxContext {
+			if size == 0 {
+				// One long word: its end.
+				cut := len(t.s) - maxContext
+				for cut < len(t.s) && !utf8.RuneStart(t.s[cut]) {
+					cut++
+				}
+				return []token{{t.s[cut:], t.word}}, false
+			}
+			break
+		}
+		size += len(t.s)
+		i--
+		if t.s == "\n" {
+			break
+		}
+	}
+	return toks[i:], i == 0
+}
+
+// contextAfter is contextBefore forward.
+func contextAfter(toks []token, varying []bool) ([]token, bool) {
+	size := 0
+	i := 0
+	for i < len(toks) && !varying[i] {
+		t := toks[i]
+		if size+len(t.s) > maxContext {
+			if size == 0 {
+				cut := maxContext
+				for cut > 0 && !utf8.RuneStart(t.s[cut]) {
+					cut--
+				}
+				return []token{{t.s[:cut], t.word}}, false
+			}
+			break
+		}
+		size += len(t.s)
+		i++
+		if t.s == "\n" {
+			break
+		}
+	}
+	return toks[:i], i == len(toks)
+}
+
+// charSpan returns the part of strs from their first difference to their
+// last, widened to whole words, if it is not empty in any of them.
+func charSpan(strs []string) (span, bool) {
+	pre, suf := affixes(strs)
+	sp := span{mids: make([]string, len(strs))}
+	for r, s := range strs {
+		sp.mids[r] = s[len(pre) : len(s)-len(suf)]
+		if sp.mids[r] == "" || inPlaceholder(s, len(pre), len(s)-len(suf)) {
+			return span{}, false
+		}
+	}
+	sp.parts = []spanPart{{words: sp.mids}}
+	before := tokenize(pre)
+	sp.before, sp.atStart = contextBefore(before, make([]bool, len(before)))
+	after := tokenize(suf)
+	sp.after, sp.atEnd = contextAfter(after, make([]bool, len(after)))
+	return sp, true
+}
+
+// affixes returns the longest common prefix and suffix of strs that do not
+// overlap in any of them, end at rune boundaries, and do not cut a word
+// that the varying part continues.
+func affixes(strs []string) (pre, suf string) {
+	pre = strs[0]
+	shortest := len(strs[0])
+	for _, s := range strs[1:] {
+		n := 0
+		for n < len(pre) && n < len(s) && pre[n] == s[n] {
+			n++
+		}
+		pre = pre[:n]
+		shortest = min(shortest, len(s))
+	}
+	for len(pre) > 0 && !runeBoundaries(strs, len(pre)) {
+		pre = pre[:len(pre)-1]
+	}
+	for len(pre) > 0 && isAlnum(pre[len(pre)-1]) && continues(strs, len(pre)) {
+		pre = pre[:len(pre)-1]
+	}
+	// The suffix, from what is left after the prefix.
+	n := 0
+	for ; n < shortest-len(pre); n++ {
+		c := strs[0][len(strs[0])-1-n]
+		same := true
+		for _, s := range strs[1:] {
+			if s[len(s)-1-n] != c {
+				same = false
+				break
+			}
+		}
+		if !same {
+			break
+		}
+	}
+	for n > 0 && !utf8.RuneStart(strs[0][len(strs[0])-n]) {
+		n--
+	}
+	for n > 0 && isAlnum(strs[0][len(strs[0])-n]) && continuesBack(strs, n) {
+		n--
+	}
+	return pre, strs[0][len(strs[0])-n:]
+}
+
+// runeBoundaries reports whether i is a rune boundary of every string.
+func runeBoundaries(strs []string, i int) bool {
+	for _, s := range strs {
+		if i < len(s) && !utf8.RuneStart(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// continues reports whether a word goes on at byte i of one of strs.
+func continues(strs []string, i int) bool {
+	for _, s := range strs {
+		if i < len(s) && isAlnum(s[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// continuesBack reports whether a word goes on before the last n bytes of
+// one of strs.
+func continuesBack(strs []string, n int) bool {
+	for _, s := range strs {
+		if i := len(s) - n - 1; i >= 0 && isAlnum(s[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// inPlaceholder reports whether s[lo:hi] is inside a placeholder of s, as
+// the number of <uuid:2> is: placeholders are the normalizer's, and
+// rewriting them would unlink the values they link.
+func inPlaceholder(s string, lo, hi int) bool {
+	open := strings.LastIndexByte(s[:lo], '<')
+	if open < 0 || strings.IndexByte(s[open:lo], '>') >= 0 {
+		return false
+	}
+	end := strings.IndexByte(s[hi:], '>')
+	if end < 0 || strings.IndexByte(s[hi:hi+end], '<') >= 0 {
+		return false
+	}
+	return isPlaceholder(s[open : hi+end+1])
+}
+
+// spanRule returns the rule of one varying part.
+func spanRule(name string, path []step, sp span) (Learned, bool) {
+	var mid strings.Builder
+	kinds := map[string]bool{}
+	for _, p := range sp.parts {
+		if p.words == nil {
+			mid.WriteString(regexp.QuoteMeta(p.lit))
+			continue
+		}
+		pattern, kind, ok := charClass(p.words)
+		if !ok {
+			return Learned{}, false
+		}
+		mid.WriteString(pattern)
+		kinds[kind] = true
+	}
+	placeholder := "<random>"
+	switch {
+	case kinds["varies"]:
+		placeholder = "<varies>"
+	case len(kinds) == 1 && kinds["number"]:
+		placeholder = "<number>"
+	case len(kinds) == 1 && kinds["hex"]:
+		placeholder = "<hex>"
+	}
+	var re, repl strings.Builder
+	group := 0
+	if sp.atStart {
+		re.WriteString("^")
+	}
+	if before := joinTokens(sp.before); before != "" {
+		group++
+		re.WriteString("(" + regexp.QuoteMeta(before) + ")")
+		repl.WriteString("${" + strconv.Itoa(group) + "}")
+	}
+	re.WriteString(mid.String())
+	repl.WriteString(placeholder)
+	if after := joinTokens(sp.after); after != "" {
+		group++
+		re.WriteString("(" + regexp.QuoteMeta(after) + ")")
+		repl.WriteString("${" + strconv.Itoa(group) + "}")
+	}
+	if sp.atEnd {
+		re.WriteString("$")
+	}
+	// With constant text on either side, the rule holds for that text
+	// anywhere in the value's array; without, only at its exact path.
+	rulePath := path
+	if group > 0 {
+		rulePath = anyIndex(path)
+	}
+	return learnedRule(name, path, rulePath, re.String(), repl.String(), sp.mids)
+}
+
+func joinTokens(ts []token) string {
+	var b strings.Builder
+	for _, t := range ts {
+		b.WriteString(t.s)
+	}
+	return b.String()
+}
+
+// anyIndex returns path with every array index a wildcard, as a pattern.
+func anyIndex(path []step) []step {
+	out := slices.Clone(path)
+	for i := range out {
+		if out[i].isIndex {
+			out[i].index = -1
+		}
+	}
+	return out
+}
+
+// wholeRule returns the rule that rewrites the whole of each value, at its
+// exact path, by the characters and lengths of strs, the values' text.
+func wholeRule(name string, path []step, strs []string, values []any) (Learned, bool) {
+	pattern, kind, ok := charClass(strs)
+	if !ok {
+		return Learned{}, false
+	}
+	g, ok := learnedRule(name, path, path, "^"+pattern+"$", "<"+kind+">", strs)
+	if !ok || !fixes([]Rule{g.Rule}, path, values) {
+		return Learned{}, false
+	}
+	return g, true
+}
+
+// anchoredRule is the rule of last resort for strings: the whole value,
+// its constant prefix and suffix spelled out, at its exact path.
+func anchoredRule(name string, path []step, strs []string, values []any) (Learned, bool) {
+	pre, suf := affixes(strs)
+	mids := make([]string, len(strs))
+	for r, s := range strs {
+		mids[r] = s[len(pre) : len(s)-len(suf)]
+		if inPlaceholder(s, len(pre), len(s)-len(suf)) {
+			return Learned{}, false
+		}
+	}
+	pattern, kind, ok := charClass(mids)
+	if !ok {
+		lo, hi := lengths(mids)
+		pattern, kind = fmt.Sprintf("(?s:.{%d,%d})", lo, hi), "varies"
+	}
+	if slices.Contains(mids, "") {
+		pattern = "(?:" + pattern + ")?"
+	}
+	re := "^" + regexp.QuoteMeta(pre) + pattern + regexp.QuoteMeta(suf) + "$"
+	repl := strings.ReplaceAll(pre, "$", "$$") + "<" + kind + ">" + strings.ReplaceAll(suf, "$", "$$")
+	g, ok := learnedRule(name, path, path, re, repl, mids)
+	if !ok || !fixes([]Rule{g.Rule}, path, values) {
+		return Learned{}, false
+	}
+	return g, true
+}
+
+// charClass returns a pattern that matches each of strs whole, by the
+// characters and lengths seen, and the kind of what it matches: "number"
+// for digits (any number of them), "hex" for hex digits of one case,
+// "random" for letters and digits, "varies" for other characters. It
+// fails for '<' and '>', which placeholders are made of, and for control
+// characters.
+func charClass(strs []string) (pattern, kind string, ok bool) {
+	var digit, lower, upper, hexLower, hexUpper = false, false, false, true, true
+	var others []rune
+	for _, s := range strs {
+		for _, c := range s {
+			switch {
+			case '0' <= c && c <= '9':
+				digit = true
+			case 'a' <= c && c <= 'z':
+				lower = true
+				hexLower = hexLower && c <= 'f'
+			case 'A' <= c && c <= 'Z':
+				upper = true
+				hexUpper = hexUpper && c <= 'F'
+			case c == '<' || c == '>' || c < ' ' || c == 0x7f:
+				return "", "", false
+			default:
+				if !slices.Contains(others, c) {
+					others = append(others, c)
+				}
+			}
+		}
+	}
+	slices.Sort(others)
+	var class string
+	switch {
+	case !lower && !upper && digit:
+		class, kind = "0-9", "number"
+	case !lower && !upper:
+		kind = "varies"
+	case lower && !upper && hexLower:
+		class, kind = "0-9a-f", "hex"
+	case upper && !lower && hexUpper:
+		class, kind = "0-9A-F", "hex"
+	case lower && upper:
+		class, kind = "0-9A-Za-z", "random"
+	case lower:
+		class, kind = "0-9a-z", "random"
+	default:
+		class, kind = "0-9A-Z", "random"
+	}
+	for _, c := range others {
+		if c != '-' && c != '_' {
+			kind = "varies"
+		}
+		if c == '-' {
+			class += `\-`
+		} else {
+			class += regexp.QuoteMeta(string(c))
+		}
+	}
+	if class == "" {
+		return "", "", false
+	}
+	lo, hi := lengths(strs)
+	quant := "{" + strconv.Itoa(lo) + "}"
+	switch {
+	case kind == "number" && len(others) == 0:
+		quant = "+"
+	case lo != hi:
+		quant = "{" + strconv.Itoa(lo) + "," + strconv.Itoa(hi) + "}"
+	}
+	return "[" + class + "]" + quant, kind, true
+}
+
+// lengths returns the least and the greatest length in runes of strs.
+func lengths(strs []string) (lo, hi int) {
+	lo = -1
+	for _, s := range strs {
+		n := utf8.RuneCountInString(s)
+		if lo < 0 || n < lo {
+			lo = n
+		}
+		hi = max(hi, n)
+	}
+	return lo, hi
+}
+
+// learnedRule makes the rule {path, regexp, replace} through ParseRules,
+// which checks it as it checks user rules, with a comment saying where it
+// comes from.
+func learnedRule(name string, at, path []step, re, repl string, seen []string) (Learned, bool) {
+	var examples []string
+	for i, s := range seen {
+		if i == 4 {
+			examples = append(examples, "…")
+			break
+		}
+		if len(s) > maxContext {
+			s = s[:cutRune(s, maxContext)] + "…"
+		}
+		examples = append(examples, string(encode(s)))
+	}
+	where := formatPath(at)
+	if name != "" {
+		where = name + where[1:]
+	}
+	comment := "calibrate: varies at " + where + ": " + strings.Join(examples, ", ")
+	src := encode([]map[string]string{{"path": formatPattern(path), "regexp": re, "replace": repl, "comment": comment}})
+	rules, err := ParseRules(src)
+	if err != nil {
+		return Learned{}, false
+	}
+	return Learned{Rule: rules[0], Path: formatPath(at), Values: slices.Clone(seen)}, true
+}
+
+// cutRune returns the largest rune boundary of s at or before n.
+func cutRune(s string, n int) int {
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return n
+}
+
+// formatPattern returns a path, an index of -1 standing for any, in the
+// syntax of path rules.
+func formatPattern(path []step) string {
+	var b strings.Builder
+	b.WriteString("$")
+	for _, s := range path {
+		switch {
+		case s.isIndex && s.index < 0:
+			b.WriteString("[*]")
+		case s.isIndex:
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+		default:
+			b.WriteString(keyPath(s.key))
+		}
+	}
+	return b.String()
+}
+
+// fixes reports whether rules, applied at path, make values equal, and
+// leave what they make as it is when applied again.
+func fixes(rules []Rule, path []step, values []any) bool {
+	out := make([]any, len(values))
+	for i, v := range values {
+		out[i] = applyRules(rules, v, path)
+		if again := applyRules(rules, out[i], path); !reflect.DeepEqual(again, out[i]) {
+			return false
+		}
+	}
+	return allEqual(out)
+}
+
+// verify checks that rules make the values of every sample equal, and that
+// applying them twice equals applying them once, and returns the places
+// where they do not.
+func verify(samples []Sample, rules []Rule) []Conflict {
+	var conflicts []Conflict
+	for i, smp := range samples {
+		if len(smp.Values) < 2 {
+			continue
+		}
+		vals, ok := plainValues(smp.Values)
+		if !ok {
+			continue
+		}
+		once := make([]any, len(vals))
+		for r, v := range vals {
+			once[r] = applyRules(rules, v, nil)
+			c, _ := plain(once[r])
+			if twice := applyRules(rules, c, nil); !reflect.DeepEqual(twice, once[r]) {
+				path, a, b, _ := FirstDifference(once[r], twice)
+				conflicts = append(conflicts, Conflict{ConflictShapeless, i, r, path, a, b})
+				break
+			}
+		}
+		for r := 1; r < len(once); r++ {
+			if path, a, b, differ := FirstDifference(once[0], once[r]); differ {
+				conflicts = append(conflicts, Conflict{ConflictShapeless, i, r, path, a, b})
+				break
+			}
+		}
+	}
+	return conflicts
+}
