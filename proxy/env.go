@@ -2,12 +2,15 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 // proxyVars point clients at the forward proxy; clients differ in which
@@ -168,7 +171,8 @@ func (t *Tap) envDir() (string, []*route, error) {
 		return "", nil, ErrClosed
 	}
 	if t.tempDir == "" {
-		dir, err := os.MkdirTemp("", "acptap-tap-")
+		removeStaleEnvDirs(os.TempDir())
+		dir, err := os.MkdirTemp("", envDirPrefix+strconv.Itoa(os.Getpid())+"-")
 		if err != nil {
 			return "", nil, err
 		}
@@ -241,4 +245,26 @@ func hostPort(rawURL string) string {
 		return rawURL
 	}
 	return u.Host
+}
+
+// envDirPrefix starts the name of the directory of Env's files, followed
+// by the pid of the process whose tap wrote them.
+const envDirPrefix = "acptap-tap-"
+
+// removeStaleEnvDirs removes the directories of Env's files that taps of
+// processes no longer running left in tmp: Close removes a tap's own, but
+// a process killed with SIGKILL cannot. A directory whose pid is running
+// (or was reused) is left alone.
+func removeStaleEnvDirs(tmp string) {
+	dirs, _ := filepath.Glob(filepath.Join(tmp, envDirPrefix+"*-*"))
+	for _, dir := range dirs {
+		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), envDirPrefix), "-")
+		n, err := strconv.Atoi(pid)
+		if !ok || err != nil || n <= 0 {
+			continue
+		}
+		if err := syscall.Kill(n, 0); errors.Is(err, syscall.ESRCH) {
+			os.RemoveAll(dir)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -615,5 +616,49 @@ func TestTransportSeesRoute(t *testing.T) {
 				t.Errorf("the Transport saw route %q, want %q", body, want)
 			}
 		})
+	}
+}
+
+// TestEnvRemovesStaleFiles: the files Env writes live in a directory
+// named after the process, which Close removes; one that a process killed
+// with SIGKILL left behind is removed by the next tap that writes its
+// own, while those of running processes stay.
+func TestEnvRemovesStaleFiles(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(tmp, fmt.Sprintf("acptap-tap-%d-123", dead.Process.Pid))
+	live := filepath.Join(tmp, fmt.Sprintf("acptap-tap-%d-456", os.Getppid()))
+	other := filepath.Join(tmp, "acptap-tap-notapid")
+	for _, d := range []string{stale, live, other} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tap, err := proxy.New(proxy.Config{CA: newCA(t), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tap.Env(nil, proxy.EnvOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the directory of a dead process is still there (%v)", err)
+	}
+	for _, d := range []string{live, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was removed: %v", d, err)
+		}
+	}
+	own, _ := filepath.Glob(filepath.Join(tmp, fmt.Sprintf("acptap-tap-%d-*", os.Getpid())))
+	if len(own) != 1 {
+		t.Fatalf("the tap's own directories: %q, want one", own)
+	}
+	tap.Close()
+	if _, err := os.Stat(own[0]); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Close left the tap's directory (%v)", err)
 	}
 }
