@@ -417,7 +417,7 @@ func (o *response) usage(out int) map[string]any {
 	return map[string]any{
 		"input_tokens": o.inTokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
 		"cache_creation": map[string]any{"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
-		"output_tokens":  out, "service_tier": "standard",
+		"output_tokens":  out, "service_tier": "standard", "inference_geo": "not_available",
 	}
 }
 
@@ -428,10 +428,16 @@ func (o *response) message(content []any, stopReason any, out int) map[string]an
 	}
 }
 
-// event writes one SSE event, its type in both the event line and the data.
+// event writes one SSE event, its type in both the event line and the
+// data, where it comes first as in the real API's.
 func (o *response) event(typ string, fields map[string]any) {
-	fields["type"] = typ
-	fmt.Fprintf(o.w, "event: %s\ndata: %s\n\n", typ, marshal(fields))
+	data := `{"type":` + string(marshal(typ))
+	if rest := string(marshal(fields)); rest != "{}" {
+		data += "," + rest[1:]
+	} else {
+		data += "}"
+	}
+	fmt.Fprintf(o.w, "event: %s\ndata: %s\n\n", typ, data)
 	o.w.(http.Flusher).Flush()
 }
 
@@ -507,7 +513,7 @@ func (o *response) toolUse(preamble, name, input string) {
 		return
 	}
 	o.event("content_block_start", map[string]any{"index": 1,
-		"content_block": map[string]any{"type": "tool_use", "id": id, "name": name, "input": map[string]any{}}})
+		"content_block": map[string]any{"type": "tool_use", "id": id, "name": name, "input": map[string]any{}, "caller": map[string]any{"type": "direct"}}})
 	frags := []string{""}
 	for rest := input; rest != ""; {
 		n := min(len(rest), 12)

@@ -102,6 +102,9 @@ func events(t *testing.T, b []byte) []string {
 		if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
 			t.Fatalf("event %q: data %q: %v", ev.Type, ev.Data, err)
 		}
+		if !strings.HasPrefix(ev.Data, `{"type":`) {
+			t.Errorf("event %q: data %q, want the type first as the real API has it", ev.Type, ev.Data)
+		}
 		if d.Type != ev.Type {
 			t.Errorf("event line %q, data type %q", ev.Type, d.Type)
 		}
@@ -444,5 +447,52 @@ func TestVariant(t *testing.T) {
 	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, l.HTTP.Client(), l.URL, "/v1/messages", "", body(true, "", user("hi")))))
 	if err != nil || m.Text != "Changed. "+Answer("hi") {
 		t.Errorf("text %q, error %v; want the variant's prefix", m.Text, err)
+	}
+}
+
+// shape is the set of field paths in an event's data, such as
+// "content_block_start.content_block.id", two levels deep.
+func shape(t *testing.T, b []byte) map[string]bool {
+	t.Helper()
+	keys := map[string]bool{}
+	r := sse.NewReader(bytes.NewReader(b))
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			break
+		}
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(ev.Data), &top); err != nil {
+			t.Fatalf("event %q: %v", ev.Type, err)
+		}
+		for k, v := range top {
+			keys[ev.Type+"."+k] = true
+			var sub map[string]json.RawMessage
+			if json.Unmarshal(v, &sub) == nil {
+				var d struct{ Type string }
+				json.Unmarshal(v, &d)
+				for k2 := range sub {
+					keys[ev.Type+"."+k+"("+d.Type+")."+k2] = true
+				}
+			}
+		}
+	}
+	return keys
+}
+
+// TestRealShape checks that every field of the real API's tool call
+// stream in testdata/wire-samples is in the fake's.
+func TestRealShape(t *testing.T) {
+	real, err := os.ReadFile("../../testdata/wire-samples/anth_tool_real.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Start(Options{})
+	defer l.Close()
+	fake := shape(t, readAll(t, post(t, l.HTTP.Client(), l.URL, "/v1/messages", "", body(true, bashTool, user("run it")))))
+	for k := range shape(t, real) {
+		if !fake[k] {
+			t.Errorf("the real stream has %s, the fake's has not", k)
+		}
 	}
 }
