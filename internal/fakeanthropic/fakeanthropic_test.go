@@ -496,3 +496,16 @@ func TestRealShape(t *testing.T) {
 		}
 	}
 }
+
+// TestBetaQuery checks the path Claude Code posts to, with ?beta=true.
+func TestBetaQuery(t *testing.T) {
+	l := Start(Options{})
+	defer l.Close()
+	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, l.HTTP.Client(), l.URL, "/v1/messages?beta=true", "", body(true, bashTool, user("run it")))))
+	if err != nil || len(m.ToolCalls) != 1 || m.StopReason != "tool_use" {
+		t.Errorf("POST /v1/messages?beta=true: message %+v, error %v; want a Bash call", m, err)
+	}
+	if got := l.Requests(); len(got) != 1 || got[0].Path != "/v1/messages" || got[0].Step != "bash" {
+		t.Errorf("requests %+v, want one bash step at /v1/messages", got)
+	}
+}
