@@ -326,8 +326,8 @@ func modelInfo(name string) map[string]any {
 	return map[string]any{
 		"name": "models/" + name, "version": "001", "displayName": name, "description": "A scripted stand-in for " + name,
 		"inputTokenLimit": 1048576, "outputTokenLimit": 65536,
+		"temperature": 1, "topP": 0.95, "topK": 64, "maxTemperature": 2, "thinking": true,
 		"supportedGenerationMethods": []string{"generateContent", "countTokens", "createCachedContent", "batchGenerateContent"},
-		"temperature":                1, "topP": 0.95, "topK": 64, "maxTemperature": 2, "thinking": true,
 	}
 }
 
@@ -493,8 +493,9 @@ func Start(opts Options) *Listener {
 	return &Listener{Server: s, HTTP: hs, URL: hs.URL}
 }
 
-// StartTLS starts an HTTPS fake on a loopback port, with a certificate for
-// 127.0.0.1 and localhost, and writes its CA to a PEM file in dir.
+// StartTLS starts an HTTPS fake on a loopback port, with httptest's
+// certificate (valid for 127.0.0.1, ::1 and example.com, not localhost),
+// and writes it to a PEM file in dir for the client's trust.
 func StartTLS(opts Options, dir string) (*Listener, error) {
 	s := New(opts)
 	hs := httptest.NewUnstartedServer(s)
