@@ -337,3 +337,53 @@ func TestTLS(t *testing.T) {
 		}
 	}
 }
+
+// keys returns the sorted key paths of a JSON value, arrays looked into
+// through their first element, such as "candidates[].content.parts[].text".
+func keys(prefix string, v any, out map[string]bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			out[prefix+k] = true
+			keys(prefix+k+".", e, out)
+		}
+	case []any:
+		if len(v) > 0 {
+			keys(strings.TrimSuffix(prefix, ".")+"[].", v[0], out)
+		}
+	}
+}
+
+// TestShapeOfRealCapture checks that the last chunk of a plain answer has
+// the fields of the last chunk of a real capture, thinking tokens apart.
+func TestShapeOfRealCapture(t *testing.T) {
+	real, err := os.ReadFile("../../testdata/wire-samples/gem_real.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Start(Options{})
+	defer l.Close()
+	_, fake := do(t, l.HTTP.Client(), http.MethodPost, streamURL(l, "gemini-2.5-pro"), `{"contents":[`+user("Say hi")+`]}`)
+	shape := func(body []byte) map[string]bool {
+		evs := checkFraming(t, body)
+		var v any
+		if err := json.Unmarshal([]byte(evs[len(evs)-1].Data), &v); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		keys("", v, out)
+		return out
+	}
+	want, got := shape(real), shape(fake)
+	delete(want, "usageMetadata.thoughtsTokenCount")
+	for k := range want {
+		if !got[k] {
+			t.Errorf("the fake's last chunk lacks %s", k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("the fake's last chunk has %s, which the real one has not", k)
+		}
+	}
+}
