@@ -371,8 +371,39 @@ func (s *Server) newOutput(w http.ResponseWriter, r *http.Request, model string,
 	return &output{w: w, r: r, streamed: streamed, id: responseID(), model: model, prompt: prompt}
 }
 
-// chunk sends (streamed) or collects parts, with finishReason if not empty.
-func (o *output) chunk(parts []any, tokens int, finish string) {
+// chunk is a GenerateContentResponse, its fields in the real API's order.
+type chunk struct {
+	Candidates    []candidate `json:"candidates"`
+	UsageMetadata usage       `json:"usageMetadata"`
+	ModelVersion  string      `json:"modelVersion"`
+	ResponseID    string      `json:"responseId"`
+}
+
+type candidate struct {
+	Content      turn   `json:"content"`
+	FinishReason string `json:"finishReason,omitempty"`
+	Index        int    `json:"index"`
+}
+
+type turn struct {
+	Parts []any  `json:"parts"`
+	Role  string `json:"role"`
+}
+
+type usage struct {
+	PromptTokenCount     int          `json:"promptTokenCount"`
+	CandidatesTokenCount int          `json:"candidatesTokenCount"`
+	TotalTokenCount      int          `json:"totalTokenCount"`
+	PromptTokensDetails  []tokenCount `json:"promptTokensDetails"`
+}
+
+type tokenCount struct {
+	Modality   string `json:"modality"`
+	TokenCount int    `json:"tokenCount"`
+}
+
+// send sends (streamed) or collects parts, with finishReason if not empty.
+func (o *output) send(parts []any, tokens int, finish string) {
 	o.out += tokens
 	if !o.streamed {
 		o.parts = append(o.parts, parts...)
@@ -381,17 +412,13 @@ func (o *output) chunk(parts []any, tokens int, finish string) {
 		}
 		parts = o.parts
 	}
-	cand := map[string]any{"content": map[string]any{"parts": parts, "role": "model"}, "index": 0}
-	if finish != "" {
-		cand["finishReason"] = finish
-	}
-	c := map[string]any{
-		"candidates": []any{cand},
-		"usageMetadata": map[string]any{
-			"promptTokenCount": o.prompt, "candidatesTokenCount": o.out, "totalTokenCount": o.prompt + o.out,
-			"promptTokensDetails": []any{map[string]any{"modality": "TEXT", "tokenCount": o.prompt}},
+	c := chunk{
+		Candidates: []candidate{{Content: turn{Parts: parts, Role: "model"}, FinishReason: finish}},
+		UsageMetadata: usage{
+			PromptTokenCount: o.prompt, CandidatesTokenCount: o.out, TotalTokenCount: o.prompt + o.out,
+			PromptTokensDetails: []tokenCount{{Modality: "TEXT", TokenCount: o.prompt}},
 		},
-		"modelVersion": o.model, "responseId": o.id,
+		ModelVersion: o.model, ResponseID: o.id,
 	}
 	if !o.streamed {
 		writeJSON(o.w, c)
@@ -417,14 +444,14 @@ func (o *output) text(answer string) {
 		if end == len(words) {
 			finish = "STOP"
 		}
-		o.chunk([]any{map[string]any{"text": strings.Join(words[i:end], "")}}, end-i, finish)
+		o.send([]any{map[string]any{"text": strings.Join(words[i:end], "")}}, end-i, finish)
 	}
 }
 
 // functionCall sends one call of tool name, after a sentence saying so.
 func (o *output) functionCall(name string, args map[string]any) {
-	o.chunk([]any{map[string]any{"text": "I will run the command."}}, 5, "")
-	o.chunk([]any{map[string]any{"functionCall": map[string]any{"name": name, "args": args}}}, 20, "STOP")
+	o.send([]any{map[string]any{"text": "I will run the command."}}, 5, "")
+	o.send([]any{map[string]any{"functionCall": map[string]any{"name": name, "args": args}}}, 20, "STOP")
 }
 
 // slow streams SlowChunks words of SlowAnswer, each after delay, and then
@@ -445,7 +472,7 @@ func (o *output) slow(done <-chan struct{}, delay time.Duration) {
 				panic(http.ErrAbortHandler)
 			}
 		}
-		o.chunk([]any{map[string]any{"text": words[i%len(words)]}}, 1, "")
+		o.send([]any{map[string]any{"text": words[i%len(words)]}}, 1, "")
 	}
 	select {
 	case <-o.r.Context().Done():

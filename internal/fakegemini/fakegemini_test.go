@@ -374,6 +374,19 @@ func TestShapeOfRealCapture(t *testing.T) {
 		keys("", v, out)
 		return out
 	}
+	// The real API's field order, which a byte-level diff of two
+	// recordings shows.
+	order := []string{`"candidates"`, `"usageMetadata"`, `"modelVersion"`, `"responseId"`}
+	evs := checkFraming(t, fake)
+	last := -1
+	for _, k := range order {
+		i := strings.Index(evs[len(evs)-1].Data, k)
+		if i < last {
+			t.Errorf("fields out of the real order %v: %s", order, evs[len(evs)-1].Data)
+			break
+		}
+		last = i
+	}
 	want, got := shape(real), shape(fake)
 	delete(want, "usageMetadata.thoughtsTokenCount")
 	for k := range want {
