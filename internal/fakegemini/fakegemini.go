@@ -18,7 +18,8 @@
 //
 // Streamed responses are SSE with CRLF line breaks, as the real API sends
 // them, each chunk with the usage so far, the model version and the
-// response's fresh random responseId. The API key (x-goog-api-key header
+// response's fresh random responseId. Options.Faults has the first
+// requests answered with 429 or 5xx errors, for retry tests. The API key (x-goog-api-key header
 // or ?key=) is accepted whatever it is. Every request is kept for tests to
 // inspect.
 package fakegemini
@@ -37,6 +38,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +71,13 @@ type Options struct {
 	// Variant, when not empty, is put at the start of every text answer: a
 	// model that answers differently from the usual one.
 	Variant string
+	// Faults are the HTTP statuses, such as 429 or 503, with which the
+	// first len(Faults) generateContent and streamGenerateContent requests
+	// are answered, in order, each with the real API's error body (a 429
+	// with a RetryInfo of RetryDelay), before the script answers.
+	Faults []int
+	// RetryDelay is the retryDelay of a 429's RetryInfo; zero means 1s.
+	RetryDelay time.Duration
 }
 
 // Server is the scripted Gemini API, an http.Handler.
@@ -79,6 +88,7 @@ type Server struct {
 	mu       sync.Mutex
 	requests []Request
 	closed   bool
+	faults   int // faults answered so far
 }
 
 // Request is one request the server got.
@@ -90,8 +100,8 @@ type Request struct {
 	// path, such as "gemini-2.5-pro" and "streamGenerateContent".
 	Model, Call string
 	// Step is what the script answered: "text", "shell", "tool-answer",
-	// "slow", "json", "count-tokens", "embed", "models", "model", or
-	// "error" for a request it refused.
+	// "slow", "json", "count-tokens", "embed", "models", "model", "fault"
+	// for one of Options.Faults, or "error" for a request it refused.
 	Step string
 	// Tools are the names of the functions the request declared.
 	Tools []string
@@ -248,6 +258,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "fakegemini does not serve the method "+call)
 		return
 	}
+	if status, ok := s.fault(); ok {
+		rec.Step = "fault"
+		s.keep(rec)
+		faultError(w, status, s.opts.RetryDelay)
+		return
+	}
 	if len(req.Contents) == 0 {
 		s.keep(rec)
 		apiError(w, http.StatusBadRequest, "* GenerateContentRequest.contents: contents is not specified")
@@ -282,6 +298,42 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.keep(rec)
 		out.text(s.opts.Variant + Answer(prompt))
 	}
+}
+
+// fault returns the status of the next fault to answer, if any is left.
+func (s *Server) fault() (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.faults >= len(s.opts.Faults) {
+		return 0, false
+	}
+	s.faults++
+	return s.opts.Faults[s.faults-1], true
+}
+
+// faultError answers as the real API does when it is out of quota (429)
+// or unwell (5xx).
+func faultError(w http.ResponseWriter, status int, retry time.Duration) {
+	e := map[string]any{"code": status}
+	switch {
+	case status == http.StatusTooManyRequests:
+		if retry <= 0 {
+			retry = time.Second
+		}
+		e["message"] = "Resource has been exhausted (e.g. check quota)."
+		e["status"] = "RESOURCE_EXHAUSTED"
+		e["details"] = []any{map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": strconv.FormatFloat(retry.Seconds(), 'f', -1, 64) + "s"}}
+	case status == http.StatusServiceUnavailable:
+		e["message"] = "The model is overloaded. Please try again later."
+		e["status"] = "UNAVAILABLE"
+	default:
+		e["message"] = "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting"
+		e["status"] = "INTERNAL"
+	}
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(status)
+	w.Write(marshal(map[string]any{"error": e}))
+	w.Write([]byte("\n"))
 }
 
 // lastTurn returns the text of a turn (thoughts left out) and the output

@@ -400,3 +400,45 @@ func TestShapeOfRealCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestFaults checks that the first requests get the faults asked for, with
+// the real API's error bodies, and the next one the scripted answer.
+func TestFaults(t *testing.T) {
+	l := Start(Options{Faults: []int{429, 503, 500}, RetryDelay: 1500 * time.Millisecond})
+	defer l.Close()
+	body := `{"contents":[` + user("Say hi") + `]}`
+	for _, want := range []struct {
+		code   int
+		status string
+	}{{429, "RESOURCE_EXHAUSTED"}, {503, "UNAVAILABLE"}, {500, "INTERNAL"}} {
+		resp, b := do(t, l.HTTP.Client(), http.MethodPost, streamURL(l, "gemini-2.5-pro"), body)
+		var e struct {
+			Error struct {
+				Code    int
+				Status  string
+				Details []struct{ RetryDelay string }
+			}
+		}
+		if err := json.Unmarshal(b, &e); err != nil || resp.StatusCode != want.code || e.Error.Code != want.code || e.Error.Status != want.status {
+			t.Errorf("status %d body %s (%v), want %d %s", resp.StatusCode, b, err, want.code, want.status)
+		}
+		if want.code == 429 && (len(e.Error.Details) != 1 || e.Error.Details[0].RetryDelay != "1.5s") {
+			t.Errorf("429 details %+v, want a RetryInfo of 1.5s", e.Error.Details)
+		}
+		m, err := wire.Reassemble(wire.Gemini, b)
+		if err != nil || len(m.Errors) != 1 {
+			t.Errorf("Reassemble: %+v %v, want one API error", m, err)
+		}
+	}
+	resp, b := do(t, l.HTTP.Client(), http.MethodPost, streamURL(l, "gemini-2.5-pro"), body)
+	if m, err := wire.Reassemble(wire.Gemini, b); err != nil || resp.StatusCode != http.StatusOK || m.Text != Answer("Say hi") {
+		t.Errorf("after the faults: status %d, %+v %v, want 200 and the answer", resp.StatusCode, m, err)
+	}
+	var steps []string
+	for _, r := range l.Requests() {
+		steps = append(steps, r.Step)
+	}
+	if got, want := strings.Join(steps, ","), "fault,fault,fault,text"; got != want {
+		t.Errorf("steps %s, want %s", got, want)
+	}
+}

@@ -1,7 +1,7 @@
 // Command fakegemini runs the scripted Gemini API of package fakegemini on
 // a loopback port, for trying an agent against it by hand:
 //
-//	go run ./internal/fakegemini/cmd/fakegemini [-tls] [-delay D] [-variant S] [-v]
+//	go run ./internal/fakegemini/cmd/fakegemini [-tls] [-delay D] [-variant S] [-faults 429,503] [-v]
 //
 // It prints the base URL (for GOOGLE_GEMINI_BASE_URL; and, with -tls, the
 // CA file) on stdout, then one line per request on stderr (-v: with the
@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,9 +24,18 @@ func main() {
 	useTLS := flag.Bool("tls", false, "serve HTTPS")
 	delay := flag.Duration("delay", 0, "pause before each chunk of a \"slowly\" answer")
 	variant := flag.String("variant", "", "prefix of every text answer")
+	faults := flag.String("faults", "", "comma-separated HTTP statuses, such as 429,503, for the first generate requests")
 	verbose := flag.Bool("v", false, "print request headers and bodies")
 	flag.Parse()
 	opts := fakegemini.Options{Delay: *delay, Variant: *variant}
+	for _, f := range strings.FieldsFunc(*faults, func(r rune) bool { return r == ',' }) {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 400 || n > 599 {
+			fmt.Fprintf(os.Stderr, "fakegemini: -faults: %q is not an HTTP error status\n", f)
+			os.Exit(2)
+		}
+		opts.Faults = append(opts.Faults, n)
+	}
 	var l *fakegemini.Listener
 	if *useTLS {
 		var err error
