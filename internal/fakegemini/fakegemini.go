@@ -277,7 +277,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.Step = "tool-answer"
 		s.keep(rec)
 		out.text(s.opts.Variant + ToolAnswer(fr))
-	case slowlyWord.MatchString(prompt) && out.streamed:
+	case slowlyWord.MatchString(prompt) && out.streamed && !out.array:
 		rec.Step = "slow"
 		s.keep(rec)
 		out.slow(s.done, s.opts.Delay)
@@ -399,12 +399,14 @@ func apiError(w http.ResponseWriter, status int, msg string) {
 	w.Write(b)
 }
 
-// output writes one response, streamed as SSE chunks or as one JSON
+// output writes one response, streamed as SSE chunks or as a JSON array
+// of them (streamGenerateContent without alt=sse), or as one JSON
 // document.
 type output struct {
 	w        http.ResponseWriter
 	r        *http.Request
 	streamed bool
+	array    bool // streamed as a JSON array
 	id       string
 	model    string
 	prompt   int // prompt token count
@@ -420,7 +422,8 @@ func (s *Server) newOutput(w http.ResponseWriter, r *http.Request, model string,
 			prompt += 1 + len(p.Text)/4
 		}
 	}
-	return &output{w: w, r: r, streamed: streamed, id: responseID(), model: model, prompt: prompt}
+	array := streamed && r.URL.Query().Get("alt") != "sse"
+	return &output{w: w, r: r, streamed: streamed, array: array, id: responseID(), model: model, prompt: prompt}
 }
 
 // chunk is a GenerateContentResponse, its fields in the real API's order.
@@ -474,6 +477,21 @@ func (o *output) send(parts []any, tokens int, finish string) {
 	}
 	if !o.streamed {
 		writeJSON(o.w, c)
+		return
+	}
+	if o.array {
+		sep := ",\r\n"
+		if !o.started {
+			o.started = true
+			o.w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+			o.w.WriteHeader(http.StatusOK)
+			sep = "["
+		}
+		fmt.Fprintf(o.w, "%s%s", sep, marshal(c))
+		if finish != "" {
+			io.WriteString(o.w, "]")
+		}
+		o.w.(http.Flusher).Flush()
 		return
 	}
 	if !o.started {

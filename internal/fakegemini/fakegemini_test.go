@@ -195,6 +195,23 @@ func TestGenerateContent(t *testing.T) {
 	}
 }
 
+// TestJSONArray checks streamGenerateContent without alt=sse: a JSON
+// array of the chunks.
+func TestJSONArray(t *testing.T) {
+	l := Start(Options{})
+	defer l.Close()
+	body := `{"contents":[` + user("Please run the command") + `],"tools":[` + shellDecl + `]}`
+	resp, b := do(t, l.HTTP.Client(), http.MethodPost, l.URL+"/v1beta/models/gemini-2.5-pro:streamGenerateContent", body)
+	var chunks []json.RawMessage
+	if err := json.Unmarshal(b, &chunks); err != nil || resp.StatusCode != http.StatusOK || len(chunks) != 2 {
+		t.Fatalf("status %d body %s (%v), want 200 and a JSON array of 2 chunks", resp.StatusCode, b, err)
+	}
+	m, err := wire.Reassemble(wire.Gemini, b)
+	if err != nil || m.Events != 2 || len(m.ToolCalls) != 1 || m.ToolCalls[0].Name != ShellTool || m.StopReason != "STOP" {
+		t.Errorf("Reassemble: %+v %v, want 2 events, one %s call, STOP", m, err, ShellTool)
+	}
+}
+
 func TestFreshIDs(t *testing.T) {
 	l := Start(Options{})
 	defer l.Close()
