@@ -1,0 +1,74 @@
+// Command fakegemini runs the scripted Gemini API of package fakegemini on
+// a loopback port, for trying an agent against it by hand:
+//
+//	go run ./internal/fakegemini/cmd/fakegemini [-tls] [-delay D] [-variant S] [-faults 429,503] [-v]
+//
+// It prints the base URL (for GOOGLE_GEMINI_BASE_URL; and, with -tls, the
+// CA file) on stdout, then one line per request on stderr (-v: with the
+// headers and body), until interrupted.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/acptap/acptap/internal/fakegemini"
+)
+
+func main() {
+	useTLS := flag.Bool("tls", false, "serve HTTPS")
+	delay := flag.Duration("delay", 0, "pause before each chunk of a \"slowly\" answer")
+	variant := flag.String("variant", "", "prefix of every text answer")
+	faults := flag.String("faults", "", "comma-separated HTTP statuses, such as 429,503, for the first generate requests")
+	verbose := flag.Bool("v", false, "print request headers and bodies")
+	flag.Parse()
+	opts := fakegemini.Options{Delay: *delay, Variant: *variant}
+	for _, f := range strings.FieldsFunc(*faults, func(r rune) bool { return r == ',' }) {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 400 || n > 599 {
+			fmt.Fprintf(os.Stderr, "fakegemini: -faults: %q is not an HTTP error status\n", f)
+			os.Exit(2)
+		}
+		opts.Faults = append(opts.Faults, n)
+	}
+	var l *fakegemini.Listener
+	if *useTLS {
+		var err error
+		if l, err = fakegemini.StartTLS(opts, os.TempDir()); err != nil {
+			fmt.Fprintln(os.Stderr, "fakegemini:", err)
+			os.Exit(1)
+		}
+		defer os.Remove(l.CAFile)
+		fmt.Println("ca", l.CAFile)
+	} else {
+		l = fakegemini.Start(opts)
+	}
+	defer l.Close()
+	fmt.Println("url", l.URL)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt)
+	seen := 0
+	for {
+		select {
+		case <-sigs:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		reqs := l.Requests()
+		for _, r := range reqs[seen:] {
+			fmt.Fprintf(os.Stderr, "%s %s?%s step=%s tools=%s\n", r.Method, r.Path, r.RawQuery, r.Step, strings.Join(r.Tools, ","))
+			if *verbose {
+				for k, v := range r.Header {
+					fmt.Fprintf(os.Stderr, "  %s: %s\n", k, strings.Join(v, ", "))
+				}
+				fmt.Fprintf(os.Stderr, "  %s\n", r.Body)
+			}
+		}
+		seen = len(reqs)
+	}
+}
