@@ -533,7 +533,8 @@ func Start(opts Options) *Listener {
 }
 
 // StartTLS starts an HTTPS fake on a loopback port, with a certificate for
-// 127.0.0.1 and localhost, and writes its CA to a PEM file in dir.
+// 127.0.0.1, ::1 and example.com (httptest's certificate; not localhost),
+// and writes its CA to a PEM file in dir.
 func StartTLS(opts Options, dir string) (*Listener, error) {
 	s := New(opts)
 	hs := httptest.NewUnstartedServer(s)
