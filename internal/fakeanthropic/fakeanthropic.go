@@ -28,20 +28,17 @@ package fakeanthropic
 import (
 	"crypto/rand"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"log"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/acptap/acptap/internal/fakellm"
 	"github.com/acptap/acptap/internal/httpcoding"
 )
 
@@ -94,12 +91,8 @@ type Options struct {
 
 // Server is the scripted Messages API, an http.Handler.
 type Server struct {
-	opts Options
-	done chan struct{} // closed by Close: stalled streams end
-
-	mu       sync.Mutex
-	requests []Request
-	closed   bool
+	fakellm.Log[Request] // the requests, and the end of stalled streams
+	opts                 Options
 }
 
 // Request is one request the server got.
@@ -121,30 +114,7 @@ type Request struct {
 
 // New returns a Server.
 func New(opts Options) *Server {
-	return &Server{opts: opts, done: make(chan struct{})}
-}
-
-// Close ends the streams that wait for their client to go away.
-func (s *Server) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.done)
-	}
-}
-
-// Requests returns the requests received so far, in order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.requests)
-}
-
-func (s *Server) keep(r Request) {
-	s.mu.Lock()
-	s.requests = append(s.requests, r)
-	s.mu.Unlock()
+	return &Server{opts: opts}
 }
 
 // Answer is the text answer to a prompt.
@@ -200,7 +170,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := decodeBody(r)
 	rec.Body = body
 	if err != nil {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "reading the request body: "+err.Error())
 		return
 	}
@@ -208,7 +178,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case path == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		rec.Step = "root"
-		s.keep(rec)
+		s.Keep(rec)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
 		if r.Method == http.MethodGet {
@@ -216,34 +186,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case path == "/v1/models" && r.Method == http.MethodGet:
 		rec.Step = "models"
-		s.keep(rec)
+		s.Keep(rec)
 		writeJSON(w, http.StatusOK, modelList())
 	case strings.HasPrefix(path, "/v1/models/") && r.Method == http.MethodGet:
 		id := strings.TrimPrefix(path, "/v1/models/")
 		for _, m := range Models {
 			if m.ID == id {
 				rec.Step = "models"
-				s.keep(rec)
+				s.Keep(rec)
 				writeJSON(w, http.StatusOK, modelJSON(m))
 				return
 			}
 		}
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusNotFound, "not_found_error", "model: "+id)
 	case path == "/v1/messages/count_tokens" && r.Method == http.MethodPost:
 		var req request
 		if err := json.Unmarshal(body, &req); err != nil {
-			s.keep(rec)
+			s.Keep(rec)
 			apiError(w, http.StatusBadRequest, "invalid_request_error", "the request body is not JSON: "+err.Error())
 			return
 		}
 		rec.Step = "count-tokens"
-		s.keep(rec)
+		s.Keep(rec)
 		writeJSON(w, http.StatusOK, map[string]any{"input_tokens": countTokens(body)})
 	case path == "/v1/messages" && r.Method == http.MethodPost:
 		s.messages(w, r, rec, body)
 	default:
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusNotFound, "not_found_error", "fakeanthropic does not serve "+r.Method+" "+r.URL.Path)
 	}
 }
@@ -251,7 +221,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, body []byte) {
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "the request body is not JSON: "+err.Error())
 		return
 	}
@@ -264,12 +234,12 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		rec.Tools = append(rec.Tools, name)
 	}
 	if len(req.Messages) == 0 {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "messages: at least one message is required")
 		return
 	}
 	if req.Model == "" {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "model: Field required")
 		return
 	}
@@ -278,12 +248,12 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 	switch {
 	case isTool:
 		rec.Step = "tool-answer"
-		s.keep(rec)
+		s.Keep(rec)
 		out.text(s.opts.Variant + ToolAnswer(toolOutput))
 	case slowlyWord.MatchString(prompt):
 		rec.Step = "slow"
-		s.keep(rec)
-		out.slow(r, s.done, s.opts.Delay)
+		s.Keep(rec)
+		out.slow(r, s.Done(), s.opts.Delay)
 	case runWord.MatchString(prompt):
 		name := ""
 		for _, want := range shellTools {
@@ -294,16 +264,16 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		}
 		if name == "" {
 			rec.Step = "text"
-			s.keep(rec)
+			s.Keep(rec)
 			out.text(s.opts.Variant + "I have no Bash tool to run it with; the tools offered are: " + strings.Join(rec.Tools, ", "))
 			return
 		}
 		rec.Step = "bash"
-		s.keep(rec)
+		s.Keep(rec)
 		out.toolUse(s.opts.Variant+ToolPreamble, name, string(marshal(map[string]any{"command": BashCommand, "description": BashDescription})))
 	default:
 		rec.Step = "text"
-		s.keep(rec)
+		s.Keep(rec)
 		out.text(s.opts.Variant + Answer(prompt))
 	}
 }
@@ -601,33 +571,20 @@ type Listener struct {
 // Start starts a plain HTTP fake on a loopback port.
 func Start(opts Options) *Listener {
 	s := New(opts)
-	hs := httptest.NewServer(s)
+	hs := fakellm.Listen(s)
 	return &Listener{Server: s, HTTP: hs, URL: hs.URL}
 }
 
-// StartTLS starts an HTTPS fake on a loopback port, with a certificate for
-// 127.0.0.1 and localhost, and writes its CA to a PEM file in dir.
+// StartTLS starts an HTTPS fake on a loopback port, with httptest's
+// certificate (valid for 127.0.0.1, ::1 and example.com, not localhost),
+// and writes it to a PEM file in dir for the client's trust.
 func StartTLS(opts Options, dir string) (*Listener, error) {
 	s := New(opts)
-	hs := httptest.NewUnstartedServer(s)
-	// Clients that do not trust the certificate are the client's
-	// problem, not noise for the test log.
-	hs.Config.ErrorLog = log.New(io.Discard, "", 0)
-	hs.StartTLS()
-	f, err := os.CreateTemp(dir, "fakeanthropic-ca-*.pem")
+	hs, caFile, err := fakellm.ListenTLS(s, dir, "fakeanthropic")
 	if err != nil {
-		hs.Close()
 		return nil, err
 	}
-	err = pem.Encode(f, &pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		hs.Close()
-		return nil, err
-	}
-	return &Listener{Server: s, HTTP: hs, URL: hs.URL, CAFile: f.Name()}, nil
+	return &Listener{Server: s, HTTP: hs, URL: hs.URL, CAFile: caFile}, nil
 }
 
 // Close stops the fake: stalled streams end, then the server closes.

@@ -29,19 +29,18 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acptap/acptap/internal/fakellm"
 )
 
 // ShellTool is the name of gemini-cli's shell tool.
@@ -82,13 +81,11 @@ type Options struct {
 
 // Server is the scripted Gemini API, an http.Handler.
 type Server struct {
-	opts Options
-	done chan struct{} // closed by Close: stalled streams end
+	fakellm.Log[Request] // the requests, and the end of stalled streams
+	opts                 Options
 
-	mu       sync.Mutex
-	requests []Request
-	closed   bool
-	faults   int // faults answered so far
+	mu     sync.Mutex // guards faults
+	faults int        // faults answered so far
 }
 
 // Request is one request the server got.
@@ -109,30 +106,7 @@ type Request struct {
 
 // New returns a Server.
 func New(opts Options) *Server {
-	return &Server{opts: opts, done: make(chan struct{})}
-}
-
-// Close ends the streams that wait for their client to go away.
-func (s *Server) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.done)
-	}
-}
-
-// Requests returns the requests received so far, in order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.requests)
-}
-
-func (s *Server) keep(r Request) {
-	s.mu.Lock()
-	s.requests = append(s.requests, r)
-	s.mu.Unlock()
+	return &Server{opts: opts}
 }
 
 // Answer is the text answer to a prompt.
@@ -193,13 +167,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	rec.Body = body
 	if err != nil {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 		return
 	}
 	_, rest, ok := strings.Cut(r.URL.Path, "/models")
 	if !ok {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusNotFound, "fakegemini serves .../models and .../models/NAME:METHOD only, not "+r.Method+" "+r.URL.Path)
 		return
 	}
@@ -209,7 +183,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && rest == "":
 		rec.Step = "models"
-		s.keep(rec)
+		s.Keep(rec)
 		list := []any{}
 		for _, m := range Models {
 			list = append(list, modelInfo(m))
@@ -218,17 +192,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.Method == http.MethodGet && call == "":
 		rec.Step = "model"
-		s.keep(rec)
+		s.Keep(rec)
 		writeJSON(w, modelInfo(model))
 		return
 	case r.Method != http.MethodPost || model == "":
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusNotFound, "no method "+r.Method+" "+r.URL.Path)
 		return
 	}
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "Invalid JSON payload received. "+err.Error())
 		return
 	}
@@ -240,12 +214,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch call {
 	case "countTokens":
 		rec.Step = "count-tokens"
-		s.keep(rec)
+		s.Keep(rec)
 		writeJSON(w, map[string]any{"totalTokens": tokens(body), "promptTokensDetails": []any{map[string]any{"modality": "TEXT", "tokenCount": tokens(body)}}})
 		return
 	case "embedContent":
 		rec.Step = "embed"
-		s.keep(rec)
+		s.Keep(rec)
 		values := make([]float64, 8)
 		for i := range values {
 			values[i] = float64((len(body)*(i+1))%97) / 97
@@ -254,18 +228,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "streamGenerateContent", "generateContent":
 	default:
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusNotFound, "fakegemini does not serve the method "+call)
 		return
 	}
 	if status, ok := s.fault(); ok {
 		rec.Step = "fault"
-		s.keep(rec)
+		s.Keep(rec)
 		faultError(w, status, s.opts.RetryDelay)
 		return
 	}
 	if len(req.Contents) == 0 {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "* GenerateContentRequest.contents: contents is not specified")
 		return
 	}
@@ -275,27 +249,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case fr != "":
 		rec.Step = "tool-answer"
-		s.keep(rec)
+		s.Keep(rec)
 		out.text(s.opts.Variant + ToolAnswer(fr))
 	case slowlyWord.MatchString(prompt) && out.streamed && !out.array:
 		rec.Step = "slow"
-		s.keep(rec)
-		out.slow(s.done, s.opts.Delay)
+		s.Keep(rec)
+		out.slow(s.Done(), s.opts.Delay)
 	case runWord.MatchString(prompt) && slices.Contains(rec.Tools, ShellTool):
 		rec.Step = "shell"
-		s.keep(rec)
+		s.Keep(rec)
 		out.functionCall(ShellTool, map[string]any{"command": ShellCommand, "description": ShellDescription})
 	case req.GenerationConfig.ResponseMimeType == "application/json":
 		rec.Step = "json"
-		s.keep(rec)
+		s.Keep(rec)
 		out.text(NextSpeaker)
 	case runWord.MatchString(prompt):
 		rec.Step = "text"
-		s.keep(rec)
+		s.Keep(rec)
 		out.text(s.opts.Variant + "I have no shell tool to run it with; the tools offered are: " + strings.Join(rec.Tools, ", "))
 	default:
 		rec.Step = "text"
-		s.keep(rec)
+		s.Keep(rec)
 		out.text(s.opts.Variant + Answer(prompt))
 	}
 }
@@ -586,7 +560,7 @@ type Listener struct {
 // Start starts a plain HTTP fake on a loopback port.
 func Start(opts Options) *Listener {
 	s := New(opts)
-	hs := httptest.NewServer(s)
+	hs := fakellm.Listen(s)
 	return &Listener{Server: s, HTTP: hs, URL: hs.URL}
 }
 
@@ -595,25 +569,11 @@ func Start(opts Options) *Listener {
 // and writes it to a PEM file in dir for the client's trust.
 func StartTLS(opts Options, dir string) (*Listener, error) {
 	s := New(opts)
-	hs := httptest.NewUnstartedServer(s)
-	// Clients that do not trust the certificate are the client's
-	// problem, not noise for the test log.
-	hs.Config.ErrorLog = log.New(io.Discard, "", 0)
-	hs.StartTLS()
-	f, err := os.CreateTemp(dir, "fakegemini-ca-*.pem")
+	hs, caFile, err := fakellm.ListenTLS(s, dir, "fakegemini")
 	if err != nil {
-		hs.Close()
 		return nil, err
 	}
-	err = pem.Encode(f, &pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		hs.Close()
-		return nil, err
-	}
-	return &Listener{Server: s, HTTP: hs, URL: hs.URL, CAFile: f.Name()}, nil
+	return &Listener{Server: s, HTTP: hs, URL: hs.URL, CAFile: caFile}, nil
 }
 
 // Close stops the fake: stalled streams end, then the server closes.

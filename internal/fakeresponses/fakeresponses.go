@@ -23,22 +23,16 @@ import (
 	"bytes"
 	"compress/flate"
 	"compress/gzip"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/acptap/acptap/internal/fakellm"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -67,12 +61,8 @@ type Options struct {
 
 // Server is the scripted Responses API, an http.Handler.
 type Server struct {
-	opts Options
-	done chan struct{} // closed by Close: stalled streams end
-
-	mu       sync.Mutex
-	requests []Request
-	closed   bool
+	fakellm.Log[Request] // the requests, and the end of stalled streams
+	opts                 Options
 }
 
 // Request is one request the server got.
@@ -91,30 +81,7 @@ type Request struct {
 
 // New returns a Server.
 func New(opts Options) *Server {
-	return &Server{opts: opts, done: make(chan struct{})}
-}
-
-// Close ends the streams that wait for their client to go away.
-func (s *Server) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.done)
-	}
-}
-
-// Requests returns the requests received so far, in order.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.requests)
-}
-
-func (s *Server) keep(r Request) {
-	s.mu.Lock()
-	s.requests = append(s.requests, r)
-	s.mu.Unlock()
+	return &Server{opts: opts}
 }
 
 // Answer is the text answer to a prompt.
@@ -166,20 +133,20 @@ var (
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Encoding: r.Header.Get("Content-Encoding"), Step: "error"}
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/responses") {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusNotFound, "fakeresponses serves POST /v1/responses only, not "+r.Method+" "+r.URL.Path)
 		return
 	}
 	body, err := decodeBody(r)
 	rec.Body = body
 	if err != nil {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 		return
 	}
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "the request body is not JSON: "+err.Error())
 		return
 	}
@@ -196,12 +163,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !req.Stream {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "fakeresponses streams only: set \"stream\": true")
 		return
 	}
 	if len(req.Input) == 0 {
-		s.keep(rec)
+		s.Keep(rec)
 		apiError(w, http.StatusBadRequest, "the request has no input")
 		return
 	}
@@ -211,26 +178,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasSuffix(last.Type, "_call_output"):
 		rec.Step = "tool-answer"
-		s.keep(rec)
+		s.Keep(rec)
 		st.text(s.opts.Variant + ToolAnswer(outputText(last.Output)))
 	case last.Type == "message" && last.Role == "user" && slowlyWord.MatchString(contentText(last.Content)):
 		rec.Step = "slow"
-		s.keep(rec)
-		st.slow(r, s.done, s.opts.Delay)
+		s.Keep(rec)
+		st.slow(r, s.Done(), s.opts.Delay)
 	case last.Type == "message" && last.Role == "user" && runWord.MatchString(contentText(last.Content)):
 		name, args, ok := shellCall(tools)
 		if !ok {
 			rec.Step = "text"
-			s.keep(rec)
+			s.Keep(rec)
 			st.text(s.opts.Variant + "I have no shell tool to run it with; the tools offered are: " + strings.Join(rec.Tools, ", "))
 			return
 		}
 		rec.Step = "shell"
-		s.keep(rec)
+		s.Keep(rec)
 		st.functionCall(name, args)
 	default:
 		rec.Step = "text"
-		s.keep(rec)
+		s.Keep(rec)
 		st.text(s.opts.Variant + Answer(contentText(last.Content)))
 	}
 }
@@ -371,9 +338,9 @@ type stream struct {
 
 func (s *Server) newStream(w http.ResponseWriter, model string) *stream {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("X-Request-Id", "req_"+randomHex(16))
+	w.Header().Set("X-Request-Id", "req_"+fakellm.RandomHex(16))
 	w.WriteHeader(http.StatusOK)
-	return &stream{w: w, id: "resp_" + randomHex(24), model: model, created: time.Now().Unix()}
+	return &stream{w: w, id: "resp_" + fakellm.RandomHex(24), model: model, created: time.Now().Unix()}
 }
 
 // event writes one SSE event, its type in both the event line and the data.
@@ -421,7 +388,7 @@ func (st *stream) complete(output []any, outTokens int) {
 
 // messageItem starts an assistant message and its text part.
 func (st *stream) messageItem() string {
-	id := "msg_" + randomHex(24)
+	id := "msg_" + fakellm.RandomHex(24)
 	st.event("response.output_item.added", map[string]any{"output_index": 0,
 		"item": map[string]any{"id": id, "type": "message", "status": "in_progress", "content": []any{}, "role": "assistant"}})
 	st.event("response.content_part.added", map[string]any{"output_index": 0, "content_index": 0, "item_id": id,
@@ -431,7 +398,7 @@ func (st *stream) messageItem() string {
 
 func (st *stream) delta(id, d string) {
 	st.event("response.output_text.delta", map[string]any{"output_index": 0, "content_index": 0, "item_id": id,
-		"delta": d, "logprobs": []any{}, "obfuscation": randomHex(1 + len(id)%7)})
+		"delta": d, "logprobs": []any{}, "obfuscation": fakellm.RandomHex(1 + len(id)%7)})
 }
 
 // text streams an answer a few words at a time.
@@ -485,12 +452,12 @@ func (st *stream) slow(r *http.Request, done <-chan struct{}, delay time.Duratio
 // fragments.
 func (st *stream) functionCall(name, args string) {
 	st.start()
-	id, callID := "fc_"+randomHex(24), "call_"+randomHex(12)
+	id, callID := "fc_"+fakellm.RandomHex(24), "call_"+fakellm.RandomHex(12)
 	st.event("response.output_item.added", map[string]any{"output_index": 0,
 		"item": map[string]any{"id": id, "type": "function_call", "status": "in_progress", "arguments": "", "call_id": callID, "name": name}})
 	half := len(args) / 2
 	for _, d := range []string{args[:half], args[half:]} {
-		st.event("response.function_call_arguments.delta", map[string]any{"output_index": 0, "item_id": id, "delta": d, "obfuscation": randomHex(3)})
+		st.event("response.function_call_arguments.delta", map[string]any{"output_index": 0, "item_id": id, "delta": d, "obfuscation": fakellm.RandomHex(3)})
 	}
 	st.event("response.function_call_arguments.done", map[string]any{"output_index": 0, "item_id": id, "arguments": args})
 	call := map[string]any{"id": id, "type": "function_call", "status": "completed", "arguments": args, "call_id": callID, "name": name}
@@ -505,12 +472,6 @@ func marshal(v any) []byte {
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // Listener is a running fake: a Server behind an httptest.Server.
@@ -528,34 +489,20 @@ type Listener struct {
 // Start starts a plain HTTP fake on a loopback port.
 func Start(opts Options) *Listener {
 	s := New(opts)
-	hs := httptest.NewServer(s)
+	hs := fakellm.Listen(s)
 	return &Listener{Server: s, HTTP: hs, URL: hs.URL + "/v1"}
 }
 
-// StartTLS starts an HTTPS fake on a loopback port, with a certificate for
-// 127.0.0.1, ::1 and example.com (httptest's certificate; not localhost),
-// and writes its CA to a PEM file in dir.
+// StartTLS starts an HTTPS fake on a loopback port, with httptest's
+// certificate (valid for 127.0.0.1, ::1 and example.com, not localhost),
+// and writes it to a PEM file in dir for the client's trust.
 func StartTLS(opts Options, dir string) (*Listener, error) {
 	s := New(opts)
-	hs := httptest.NewUnstartedServer(s)
-	// Clients that do not trust the certificate are the client's
-	// problem, not noise for the test log.
-	hs.Config.ErrorLog = log.New(io.Discard, "", 0)
-	hs.StartTLS()
-	f, err := os.CreateTemp(dir, "fakeresponses-ca-*.pem")
+	hs, caFile, err := fakellm.ListenTLS(s, dir, "fakeresponses")
 	if err != nil {
-		hs.Close()
 		return nil, err
 	}
-	err = pem.Encode(f, &pem.Block{Type: "CERTIFICATE", Bytes: hs.Certificate().Raw})
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		hs.Close()
-		return nil, err
-	}
-	return &Listener{Server: s, HTTP: hs, URL: hs.URL + "/v1", CAFile: f.Name()}, nil
+	return &Listener{Server: s, HTTP: hs, URL: hs.URL + "/v1", CAFile: caFile}, nil
 }
 
 // Close stops the fake: stalled streams end, then the server closes.

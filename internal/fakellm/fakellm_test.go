@@ -1,0 +1,81 @@
+package fakellm
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"testing"
+)
+
+func TestLog(t *testing.T) {
+	var l Log[string]
+	done := l.Done()
+	l.Keep("a")
+	l.Keep("b")
+	if got, want := l.Requests(), []string{"a", "b"}; !slices.Equal(got, want) {
+		t.Errorf("Requests() = %q, want %q", got, want)
+	}
+	select {
+	case <-done:
+		t.Fatal("Done is closed before Close")
+	default:
+	}
+	l.Close()
+	l.Close() // idempotent
+	select {
+	case <-done:
+	default:
+		t.Fatal("Done is open after Close")
+	}
+	var closedFirst Log[int]
+	closedFirst.Close()
+	if _, open := <-closedFirst.Done(); open {
+		t.Error("Done of a Log closed before Done was asked for is open")
+	}
+}
+
+func TestListenTLS(t *testing.T) {
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
+	plain := Listen(hello)
+	defer plain.Close()
+	if body := get(t, http.DefaultClient, plain.URL); body != "hello" {
+		t.Errorf("plain: got %q, want hello", body)
+	}
+	srv, caFile, err := ListenTLS(hello, t.TempDir(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s holds no PEM certificate", caFile)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	if body := get(t, client, srv.URL); body != "hello" {
+		t.Errorf("TLS with the CA file: got %q, want hello", body)
+	}
+	if _, err := http.Get(srv.URL); err == nil {
+		t.Error("a client without the CA file was not refused")
+	}
+	if a, b := RandomHex(8), RandomHex(8); len(a) != 16 || a == b {
+		t.Errorf("RandomHex(8) = %q, %q; want two different 16-digit strings", a, b)
+	}
+}
+
+func get(t *testing.T, c *http.Client, url string) string {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
