@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/signal"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Log is a fake server's record of the requests it got, of type R, and
@@ -98,4 +100,27 @@ func RandomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// Follow calls show for each request that requests returns beyond those
+// already shown, polling until the process is interrupted (SIGINT): the
+// loop of the fakes' commands, which print what an agent sent as it
+// arrives.
+func Follow[R any](requests func() []R, show func(R)) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt)
+	defer signal.Stop(sigs)
+	seen := 0
+	for {
+		select {
+		case <-sigs:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		reqs := requests()
+		for _, r := range reqs[seen:] {
+			show(r)
+		}
+		seen = len(reqs)
+	}
 }

@@ -12,11 +12,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"time"
 
 	"github.com/acptap/acptap/internal/fakeanthropic"
+	"github.com/acptap/acptap/internal/fakellm"
 )
 
 func main() {
@@ -40,25 +39,13 @@ func main() {
 	}
 	defer l.Close()
 	fmt.Println("url", l.URL)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
-	seen := 0
-	for {
-		select {
-		case <-sigs:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-		reqs := l.Requests()
-		for _, r := range reqs[seen:] {
-			fmt.Fprintf(os.Stderr, "%s %s encoding=%q stream=%v step=%s tools=%s\n", r.Method, r.Path, r.Encoding, r.Stream, r.Step, strings.Join(r.Tools, ","))
-			if *verbose {
-				for k, v := range r.Header {
-					fmt.Fprintf(os.Stderr, "  %s: %s\n", k, strings.Join(v, ", "))
-				}
-				fmt.Fprintf(os.Stderr, "  %s\n", r.Body)
+	fakellm.Follow(l.Requests, func(r fakeanthropic.Request) {
+		fmt.Fprintf(os.Stderr, "%s %s encoding=%q stream=%v step=%s tools=%s\n", r.Method, r.Path, r.Encoding, r.Stream, r.Step, strings.Join(r.Tools, ","))
+		if *verbose {
+			for k, v := range r.Header {
+				fmt.Fprintf(os.Stderr, "  %s: %s\n", k, strings.Join(v, ", "))
 			}
+			fmt.Fprintf(os.Stderr, "  %s\n", r.Body)
 		}
-		seen = len(reqs)
-	}
+	})
 }

@@ -12,12 +12,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/acptap/acptap/internal/fakegemini"
+	"github.com/acptap/acptap/internal/fakellm"
 )
 
 func main() {
@@ -50,25 +49,13 @@ func main() {
 	}
 	defer l.Close()
 	fmt.Println("url", l.URL)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
-	seen := 0
-	for {
-		select {
-		case <-sigs:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-		reqs := l.Requests()
-		for _, r := range reqs[seen:] {
-			fmt.Fprintf(os.Stderr, "%s %s?%s step=%s tools=%s\n", r.Method, r.Path, r.RawQuery, r.Step, strings.Join(r.Tools, ","))
-			if *verbose {
-				for k, v := range r.Header {
-					fmt.Fprintf(os.Stderr, "  %s: %s\n", k, strings.Join(v, ", "))
-				}
-				fmt.Fprintf(os.Stderr, "  %s\n", r.Body)
+	fakellm.Follow(l.Requests, func(r fakegemini.Request) {
+		fmt.Fprintf(os.Stderr, "%s %s?%s step=%s tools=%s\n", r.Method, r.Path, r.RawQuery, r.Step, strings.Join(r.Tools, ","))
+		if *verbose {
+			for k, v := range r.Header {
+				fmt.Fprintf(os.Stderr, "  %s: %s\n", k, strings.Join(v, ", "))
 			}
+			fmt.Fprintf(os.Stderr, "  %s\n", r.Body)
 		}
-		seen = len(reqs)
-	}
+	})
 }

@@ -11,10 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"time"
 
+	"github.com/acptap/acptap/internal/fakellm"
 	"github.com/acptap/acptap/internal/fakeresponses"
 )
 
@@ -39,25 +38,13 @@ func main() {
 	}
 	defer l.Close()
 	fmt.Println("url", l.URL)
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt)
-	seen := 0
-	for {
-		select {
-		case <-sigs:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-		reqs := l.Requests()
-		for _, r := range reqs[seen:] {
-			fmt.Fprintf(os.Stderr, "%s %s encoding=%q step=%s tools=%s\n", r.Method, r.Path, r.Encoding, r.Step, strings.Join(r.Tools, ","))
-			if *verbose {
-				for k, v := range r.Header {
-					fmt.Fprintf(os.Stderr, "  %s: %s\n", k, strings.Join(v, ", "))
-				}
-				fmt.Fprintf(os.Stderr, "  %s\n", r.Body)
+	fakellm.Follow(l.Requests, func(r fakeresponses.Request) {
+		fmt.Fprintf(os.Stderr, "%s %s encoding=%q step=%s tools=%s\n", r.Method, r.Path, r.Encoding, r.Step, strings.Join(r.Tools, ","))
+		if *verbose {
+			for k, v := range r.Header {
+				fmt.Fprintf(os.Stderr, "  %s: %s\n", k, strings.Join(v, ", "))
 			}
+			fmt.Fprintf(os.Stderr, "  %s\n", r.Body)
 		}
-		seen = len(reqs)
-	}
+	})
 }
