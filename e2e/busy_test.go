@@ -27,16 +27,15 @@ func TestCodexBusyMachine(t *testing.T) {
 	if os.Getenv(busyEnv) != "1" {
 		t.Skipf("set %s=1 to record codex-acp on a loaded machine (scripts/e2e-busy)", busyEnv)
 	}
-	needCodex(t)
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
-			l := newLab(t)
+			l := newCodexLab(t)
 			stop := loadCPUs(t, runtime.NumCPU())
-			s := l.record("busy-shell", r, shellScenario("untrusted", "Please run the command"), fakeresponses.Options{})
+			s := l.recordCodex("busy-shell", r, shellScenario("untrusted", "Please run the command"), fakeresponses.Options{})
 			stop()
 			const n = 10
 			want := fmt.Sprintf("PASS %s (", s.name)
-			served := fmt.Sprintf(" %d LLM exchanges served", len(s.requests))
+			served := fmt.Sprintf(" %d LLM exchanges served", s.exchanges)
 			passed := 0
 			for i := range n {
 				res := l.replay(s.name, "--requests", "fail")

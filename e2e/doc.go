@@ -4,7 +4,7 @@
 //
 // The tests run only when ACPTAP_CODEX_ACP names the codex-acp binary:
 //
-//	export ACPTAP_CODEX_ACP="$(e2e/install.sh)"
+//	eval "$(e2e/install.sh)"
 //	go test ./e2e/
 //
 // Without it they skip; with it set to something that does not run, they
