@@ -92,6 +92,8 @@ func newApp(stdio *IO) *cli.App {
 			calibrateCommand(stdio),
 			demoCommand(stdio),
 			demoAgentCommand(stdio),
+			completionCommand(stdio),
+			completeCommand(stdio),
 		),
 	}
 }
