@@ -301,7 +301,7 @@ func runReplay(opts *replayOptions) error {
 			failed++
 		}
 		report.add(res, up)
-		printResult(opts.IO.Out, res, up, opts.Color, len(names) > 1)
+		printResult(opts.IO.Out, res, up, opts.Color)
 	}
 	if len(names) > 1 {
 		if opts.Update {
@@ -326,50 +326,31 @@ type updateOutcome struct {
 }
 
 func (u *updateOutcome) summary() string {
-	return fmt.Sprintf("expected agent stream rewritten: %d frames", u.frames)
+	return replay.UpdateSummary(u.frames)
 }
 
 // printResult prints the outcome of one replay; up is what --update did,
 // nil without --update or when the replay was equal.
-func printResult(w io.Writer, res *replay.Result, up *updateOutcome, color, summaryOnly bool) {
-	paint := painter(color).paint
-	stats := fmt.Sprintf("%d frames, %d LLM exchanges served, %s", res.Frames, res.LLM.Served, res.Duration.Round(time.Millisecond))
-	isUpdated := up != nil && up.err == nil
-	switch {
-	case res.Equal():
-		fmt.Fprintf(w, "%s %s (%s)\n", paint(colorGreen, "PASS"), res.Name, stats)
-	case isUpdated:
-		fmt.Fprintf(w, "%s %s (%s)\n", paint(colorYellow, "UPDATED"), res.Name, up.summary())
-	default:
-		fmt.Fprintf(w, "%s %s: %s\n", paint(colorRed, "FAIL"), res.Name, res.Divergences[0].Message)
+func printResult(w io.Writer, res *replay.Result, up *updateOutcome, color bool) {
+	var opts replay.ReportOptions
+	if up != nil && up.err == nil {
+		opts.Updated, opts.UpdatedFrames = true, up.frames
+	} else if up != nil {
+		opts.NotUpdated = up.err
 	}
-	for _, warn := range res.Warnings {
-		fmt.Fprintf(w, "  %s %s\n", paint(colorYellow, "warning:"), warn.Message)
+	if color {
+		opts.Paint = func(part replay.Part, s string) string { return painter(true).paint(partColors[part], s) }
 	}
-	if res.Equal() {
-		return
-	}
-	if !isUpdated {
-		for _, d := range res.Divergences[1:] {
-			fmt.Fprintf(w, "  also: %s\n", d.Message)
-		}
-		if up != nil {
-			fmt.Fprintf(w, "  not updated: %v\n", up.err)
-		}
-	}
-	if summaryOnly && res.Diff == "" {
-		return
-	}
-	for _, line := range strings.SplitAfter(res.Diff, "\n") {
-		switch {
-		case strings.HasPrefix(line, "+"):
-			fmt.Fprint(w, paint(colorGreen, strings.TrimSuffix(line, "\n"))+"\n")
-		case strings.HasPrefix(line, "-"):
-			fmt.Fprint(w, paint(colorRed, strings.TrimSuffix(line, "\n"))+"\n")
-		case strings.HasPrefix(line, "@@"):
-			fmt.Fprint(w, paint(colorCyan, strings.TrimSuffix(line, "\n"))+"\n")
-		default:
-			fmt.Fprint(w, line)
-		}
-	}
+	replay.WriteReport(w, res, opts)
+}
+
+// partColors are the colours of a replay report's parts.
+var partColors = map[replay.Part]string{
+	replay.PartPass:    colorGreen,
+	replay.PartFail:    colorRed,
+	replay.PartUpdated: colorYellow,
+	replay.PartWarning: colorYellow,
+	replay.PartAdded:   colorGreen,
+	replay.PartRemoved: colorRed,
+	replay.PartHunk:    colorCyan,
 }
