@@ -32,6 +32,7 @@ type replayOptions struct {
 	Color     bool
 	Update    bool   // rewrite the expected agent stream of diverged recordings
 	JUnit     string // write a JUnit XML report to this file
+	Select    selection
 }
 
 func replayCommand(stdio *IO) *cli.Command {
@@ -48,6 +49,8 @@ func replayCommand(stdio *IO) *cli.Command {
 		Flags: append([]cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "all", Usage: "replay every recording in the store"},
+			&cli.StringFlag{Name: "run", Usage: "replay only the recordings whose name matches `REGEXP` (of the names given, or of all)"},
+			&cli.StringFlag{Name: "shard", Usage: "replay only part `I/N` of a stable partition by name, for job I of a CI matrix of N"},
 			&cli.Float64Flag{Name: "speed", Usage: "0: serve the LLM side without waits; N: recorded timing divided by N"},
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; repeatable"},
 			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does: ignore, warn or fail"},
@@ -82,6 +85,14 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	}
 	if opts.All && len(opts.Names) > 0 {
 		return nil, usageErrorf("both --all and names given; pass one or the other")
+	}
+	sel, err := parseSelection(c.String("run"), c.String("shard"))
+	if err != nil {
+		return nil, err
+	}
+	opts.Select = sel
+	if sel.any() && len(opts.Names) == 0 {
+		opts.All = true // --run and --shard select from every recording
 	}
 	if !opts.All && len(opts.Names) == 0 {
 		return nil, usageErrorf("no recording named; usage: acptap replay NAME... or acptap replay --all")
@@ -268,6 +279,16 @@ func runReplay(opts *replayOptions) error {
 	// The store stays open during the replays: read-only with a shared
 	// lock, unless --update.
 	defer st.Close()
+	if opts.Select.any() {
+		var matched int
+		if names, matched, err = opts.Select.pick(names); err != nil {
+			return err
+		}
+		if len(names) == 0 {
+			fmt.Fprintf(opts.IO.Out, "no recordings in shard %s (of %d selected)\n", opts.Select.shard, matched)
+			return report.write()
+		}
+	}
 	failed, updated := 0, 0
 	for _, name := range names {
 		started := time.Now()
