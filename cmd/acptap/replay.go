@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,10 @@ type replayOptions struct {
 	Update    bool   // rewrite the expected agent stream of diverged recordings
 	JUnit     string // write a JUnit XML report to this file
 	Select    selection
+	// Parallel is how many recordings replay at once (at least 1).
+	Parallel int
+	// Progress shows a live progress line on IO.Err (a terminal).
+	Progress bool
 }
 
 func replayCommand(stdio *IO) *cli.Command {
@@ -50,6 +55,7 @@ func replayCommand(stdio *IO) *cli.Command {
 			storeFlag(),
 			&cli.BoolFlag{Name: "all", Usage: "replay every recording in the store"},
 			&cli.StringFlag{Name: "run", Usage: "replay only the recordings whose name matches `REGEXP` (of the names given, or of all)"},
+			&cli.IntFlag{Name: "parallel", Value: runtime.NumCPU(), DefaultText: "the number of CPUs", Usage: "replay up to `N` recordings at once, each in its own sandbox; reports still come out whole, in order"},
 			&cli.StringFlag{Name: "shard", Usage: "replay only part `I/N` of a stable partition by name, for job I of a CI matrix of N"},
 			&cli.Float64Flag{Name: "speed", Usage: "0: serve the LLM side without waits; N: recorded timing divided by N"},
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; repeatable"},
@@ -91,6 +97,10 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 		return nil, err
 	}
 	opts.Select = sel
+	if opts.Parallel = c.Int("parallel"); opts.Parallel < 1 {
+		return nil, usageErrorf("--parallel %d: want 1 or more recordings at once (1 replays one after another)", opts.Parallel)
+	}
+	opts.Progress = isTerminal(stdio.Err) && (opts.All || len(opts.Names) > 1)
 	if sel.any() && len(opts.Names) == 0 {
 		opts.All = true // --run and --shard select from every recording
 	}
@@ -290,39 +300,33 @@ func runReplay(opts *replayOptions) error {
 		}
 	}
 	failed, updated := 0, 0
-	for _, name := range names {
-		started := time.Now()
-		res, err := replay.Run(context.Background(), st, name, opts.Replay)
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return recordingError(err, opts.StorePath)
-			}
-			if errors.Is(err, replay.ErrNoCommand) {
-				err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
-			}
-			err = fmt.Errorf("replay %s: %w", name, err)
-			report.addError(name, time.Since(started), err)
-			return errors.Join(&exitError{code: ExitUsage, err: err}, report.write())
-		}
-		var up *updateOutcome
-		if opts.Update && !res.Equal() {
-			up = &updateOutcome{}
-			up.frames, up.err = replay.Update(st, res)
-			if up.err != nil && !errors.Is(up.err, replay.ErrNotUpdatable) {
-				// The store could not be written: an environment error.
-				err := fmt.Errorf("replay %s: --update: %w", name, up.err)
-				report.addError(name, time.Since(started), err)
-				return errors.Join(&exitError{code: ExitUsage, err: err}, report.write())
-			}
+	progress := newProgress(opts.IO.Err, len(names), opts.Progress, colorFor(opts.IO.Err))
+	defer progress.stop()
+	var stopErr error
+	replayAll(names, opts.Parallel, func(name string) outcome {
+		progress.started(name)
+		return replayOne(st, name, opts)
+	}, func(o outcome) bool {
+		if o.err != nil {
+			report.addError(o.name, o.duration, o.err)
+			stopErr = o.err
+			return false
 		}
 		switch {
-		case up != nil && up.err == nil:
+		case o.up != nil && o.up.err == nil:
 			updated++
-		case !res.Equal():
+		case !o.res.Equal():
 			failed++
 		}
-		report.add(res, up)
-		printResult(opts.IO.Out, res, up, opts.Color)
+		report.add(o.res, o.up)
+		progress.report(o.name, !o.res.Equal() && (o.up == nil || o.up.err != nil), func() {
+			printResult(opts.IO.Out, o.res, o.up, opts.Color)
+		})
+		return true
+	})
+	progress.stop()
+	if stopErr != nil {
+		return errors.Join(stopErr, report.write())
 	}
 	if len(names) > 1 {
 		if opts.Update {
@@ -338,6 +342,44 @@ func runReplay(opts *replayOptions) error {
 		return exitCode(ExitDiverged)
 	}
 	return nil
+}
+
+// An outcome is how the replay of one recording ended.
+type outcome struct {
+	name     string
+	res      *replay.Result
+	up       *updateOutcome // what --update did; nil without it or when equal
+	err      error          // an environment error: the replay could not run
+	duration time.Duration
+}
+
+// replayOne replays one recording and, with --update, updates it.
+func replayOne(st *store.Store, name string, opts *replayOptions) (o outcome) {
+	o = outcome{name: name}
+	started := time.Now()
+	defer func() { o.duration = time.Since(started) }()
+	res, err := replay.Run(context.Background(), st, name, opts.Replay)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			o.err = recordingError(err, opts.StorePath)
+			return o
+		}
+		if errors.Is(err, replay.ErrNoCommand) {
+			err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
+		}
+		o.err = &exitError{code: ExitUsage, err: fmt.Errorf("replay %s: %w", name, err)}
+		return o
+	}
+	o.res = res
+	if opts.Update && !res.Equal() {
+		o.up = &updateOutcome{}
+		o.up.frames, o.up.err = replay.Update(st, res)
+		if o.up.err != nil && !errors.Is(o.up.err, replay.ErrNotUpdatable) {
+			// The store could not be written: an environment error.
+			o.err = &exitError{code: ExitUsage, err: fmt.Errorf("replay %s: --update: %w", name, o.up.err)}
+		}
+	}
+	return o
 }
 
 // updateOutcome is what --update did to a diverged recording.
