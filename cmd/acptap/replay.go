@@ -302,15 +302,26 @@ func runReplay(opts *replayOptions) error {
 	failed, updated := 0, 0
 	progress := newProgress(opts.IO.Err, len(names), opts.Progress, colorFor(opts.IO.Err))
 	defer progress.stop()
+	// A recording that cannot be replayed at all (its agent does not
+	// start, say) stops a replay of one; of several, it is reported as an
+	// ERROR, a JUnit error case, and the run goes on.
 	var stopErr error
+	var errored []string
 	replayAll(names, opts.Parallel, func(name string) outcome {
 		progress.started(name)
 		return replayOne(st, name, opts)
 	}, func(o outcome) bool {
 		if o.err != nil {
 			report.addError(o.name, o.duration, o.err)
-			stopErr = o.err
-			return false
+			if len(names) == 1 || o.cause == nil {
+				stopErr = o.err
+				return false
+			}
+			errored = append(errored, o.name)
+			progress.report(o.name, true, func() {
+				fmt.Fprintf(opts.IO.Out, "%s %s: %v\n", painter(opts.Color).paint(colorRed, "ERROR"), o.name, o.cause)
+			})
+			return true
 		}
 		switch {
 		case o.up != nil && o.up.err == nil:
@@ -327,6 +338,13 @@ func runReplay(opts *replayOptions) error {
 	progress.stop()
 	if stopErr != nil {
 		return errors.Join(stopErr, report.write())
+	}
+	if len(errored) > 0 {
+		fmt.Fprintf(opts.IO.Out, "%d passed, %d failed, %d could not be replayed\n", len(names)-failed-updated-len(errored), failed, len(errored))
+		if err := report.write(); err != nil {
+			return err
+		}
+		return usageErrorf("%d of %d recordings could not be replayed (%s); see their ERROR lines", len(errored), len(names), strings.Join(errored, ", "))
 	}
 	if len(names) > 1 {
 		if opts.Update {
@@ -350,6 +368,7 @@ type outcome struct {
 	res      *replay.Result
 	up       *updateOutcome // what --update did; nil without it or when equal
 	err      error          // an environment error: the replay could not run
+	cause    error          // err without the recording's name, for an ERROR line; nil if err concerns the whole run
 	duration time.Duration
 }
 
@@ -367,6 +386,7 @@ func replayOne(st *store.Store, name string, opts *replayOptions) (o outcome) {
 		if errors.Is(err, replay.ErrNoCommand) {
 			err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
 		}
+		o.cause = err
 		o.err = &exitError{code: ExitUsage, err: fmt.Errorf("replay %s: %w", name, err)}
 		return o
 	}
@@ -375,7 +395,8 @@ func replayOne(st *store.Store, name string, opts *replayOptions) (o outcome) {
 		o.up = &updateOutcome{}
 		o.up.frames, o.up.err = replay.Update(st, res)
 		if o.up.err != nil && !errors.Is(o.up.err, replay.ErrNotUpdatable) {
-			// The store could not be written: an environment error.
+			// The store could not be written: an environment error,
+			// which stops the run.
 			o.err = &exitError{code: ExitUsage, err: fmt.Errorf("replay %s: --update: %w", name, o.up.err)}
 		}
 	}
