@@ -383,8 +383,16 @@ func replayOne(st *store.Store, name string, opts *replayOptions) (o outcome) {
 			o.err = recordingError(err, opts.StorePath)
 			return o
 		}
-		if errors.Is(err, replay.ErrNoCommand) {
+		var nf *replay.AgentNotFoundError
+		switch {
+		case errors.Is(err, replay.ErrNoCommand):
 			err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
+		case errors.As(err, &nf) && nf.Recorded == "":
+			err = fmt.Errorf("%w; pass an agent that exists after --", err)
+		case errors.As(err, &nf) && nf.Recorded != nf.Program:
+			err = fmt.Errorf("%w; pass -- AGENT [ARGS...] to replay another", err)
+		case errors.As(err, &nf):
+			err = fmt.Errorf("%w; install it, or pass -- AGENT [ARGS...] to replay another", err)
 		}
 		o.cause = err
 		o.err = &exitError{code: ExitUsage, err: fmt.Errorf("replay %s: %w", name, err)}
