@@ -115,6 +115,9 @@ func commands(cmds ...*cli.Command) []*cli.Command {
 		c.OnUsageError = onUsageError
 		if action, name := c.Action, c.Name; action != nil {
 			c.Action = func(ctx *cli.Context) error {
+				if err := checkStore(ctx); err != nil {
+					return withCommandName(name, err)
+				}
 				return withCommandName(name, action(ctx))
 			}
 		}

@@ -127,8 +127,8 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Float64("speed") < 0 {
-		return nil, usageErrorf("--speed must be 0 or positive, got %v", c.Float64("speed"))
+	if sp := c.Float64("speed"); sp != 0 && !(sp >= minSpeed && sp <= maxSpeed) {
+		return nil, usageErrorf("--speed %v: want 0 (no waits) or from %v (%v times slower than recorded) to %v", sp, minSpeed, 1/minSpeed, maxSpeed)
 	}
 	opts.Replay.Speed = c.Float64("speed")
 	opts.Replay.Faults = faults
@@ -137,6 +137,14 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	opts.Replay.Order = order
 	return opts, nil
 }
+
+// The range of --speed other than 0: recorded waits divided by more than
+// a million are no waits, and multiplied by more than a thousand (a
+// second's pause taking a quarter of an hour) make no sense.
+const (
+	minSpeed = 0.001
+	maxSpeed = 1e6
+)
 
 // runFlags are the flags of how one replay runs, which replay and
 // calibrate share.
