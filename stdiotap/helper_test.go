@@ -121,7 +121,7 @@ func helperMain(args []string) int {
 		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 		fmt.Println("ready")
 		sig := <-c
-		fmt.Printf("got %s\n", signalName(sig.(syscall.Signal)))
+		fmt.Printf("got %s\n", SignalName(sig.(syscall.Signal)))
 		return argInt(0)
 
 	case "fifo": // fifo PATH: hold PATH open for writing, never exit

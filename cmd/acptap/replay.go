@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -18,6 +19,7 @@ import (
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
 
@@ -307,7 +309,12 @@ func runReplay(opts *replayOptions) error {
 			return report.write()
 		}
 	}
-	failed, updated := 0, 0
+	// SIGINT, SIGTERM and SIGHUP stop the replays: the running agents
+	// are stopped and their sandboxes removed, the report of what ran is
+	// written, and acptap exits 128+n.
+	ctx, interrupted := interruptible()
+	defer interrupted.stop()
+	failed, updated, emitted := 0, 0, 0
 	progress := newProgress(opts.IO.Err, len(names), opts.Progress, colorFor(opts.IO.Err))
 	defer progress.stop()
 	// A recording that cannot be replayed at all (its agent does not
@@ -317,8 +324,12 @@ func runReplay(opts *replayOptions) error {
 	var errored []string
 	replayAll(names, opts.Parallel, func(name string) outcome {
 		progress.started(name)
-		return replayOne(st, name, opts)
+		return replayOne(ctx, st, name, opts)
 	}, func(o outcome) bool {
+		if o.interrupted {
+			return false
+		}
+		emitted++
 		if o.err != nil {
 			report.addError(o.name, o.duration, o.err)
 			if len(names) == 1 || o.cause == nil {
@@ -344,6 +355,13 @@ func runReplay(opts *replayOptions) error {
 		return true
 	})
 	progress.stop()
+	if sig := interrupted.signal(); sig != nil {
+		if err := report.write(); err != nil {
+			return err
+		}
+		ss := sig.(syscall.Signal)
+		return &exitError{code: 128 + int(ss), err: fmt.Errorf("interrupted by %s after %d of %d recordings, whose reports are complete", stdiotap.SignalName(ss), emitted, len(names))}
+	}
 	if stopErr != nil {
 		return errors.Join(stopErr, report.write())
 	}
@@ -372,20 +390,28 @@ func runReplay(opts *replayOptions) error {
 
 // An outcome is how the replay of one recording ended.
 type outcome struct {
-	name     string
-	res      *replay.Result
-	up       *updateOutcome // what --update did; nil without it or when equal
-	err      error          // an environment error: the replay could not run
-	cause    error          // err without the recording's name, for an ERROR line; nil if err concerns the whole run
-	duration time.Duration
+	name  string
+	res   *replay.Result
+	up    *updateOutcome // what --update did; nil without it or when equal
+	err   error          // an environment error: the replay could not run
+	cause error          // err without the recording's name, for an ERROR line; nil if err concerns the whole run
+	// interrupted says that a signal stopped the replay: it has no
+	// verdict.
+	interrupted bool
+	duration    time.Duration
 }
 
 // replayOne replays one recording and, with --update, updates it.
-func replayOne(st *store.Store, name string, opts *replayOptions) (o outcome) {
+func replayOne(ctx context.Context, st *store.Store, name string, opts *replayOptions) (o outcome) {
 	o = outcome{name: name}
 	started := time.Now()
 	defer func() { o.duration = time.Since(started) }()
-	res, err := replay.Run(context.Background(), st, name, opts.Replay)
+	res, err := replay.Run(ctx, st, name, opts.Replay)
+	if ctx.Err() != nil {
+		// Stopped by a signal: neither a verdict nor an error.
+		o.interrupted = true
+		return o
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			o.err = recordingError(err, opts.StorePath)
