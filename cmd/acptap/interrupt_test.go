@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acptap/acptap/internal/testkit"
 )
 
 // TestReplaySignal interrupts `acptap replay` of two recordings while the
@@ -30,7 +32,9 @@ func TestReplaySignal(t *testing.T) {
 			cmd := exec.Command("acptap", "replay", "--store", db, "--parallel", "1", "--junit", junit, "--env", mark, "a-quick", "b-slow")
 			cmd.Dir = dir
 			cmd.Env = append(agentEnv(), "TMPDIR="+tmp)
-			var stdout, stderr bytes.Buffer
+			// Read while the child writes: the buffers are shared with
+			// exec's copying goroutines.
+			var stdout, stderr testkit.SyncBuffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
