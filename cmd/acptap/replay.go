@@ -360,16 +360,5 @@ func printResult(w io.Writer, res *replay.Result, up *updateOutcome, color, summ
 	if summaryOnly && res.Diff == "" {
 		return
 	}
-	for _, line := range strings.SplitAfter(res.Diff, "\n") {
-		switch {
-		case strings.HasPrefix(line, "+"):
-			fmt.Fprint(w, paint(colorGreen, strings.TrimSuffix(line, "\n"))+"\n")
-		case strings.HasPrefix(line, "-"):
-			fmt.Fprint(w, paint(colorRed, strings.TrimSuffix(line, "\n"))+"\n")
-		case strings.HasPrefix(line, "@@"):
-			fmt.Fprint(w, paint(colorCyan, strings.TrimSuffix(line, "\n"))+"\n")
-		default:
-			fmt.Fprint(w, line)
-		}
-	}
+	printUnifiedDiff(w, res.Diff, color)
 }

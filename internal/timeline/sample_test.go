@@ -29,6 +29,14 @@ func sampleStore(t testing.TB, name string) *store.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	sampleInto(t, st, name, "Florence")
+	return st
+}
+
+// sampleInto writes the sample recording into st, the city it asks about
+// being city.
+func sampleInto(t testing.TB, st *store.Store, name, city string) {
+	t.Helper()
 	w, err := st.Create(store.Recording{
 		Name: name, Created: sampleCreated, Argv: []string{"my-agent", "--acp"}, Cwd: "/work/project",
 	}, false)
@@ -51,8 +59,8 @@ func sampleStore(t testing.TB, name string) *store.Store {
 	line(ag, `not json: starting up`)
 	line(ed, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/work/project","mcpServers":[]}}`)
 	line(ag, `{"jsonrpc":"2.0","id":1,"result":{"sessionId":"sess_1"}}`)
-	line(ed, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"What is the weather in Florence?"}]}}`)
-	exchangeEvent(t, w, &at, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"What is the weather in Florence?"}],"tools":[{"type":"function","function":{"name":"weather"}}]}`,
+	line(ed, `{"jsonrpc":"2.0","id":2,"method":"session/prompt","params":{"sessionId":"sess_1","prompt":[{"type":"text","text":"What is the weather in `+city+`?"}]}}`)
+	exchangeEvent(t, w, &at, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"What is the weather in `+city+`?"}],"tools":[{"type":"function","function":{"name":"weather"}}]}`,
 		testkit.WireSample(t, "oai_chat_tool_real.sse"))
 	line(ag, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"tool_call","toolCallId":"`+callID+`","title":"weather Florence","status":"pending"}}}`)
 	line(ag, `{"jsonrpc":"2.0","id":0,"method":"session/request_permission","params":{"sessionId":"sess_1","toolCall":{"toolCallId":"`+callID+`"},"options":[{"optionId":"allow","kind":"allow_once","name":"Allow"}]}}`)
@@ -67,9 +75,9 @@ func sampleStore(t testing.TB, name string) *store.Store {
 	line(ag, `{"jsonrpc":"2.0","id":3,"method":"terminal/output","params":{"sessionId":"sess_1","terminalId":"term_1"}}`)
 	line(ed, `{"jsonrpc":"2.0","id":3,"result":{"output":"sunny, 24C","truncated":false}}`)
 	line(ag, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"tool_call_update","toolCallId":"`+callID+`","status":"completed"}}}`)
-	exchangeEvent(t, w, &at, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"What is the weather in Florence?"},{"role":"tool","tool_call_id":"`+callID+`","content":"sunny, 24C"}]}`,
+	exchangeEvent(t, w, &at, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"What is the weather in `+city+`?"},{"role":"tool","tool_call_id":"`+callID+`","content":"sunny, 24C"}]}`,
 		testkit.WireSample(t, "oai_chat_text.sse"))
-	for _, s := range []string{"It is ", "sunny in ", "Florence."} {
+	for _, s := range []string{"It is ", "sunny in ", city + "."} {
 		line(ag, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"sess_1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`+s+`"}}}}`)
 	}
 	line(ag, `{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)
@@ -79,7 +87,6 @@ func sampleStore(t testing.TB, name string) *store.Store {
 	if err := w.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	return st
 }
 
 // exchangeEvent appends a recorded exchange answering body with sse, its
