@@ -32,6 +32,7 @@ type replayOptions struct {
 	Color     bool
 	Update    bool   // rewrite the expected agent stream of diverged recordings
 	JUnit     string // write a JUnit XML report to this file
+	HTML      string // write a page per recording and an index into this directory
 }
 
 func replayCommand(stdio *IO) *cli.Command {
@@ -56,6 +57,7 @@ func replayCommand(stdio *IO) *cli.Command {
 		}, append(runFlags(),
 			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
 			&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE`"},
+			&cli.StringFlag{Name: "html", Usage: "write an HTML page of each replay, and index.html, into `DIR`"},
 		)...),
 		Action: func(c *cli.Context) error {
 			opts, err := newReplayOptions(c, stdio)
@@ -79,6 +81,7 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 		Color:     colorFor(stdio.Out),
 		Update:    c.Bool("update"),
 		JUnit:     c.String("junit"),
+		HTML:      c.String("html"),
 	}
 	if opts.All && len(opts.Names) > 0 {
 		return nil, usageErrorf("both --all and names given; pass one or the other")
@@ -114,6 +117,7 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	opts.Replay.Requests = mode
 	opts.Replay.StrictHTTP = c.Bool("strict-http")
 	opts.Replay.Order = order
+	opts.Replay.KeepRequests = opts.HTML != "" // for the pages' request drift
 	return opts, nil
 }
 
@@ -227,6 +231,10 @@ func runReplay(opts *replayOptions) error {
 		return err
 	}
 	defer report.close()
+	pages, err := newHTMLPages(opts.HTML)
+	if err != nil {
+		return err
+	}
 	if err := prepareRun(&opts.Replay, opts.CADir, opts.Argv, opts.Verbose, opts.IO); err != nil {
 		return err
 	}
@@ -301,6 +309,9 @@ func runReplay(opts *replayOptions) error {
 			failed++
 		}
 		report.add(res, up)
+		if err := pages.add(st, res, up); err != nil {
+			return err
+		}
 		printResult(opts.IO.Out, res, up, opts.Color, len(names) > 1)
 	}
 	if len(names) > 1 {
@@ -311,6 +322,9 @@ func runReplay(opts *replayOptions) error {
 		}
 	}
 	if err := report.write(); err != nil {
+		return err
+	}
+	if err := pages.write(); err != nil {
 		return err
 	}
 	if failed > 0 {
