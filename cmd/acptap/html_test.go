@@ -25,9 +25,7 @@ func (c closingBrowser) Run() int {
 // page, then replays a changed agent with --html DIR and opens the failed
 // replay's page and the index, each in headless Chromium.
 func TestHTMLPagesInBrowser(t *testing.T) {
-	if browsertest.Path() == "" {
-		t.Skip("no headless browser: install chromium (apt-get install chromium) or set ACPTAP_CHROMIUM; .ci/run installs it")
-	}
+	browsertest.Require(t)
 	upstream, _ := chatUpstream(t, false)
 	dir := workspace(t)
 	db := filepath.Join(dir, "s.db")

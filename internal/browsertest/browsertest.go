@@ -85,6 +85,27 @@ type Page struct {
 	mu       sync.Mutex
 	console  []string // errors, warnings and exceptions
 	requests []string // URLs other than the page's own file and data: URLs
+	close    func()
+}
+
+// Close closes the tab, failing the test if the page logged an error or
+// an exception, or reached for anything but its own file. The end of the
+// test closes it too.
+func (p *Page) Close() { p.close() }
+
+// Require skips the test when there is no browser, except in CI
+// (CI=true, as .ci/run runs), where .ci/run installs one and a missing
+// browser fails the test.
+func Require(t testing.TB) {
+	t.Helper()
+	if Path() != "" {
+		return
+	}
+	const msg = "no headless browser: install chromium (apt-get install chromium) or set ACPTAP_CHROMIUM; .ci/run installs it"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }
 
 // Open opens the file at path in a new tab, with the network off, and
@@ -94,9 +115,7 @@ type Page struct {
 // anything but its own file.
 func Open(t testing.TB, path string) *Page {
 	t.Helper()
-	if Path() == "" {
-		t.Skip("no headless browser: install chromium (apt-get install chromium) or set ACPTAP_CHROMIUM; .ci/run installs it")
-	}
+	Require(t)
 	bctx, err := start()
 	if err != nil {
 		t.Fatalf("starting %s: %v", Path(), err)
@@ -109,7 +128,7 @@ func Open(t testing.TB, path string) *Page {
 	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
 	p := &Page{t: t, Ctx: ctx}
 	var wg sync.WaitGroup
-	t.Cleanup(func() {
+	p.close = sync.OnceFunc(func() {
 		cancelT()
 		cancel()
 		wg.Wait()
@@ -122,6 +141,7 @@ func Open(t testing.TB, path string) *Page {
 			t.Errorf("the page requested %s; a page must need nothing but itself", u)
 		}
 	})
+	t.Cleanup(p.Close)
 	// Open the tab, then listen before navigating.
 	if err := chromedp.Do(ctx); err != nil {
 		t.Fatal(err)

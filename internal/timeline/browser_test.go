@@ -3,6 +3,7 @@ package timeline
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -106,6 +107,34 @@ func TestRecordingPageInBrowser(t *testing.T) {
 	if got := browsertest.Eval[int](pg, `+document.querySelector('#detail .detail-event').dataset.i`); !p.Events[got].Err {
 		t.Errorf("next error selected event %d, which is no error", got)
 	}
+
+	// The text filter: the rows that mention the file read, and the
+	// kind filter: the errors.
+	got := browsertest.Eval[[]int](pg, `new Promise(done => {
+		const q = document.getElementById('filter'), count = document.getElementById('count'), before = count.textContent;
+		q.value = 'cities.txt';
+		q.dispatchEvent(new Event('input'));
+		const poll = () => count.textContent !== before ? done([...document.querySelectorAll('#spacer .row')].map(r => +r.dataset.i)) : setTimeout(poll, 20);
+		poll();
+	})`)
+	read := eventIndex(t, p, func(e Event) bool { return e.Method == "fs/read_text_file" })
+	if !slices.Equal(got, []int{read}) {
+		t.Errorf("filtered by text, rows %v; want the read alone, %d", got, read)
+	}
+	got = browsertest.Eval[[]int](pg, `(() => {
+		const q = document.getElementById('filter'); q.value = ''; q.dispatchEvent(new Event('input'));
+		const k = document.getElementById('kind'); k.value = 'err'; k.dispatchEvent(new Event('change'));
+		return [...document.querySelectorAll('#spacer .row')].map(r => +r.dataset.i);
+	})()`)
+	for _, i := range got {
+		if !p.Events[i].Err {
+			t.Errorf("filtered by errors, row %d is no error", i)
+		}
+	}
+	if len(got) == 0 {
+		t.Errorf("filtered by errors, no row")
+	}
+	browsertest.Eval[bool](pg, `(() => { const k = document.getElementById('kind'); k.value = 'all'; k.dispatchEvent(new Event('change')); return true; })()`)
 
 	// The lane filter: only the LLM lane left.
 	for _, l := range []string{"editor", "agent", "stderr"} {

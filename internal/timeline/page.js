@@ -102,7 +102,12 @@
     bar.appendChild(sel);
     var q = h('input', {type: 'search', id: 'filter', placeholder: 'filter text'});
     var timer = 0;
-    q.oninput = function () { clearTimeout(timer); timer = setTimeout(function () { state.text = q.value.toLowerCase(); refilter(); }, 120); };
+    // Typing waits for a pause; clearing the filter is at once.
+    q.oninput = function () {
+      clearTimeout(timer);
+      var apply = function () { state.text = q.value.toLowerCase(); refilter(); };
+      if (q.value === '') apply(); else timer = setTimeout(apply, 120);
+    };
     bar.appendChild(q);
     var next = h('button', {id: 'next-error'}, 'next error');
     next.onclick = nextError;
