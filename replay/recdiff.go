@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/acptap/acptap/internal/excerpt"
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/llmserver"
@@ -126,13 +125,5 @@ func llmExchanges(rec *recording) []*exchange.Exchange {
 // driftMessage is a request drift's line, in replay's words with the
 // recordings' names in place of recorded and live.
 func driftMessage(d llmserver.Drift, a, b string) string {
-	c := excerpt.Pair(d.Recorded, d.Live)
-	more := ""
-	switch {
-	case d.More == 1:
-		more = " (and 1 more difference)"
-	case d.More > 1:
-		more = fmt.Sprintf(" (and %d more differences)", d.More)
-	}
-	return fmt.Sprintf("llm request %d differs at %s%s: %s %s, %s %s%s", d.Number, d.Path, c.Where(), a, c.A, b, c.B, more)
+	return fmt.Sprintf("llm request %d differs %s", d.Number, d.Between(a, b))
 }

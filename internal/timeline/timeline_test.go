@@ -56,16 +56,7 @@ func TestRecordingLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	find := func(pred func(Event) bool) int {
-		t.Helper()
-		for i, e := range p.Events {
-			if pred(e) {
-				return i
-			}
-		}
-		t.Fatalf("no such event")
-		return -1
-	}
+	find := func(pred func(Event) bool) int { return eventIndex(t, p, pred) }
 	method := func(lane, m string) func(Event) bool {
 		return func(e Event) bool { return e.Lane == lane && e.Method == m }
 	}
