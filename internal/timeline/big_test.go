@@ -59,7 +59,7 @@ func BenchmarkPage20000(b *testing.B) {
 	}
 	b.ResetTimer()
 	var open time.Duration
-	var ready, script float64
+	var ready, script, scroll float64
 	for range b.N {
 		start := time.Now()
 		pg := browsertest.Open(b, path)
@@ -71,6 +71,13 @@ func BenchmarkPage20000(b *testing.B) {
 		if n := browsertest.Eval[int](pg, `document.querySelectorAll('#spacer .row').length`); n == 0 {
 			b.Fatal("no rows drawn")
 		}
+		// A jump to the middle of the list, until the rows there are
+		// drawn and painted.
+		scroll += browsertest.Eval[float64](pg, `new Promise(done => {
+			const l = document.getElementById('list'), t0 = performance.now();
+			l.scrollTop = l.scrollHeight / 2;
+			requestAnimationFrame(() => requestAnimationFrame(() => done(performance.now() - t0)));
+		})`)
 		pg.Close()
 	}
 	b.ReportMetric(float64(fi.Size()), "bytes/page")
@@ -78,6 +85,7 @@ func BenchmarkPage20000(b *testing.B) {
 	b.ReportMetric(ready/float64(b.N), "ms-to-rows")
 	b.ReportMetric(script/float64(b.N), "ms-script")
 	b.ReportMetric(float64(open.Milliseconds())/float64(b.N), "ms-open-tab-to-rows")
+	b.ReportMetric(scroll/float64(b.N), "ms-scroll-to-middle")
 	b.Log("page of " + strconv.Itoa(len(p.Events)) + " events: " + strconv.FormatInt(fi.Size(), 10) + " bytes")
 }
 
