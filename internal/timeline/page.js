@@ -205,8 +205,15 @@
       var g = G[row.g];
       return '<span class="tag">' + (state.open[row.g] ? '▾' : '▸') + ' ' + g.events.length + ' chunks</span><b>' + esc(g.update) + '</b>' + esc(g.text.replace(/\s+/g, ' ').slice(0, 200));
     }
-    var t = title(e);
-    return (t ? '<b>' + esc(t) + '</b>' : '') + esc(e.summary || '');
+    var t = title(e), tags = '';
+    // An exchange says which tool call's result it carries and which it
+    // asks for: the causal chain reads down the LLM column.
+    (e.tools || []).forEach(function (k) {
+      var tool = T[k];
+      if (tool.result === row.i) tags += '<span class="tag">↩ ' + esc(tool.title || tool.id) + '</span>';
+      if (tool.cause === row.i) tags += '<span class="tag">→ ' + esc(tool.title || tool.id) + '</span>';
+    });
+    return (t ? '<b>' + esc(t) + '</b>' : '') + tags + esc(e.summary || '');
   }
 
   function click(r) {
@@ -280,7 +287,7 @@
   }
 
   function link(i, text) { return '<a class="jump" data-jump="' + i + '">' + esc(text) + '</a>'; }
-  function evLabel(j) { var e = E[j]; return '#' + e.seq + ' ' + e.lane + ' ' + title(e) + (e.summary ? ' ' + e.summary.slice(0, 80) : ''); }
+  function evLabel(j) { var e = E[j]; return '#' + e.seq + ' ' + (e.lane === 'llm' ? '' : e.lane + ' ') + title(e) + (e.summary ? ' ' + e.summary.slice(0, 80) : ''); }
   function wire(el) {
     el.addEventListener('click', function (ev) {
       var a = ev.target.closest('[data-jump]');
