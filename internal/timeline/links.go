@@ -252,10 +252,20 @@ func (l *linker) exchanges() {
 				}
 			}
 		}
+		// Tools are in the order they started: the last one before the
+		// exchange whose id the request names is found first. Only the
+		// turn's tools are looked for, since a request carries the whole
+		// conversation and a long session's bodies are long.
 		body := string(ev.Exchange.RequestBody)
 		carried := -1
-		for t := range p.Tools {
-			if first[t] < i && (carried < 0 || first[t] > first[carried]) && strings.Contains(body, p.Tools[t].ID) {
+		for t := len(p.Tools) - 1; t >= 0 && carried < 0; t-- {
+			if first[t] >= i {
+				continue
+			}
+			if p.Events[first[t]].Turn != ev.Turn {
+				break
+			}
+			if strings.Contains(body, p.Tools[t].ID) {
 				carried = t
 			}
 		}
