@@ -3,7 +3,9 @@ package replay
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/normalize"
@@ -126,4 +128,28 @@ func llmExchanges(rec *recording) []*exchange.Exchange {
 // recordings' names in place of recorded and live.
 func driftMessage(d llmserver.Drift, a, b string) string {
 	return fmt.Sprintf("llm request %d differs %s", d.Number, d.Between(a, b))
+}
+
+// WriteDiffReport writes the outcome of Diff in the words of a replay's
+// report (WriteReport): a SAME or DIFFERENT line with the first
+// difference, the others after "also:", then the diff of the agent
+// streams. Of opts, only Paint applies; DIFFERENT is painted as FAIL and
+// SAME as PASS.
+func WriteDiffReport(w io.Writer, res *DiffResult, opts ReportOptions) error {
+	paint := opts.Paint
+	if paint == nil {
+		paint = func(_ Part, s string) string { return s }
+	}
+	var b strings.Builder
+	if res.Equal() {
+		fmt.Fprintf(&b, "%s %s %s (%d agent values, %d LLM requests)\n", paint(PartPass, "SAME"), res.A, res.B, len(res.Expected), len(res.Requests))
+	} else {
+		fmt.Fprintf(&b, "%s %s %s: %s\n", paint(PartFail, "DIFFERENT"), res.A, res.B, res.Divergences[0].Message)
+		for _, d := range res.Divergences[1:] {
+			fmt.Fprintf(&b, "  also: %s\n", d.Message)
+		}
+		writeDiff(&b, res.Diff, paint)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

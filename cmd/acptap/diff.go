@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"io"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -93,34 +91,11 @@ func runDiff(opts *diffOptions) error {
 	return nil
 }
 
-// printDiffResult reports a diff in replay's words: the first difference
-// on the verdict's line, the others after "also:", then the unified diff.
+// printDiffResult reports a diff in replay's words (replay.WriteDiffReport).
 func printDiffResult(w io.Writer, res *replay.DiffResult, color bool) {
-	paint := painter(color).paint
-	if res.Equal() {
-		fmt.Fprintf(w, "%s %s %s (%d agent values, %d LLM requests)\n", paint(colorGreen, "SAME"), res.A, res.B, len(res.Expected), len(res.Requests))
-		return
+	var opts replay.ReportOptions
+	if color {
+		opts.Paint = func(part replay.Part, s string) string { return painter(true).paint(partColors[part], s) }
 	}
-	fmt.Fprintf(w, "%s %s %s: %s\n", paint(colorRed, "DIFFERENT"), res.A, res.B, res.Divergences[0].Message)
-	for _, d := range res.Divergences[1:] {
-		fmt.Fprintf(w, "  also: %s\n", d.Message)
-	}
-	printUnifiedDiff(w, res.Diff, color)
-}
-
-// printUnifiedDiff prints a unified diff, coloured on a terminal.
-func printUnifiedDiff(w io.Writer, diff string, color bool) {
-	paint := painter(color).paint
-	for _, line := range strings.SplitAfter(diff, "\n") {
-		switch {
-		case strings.HasPrefix(line, "+"):
-			fmt.Fprint(w, paint(colorGreen, strings.TrimSuffix(line, "\n"))+"\n")
-		case strings.HasPrefix(line, "-"):
-			fmt.Fprint(w, paint(colorRed, strings.TrimSuffix(line, "\n"))+"\n")
-		case strings.HasPrefix(line, "@@"):
-			fmt.Fprint(w, paint(colorCyan, strings.TrimSuffix(line, "\n"))+"\n")
-		default:
-			fmt.Fprint(w, line)
-		}
-	}
+	replay.WriteDiffReport(w, res, opts)
 }

@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 		},
 		"rawagent":  rawAgent,
 		"leakagent": leakAgent,
+		"loadagent": loadAgent,
 	})
 }
 
@@ -49,6 +50,12 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("ACPTAP_STORE", "")
+			// The test agent's binary, for scripts that copy it.
+			bin, err := exec.LookPath("testagent")
+			if err != nil {
+				return err
+			}
+			env.Setenv("TESTAGENT", bin)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
