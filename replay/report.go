@@ -65,24 +65,29 @@ func WriteReport(w io.Writer, res *Result, opts ReportOptions) error {
 				fmt.Fprintf(&b, "  not updated: %v\n", opts.NotUpdated)
 			}
 		}
-		for _, line := range strings.SplitAfter(res.Diff, "\n") {
-			text, nl := strings.CutSuffix(line, "\n")
-			switch {
-			case strings.HasPrefix(line, "+"):
-				text = paint(PartAdded, text)
-			case strings.HasPrefix(line, "-"):
-				text = paint(PartRemoved, text)
-			case strings.HasPrefix(line, "@@"):
-				text = paint(PartHunk, text)
-			}
-			b.WriteString(text)
-			if nl {
-				b.WriteByte('\n')
-			}
-		}
+		writeDiff(&b, res.Diff, paint)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeDiff writes a unified diff, its lines painted.
+func writeDiff(b *strings.Builder, diff string, paint func(Part, string) string) {
+	for _, line := range strings.SplitAfter(diff, "\n") {
+		text, nl := strings.CutSuffix(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "+"):
+			text = paint(PartAdded, text)
+		case strings.HasPrefix(line, "-"):
+			text = paint(PartRemoved, text)
+		case strings.HasPrefix(line, "@@"):
+			text = paint(PartHunk, text)
+		}
+		b.WriteString(text)
+		if nl {
+			b.WriteByte('\n')
+		}
+	}
 }
 
 // UpdateSummary says what Update did, having written frames agent frames.

@@ -89,6 +89,7 @@ func newApp(stdio *IO) *cli.App {
 			showCommand(stdio),
 			rmCommand(stdio),
 			replayCommand(stdio),
+			diffCommand(stdio),
 			calibrateCommand(stdio),
 			demoCommand(stdio),
 			demoAgentCommand(stdio),

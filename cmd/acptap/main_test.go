@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("ACPTAP_CA_DIR") == "" {
 		os.Setenv("ACPTAP_CA_DIR", filepath.Join(os.TempDir(), "acptap-test-ca"))
 	}
-	testscript.Main(m, map[string]func(){
+	testscript.Main(closingBrowser{m}, map[string]func(){
 		"acptap": func() {
 			os.Exit(Main(os.Args, &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 		},

@@ -35,6 +35,7 @@ type replayOptions struct {
 	Color     bool
 	Update    bool   // rewrite the expected agent stream of diverged recordings
 	JUnit     string // write a JUnit XML report to this file
+	HTML      string // write a page per recording and an index into this directory
 	Select    selection
 	// Parallel is how many recordings replay at once (at least 1).
 	Parallel int
@@ -67,6 +68,7 @@ func replayCommand(stdio *IO) *cli.Command {
 		}, append(runFlags(),
 			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
 			&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE`"},
+			&cli.StringFlag{Name: "html", Usage: "write an HTML page of each replay, and index.html, into `DIR`"},
 		)...),
 		Action: func(c *cli.Context) error {
 			opts, err := newReplayOptions(c, stdio)
@@ -90,6 +92,7 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 		Color:     colorFor(stdio.Out),
 		Update:    c.Bool("update"),
 		JUnit:     c.String("junit"),
+		HTML:      c.String("html"),
 	}
 	if opts.All && len(opts.Names) > 0 {
 		return nil, usageErrorf("both --all and names given; pass one or the other")
@@ -137,6 +140,7 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	opts.Replay.Requests = mode
 	opts.Replay.StrictHTTP = c.Bool("strict-http")
 	opts.Replay.Order = order
+	opts.Replay.KeepRequests = opts.HTML != "" // for the pages' request drift
 	return opts, nil
 }
 
@@ -258,6 +262,10 @@ func runReplay(opts *replayOptions) error {
 		return err
 	}
 	defer report.close()
+	pages, err := newHTMLPages(opts.HTML)
+	if err != nil {
+		return err
+	}
 	if err := prepareRun(&opts.Replay, opts.CADir, opts.Argv, opts.Verbose, opts.IO); err != nil {
 		return err
 	}
@@ -349,6 +357,10 @@ func runReplay(opts *replayOptions) error {
 			failed++
 		}
 		report.add(o.res, o.up)
+		if err := pages.add(st, o.res, o.up); err != nil {
+			stopErr = err
+			return false
+		}
 		progress.report(o.name, !o.res.Equal() && (o.up == nil || o.up.err != nil), func() {
 			printResult(opts.IO.Out, o.res, o.up, opts.Color)
 		})
@@ -370,6 +382,9 @@ func runReplay(opts *replayOptions) error {
 		if err := report.write(); err != nil {
 			return err
 		}
+		if err := pages.write(); err != nil {
+			return err
+		}
 		return usageErrorf("%d of %d recordings could not be replayed (%s); see their ERROR lines", len(errored), len(names), strings.Join(errored, ", "))
 	}
 	if len(names) > 1 {
@@ -380,6 +395,9 @@ func runReplay(opts *replayOptions) error {
 		}
 	}
 	if err := report.write(); err != nil {
+		return err
+	}
+	if err := pages.write(); err != nil {
 		return err
 	}
 	if failed > 0 {
