@@ -432,6 +432,21 @@ func TestCancelMidStream(t *testing.T) {
 	}
 }
 
+func TestCancelAfterText(t *testing.T) {
+	// A thought comes first: CancelAfter counts it, CancelAfterText only
+	// the message chunks, and cancels after the first one.
+	args := []string{"--thought", "hmm", "--chunk-size", "4", "--chunk-delay", "1h"}
+	tr, _ := mustSession(t, testeditor.Options{CancelAfterText: 1}, nil, args...)
+	turn := tr.Turns[0]
+	if turn.StopReason != "cancelled" || turn.Updates != 2 || turn.Chunks != 1 || turn.Text != "You " {
+		t.Errorf("turn = %+v, want cancelled after the thought and one message chunk %q", turn, "You ")
+	}
+	tr, _ = mustSession(t, testeditor.Options{CancelAfter: 1}, nil, args...)
+	if turn := tr.Turns[0]; turn.StopReason != "cancelled" || turn.Updates != 1 || turn.Chunks != 0 || turn.Text != "" {
+		t.Errorf("with CancelAfter 1: turn = %+v, want cancelled after the thought alone", turn)
+	}
+}
+
 func TestCancelDuringPermission(t *testing.T) {
 	// The editor cancels on the tool_call, before it reads the permission
 	// request, which it then answers "cancelled" as ACP asks.
