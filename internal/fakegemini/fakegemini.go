@@ -310,10 +310,13 @@ func faultError(w http.ResponseWriter, status int, retry time.Duration) {
 	w.Write([]byte("\n"))
 }
 
-// lastTurn returns the text of a turn (thoughts left out) and the output
-// of the tool calls it answers, if it holds functionResponse parts.
+// lastTurn returns the prompt of a turn, its last text part (thoughts left
+// out), and the output of the tool calls it answers, if it holds
+// functionResponse parts. gemini-cli puts a <session_context> part (the
+// date, the paths, the workspace's files) before the user's text in the
+// first turn: an answer quoting it would quote all that.
 func lastTurn(c content) (text, toolOutput string) {
-	var t, o strings.Builder
+	var o strings.Builder
 	for _, p := range c.Parts {
 		switch {
 		case p.FunctionResponse != nil:
@@ -321,11 +324,11 @@ func lastTurn(c content) (text, toolOutput string) {
 			if o.Len() == 0 {
 				o.WriteString("(no output)")
 			}
-		case !p.Thought:
-			t.WriteString(p.Text)
+		case !p.Thought && p.Text != "":
+			text = p.Text
 		}
 	}
-	return t.String(), o.String()
+	return text, o.String()
 }
 
 // responseText returns a functionResponse's output: its "output" or

@@ -102,6 +102,11 @@ func TestScript(t *testing.T) {
 			call: &wire.ToolCall{Name: ShellTool, Arguments: `{"command":"` + ShellCommand + `","description":"` + ShellDescription + `"}`},
 		},
 		{
+			// gemini-cli's first turn: its session context, then the prompt.
+			name: "session context", body: `{"contents":[{"role":"user","parts":[{"text":"<session_context>\nToday's date is Tuesday, December 1, 2026. Do not run anything slowly.\n</session_context>"},{"text":"Say hi"}]}],"tools":[` + shellDecl + `]}`,
+			step: "text", text: Answer("Say hi"),
+		},
+		{
 			name: "no shell", body: `{"contents":[` + user("run it") + `]}`,
 			step: "text", text: "I have no shell tool to run it with; the tools offered are: ",
 		},
