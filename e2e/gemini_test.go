@@ -51,13 +51,10 @@ var gemini = &agentBin{
 	},
 }
 
-// geminiBin is gemini-cli's path, set by newGeminiLab.
-var geminiBin string
-
 // newGeminiLab returns a lab for gemini-cli: the API key in
 // GEMINI_API_KEY, HOME in the session's home.
 func newGeminiLab(t *testing.T) *lab {
-	geminiBin = gemini.need(t)
+	gemini.need(t) // sets gemini.path, which geminiAgent reads
 	l := newLab(t)
 	l.secrets = []string{geminiKey}
 	l.agentEnv = func(string) []string { return []string{geminiKeyVar + "=" + geminiKey} }
@@ -126,7 +123,7 @@ func (r route) geminiAgent(fakeURL string, s geminiScenario) []string {
 	if r.tls {
 		argv = append(argv, geminiBaseURLVar+"="+fakeURL)
 	}
-	argv = append(argv, geminiBin, "--acp", "-m", s.modelName())
+	argv = append(argv, gemini.path, "--acp", "-m", s.modelName())
 	if s.yolo {
 		argv = append(argv, "--approval-mode", "yolo")
 	}
@@ -205,15 +202,34 @@ func (l *lab) geminiWorkspace(maxAttempts int, context string) string {
 	return dir
 }
 
-// replayGemini replays a gemini-cli recording with another agent command.
+// geminiSilence is replay's --timeout for gemini-cli: it loads a 16 MB
+// bundle before it answers initialize, which on a loaded machine has
+// taken longer than replay's default 30s of silence.
+const geminiSilence = "90s"
+
+// geminiReplay replays a gemini-cli recording.
+func (l *lab) geminiReplay(s *geminiSession, args ...string) result {
+	l.t.Helper()
+	return l.replay(s.name, append([]string{"--timeout", geminiSilence}, args...)...)
+}
+
+// geminiReplayEqual is replayEqual for gemini-cli.
+func (l *lab) geminiReplayEqual(s *geminiSession, args ...string) {
+	l.t.Helper()
+	l.replayEqual(s.session, append([]string{"--timeout", geminiSilence}, args...)...)
+}
+
+// replayGemini replays a gemini-cli recording with the agent command of
+// scenario sc.
 func (l *lab) replayGemini(s *geminiSession, sc geminiScenario, args ...string) result {
 	l.t.Helper()
-	return l.replay(s.name, append(append(args, "--"), s.route.geminiAgent(s.fakeURL, sc)...)...)
+	return l.geminiReplay(s, append(append(args, "--"), s.route.geminiAgent(s.fakeURL, sc)...)...)
 }
 
 func TestGeminiPlainAnswer(t *testing.T) {
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			l := newGeminiLab(t)
 			prompt := "Say hi"
 			sc := geminiScenario{prompts: []string{prompt}, context: "Answer in English.\n"}
@@ -232,7 +248,7 @@ func TestGeminiPlainAnswer(t *testing.T) {
 			}
 			// The date, HOME, the workspace and its listing are in the
 			// first request; normalized, they equal the replay's.
-			l.replayEqual(s.session, "--requests", "fail")
+			l.geminiReplayEqual(s, "--requests", "fail")
 
 			// A changed agent: another model is another queue of
 			// exchanges, which the recording cannot answer.
@@ -246,7 +262,7 @@ func TestGeminiPlainAnswer(t *testing.T) {
 
 			// A changed prompt: the project's GEMINI.md, which gemini-cli
 			// quotes in its first request, says something else.
-			res = l.replay(s.name, "--requests", "fail", "--workspace", l.geminiWorkspace(0, "Answer in French.\n"))
+			res = l.geminiReplay(s, "--requests", "fail", "--workspace", l.geminiWorkspace(0, "Answer in French.\n"))
 			if res.code != 1 || !strings.HasPrefix(res.stdout, "FAIL plain: llm #1: the request differs from the recording at $.body.contents[0].parts[0].text") ||
 				!strings.Contains(res.stdout, `recorded …"`) || !strings.Contains(res.stdout, "Answer in English.") || !strings.Contains(res.stdout, "Answer in French.") {
 				t.Errorf("replay with another GEMINI.md: got %s\nwant exit 1 and the first request's difference, quoting both instructions", clip(res.String(), 6000))
@@ -258,6 +274,7 @@ func TestGeminiPlainAnswer(t *testing.T) {
 func TestGeminiShellTool(t *testing.T) {
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			l := newGeminiLab(t)
 			s := l.recordGemini("shell", r, geminiScenario{prompts: []string{"Please run the command"}}, fakegemini.Options{})
 			if got, want := s.answers, "I will run the command."+fakegemini.ToolAnswer(fakegemini.ShellOutput)+"\n"; got != want {
@@ -281,11 +298,11 @@ func TestGeminiShellTool(t *testing.T) {
 			// The command's output, in the second request, ends with its
 			// process group id, which no default rule covers: acptap
 			// calibrate learns it, and nothing else.
-			res := l.run(l.dir, l.env(""), filepath.Join(binDir, "acptap"), "calibrate", "--store", l.store, "--grace", grace, "--runs", "2", s.name)
+			res := l.run(l.dir, l.env(""), filepath.Join(binDir, "acptap"), "calibrate", "--store", l.store, "--grace", grace, "--timeout", geminiSilence, "--runs", "2", s.name)
 			if res.code != 0 || !strings.HasPrefix(res.stdout, "CALIBRATED shell (2 runs): 1 rule stored with the recording") || !strings.Contains(res.stdout, pgidRule) {
 				t.Fatalf("acptap calibrate: got %s\nwant exit 0 and the one rule %s", clip(res.String(), 6000), pgidRule)
 			}
-			l.replayEqual(s.session, "--requests", "fail")
+			l.geminiReplayEqual(s, "--requests", "fail")
 
 			// A changed agent: one that no longer asks before running a
 			// command.
@@ -304,6 +321,7 @@ func TestGeminiShellTool(t *testing.T) {
 func TestGeminiTwoPrompts(t *testing.T) {
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			l := newGeminiLab(t)
 			prompts := []string{"Say hi", "Say bye"}
 			s := l.recordGemini("two", r, geminiScenario{prompts: prompts}, fakegemini.Options{})
@@ -320,7 +338,7 @@ func TestGeminiTwoPrompts(t *testing.T) {
 			if first, _ := json.Marshal(fakegemini.Answer(prompts[0])); !bytes.Contains(s.requests[1].Body, first[1:len(first)-1]) {
 				t.Errorf("the second request does not carry the first answer %s", first)
 			}
-			l.replayEqual(s.session, "--requests", "fail")
+			l.geminiReplayEqual(s, "--requests", "fail")
 		})
 	}
 }
@@ -328,6 +346,7 @@ func TestGeminiTwoPrompts(t *testing.T) {
 func TestGeminiCancel(t *testing.T) {
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			l := newGeminiLab(t)
 			// The fake streams SlowChunks chunks, 50ms apart, then holds
 			// the response open until the agent leaves, so the turn can
@@ -345,7 +364,7 @@ func TestGeminiCancel(t *testing.T) {
 			if !s.sentCancel() {
 				t.Errorf("the editor never sent session/cancel")
 			}
-			l.replayEqual(s.session, "--requests", "fail")
+			l.geminiReplayEqual(s, "--requests", "fail")
 		})
 	}
 }
@@ -353,6 +372,7 @@ func TestGeminiCancel(t *testing.T) {
 func TestGeminiFaults(t *testing.T) {
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			l := newGeminiLab(t)
 			prompt := "Say hi"
 			// The first request gets the 429 of a server out of capacity
@@ -368,11 +388,11 @@ func TestGeminiFaults(t *testing.T) {
 			}
 			// The recorded 429 answers the first try, the recorded answer
 			// the retry, which is the same request.
-			l.replayEqual(s.session, "--requests", "fail")
+			l.geminiReplayEqual(s, "--requests", "fail")
 
 			// The control: with one attempt allowed, the 429 ends the
 			// turn, so the replays above did meet it.
-			res := l.replay(s.name, "--workspace", l.geminiWorkspace(1, ""))
+			res := l.geminiReplay(s, "--workspace", l.geminiWorkspace(1, ""))
 			if res.code != 1 || !strings.HasPrefix(res.stdout, "FAIL faults:") || !strings.Contains(res.stdout, "was recorded but never requested") {
 				t.Errorf("replay with maxAttempts 1: got %s\nwant exit 1 and the recorded answer never requested", clip(res.String(), 6000))
 			}
@@ -380,7 +400,7 @@ func TestGeminiFaults(t *testing.T) {
 			// A 503 injected in place of the recorded answer: gemini-cli
 			// retries it too (after its 5s backoff), and the recorded
 			// answer answers the retry.
-			res = l.replay(s.name, "--requests", "fail", "--fault", "2=status:503")
+			res = l.geminiReplay(s, "--requests", "fail", "--fault", "2=status:503")
 			if want := "PASS faults ("; res.code != 0 || !strings.HasPrefix(res.stdout, want) || !strings.Contains(res.stdout, fmt.Sprintf(" %d LLM exchanges served", s.exchanges)) {
 				t.Errorf("replay with a 503 on llm #2: got %s\nwant exit 0 and a PASS with %d exchanges served", clip(res.String(), 6000), s.exchanges)
 			}
