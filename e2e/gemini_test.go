@@ -81,13 +81,17 @@ func (s geminiScenario) modelName() string {
 
 // geminiSettings is the workspace's .gemini/settings.json: the API-key
 // auth type (else gemini-cli picks its "gateway" auth from
-// GOOGLE_GEMINI_BASE_URL, or none on the proxy route) and no usage
-// statistics (else it posts them to play.googleapis.com). maxAttempts,
-// when not zero, bounds its tries of a chat request (default 10).
+// GOOGLE_GEMINI_BASE_URL, or none on the proxy route), no usage
+// statistics (else it posts them to play.googleapis.com) and no skills:
+// its two built-in skills are listed in the system instruction in the
+// order its glob of their directory finds them, which varies from run to
+// run. maxAttempts, when not zero, bounds its tries of a chat request
+// (default 10).
 func geminiSettings(maxAttempts int) []byte {
 	s := map[string]any{
 		"security": map[string]any{"auth": map[string]any{"selectedType": "gemini-api-key"}},
 		"privacy":  map[string]any{"usageStatisticsEnabled": false},
+		"skills":   map[string]any{"enabled": false},
 	}
 	if maxAttempts > 0 {
 		s["general"] = map[string]any{"maxAttempts": maxAttempts}
@@ -242,6 +246,9 @@ func TestGeminiPlainAnswer(t *testing.T) {
 			}
 			if got, want := s.steps, []string{"text"}; !slices.Equal(got, want) {
 				t.Fatalf("the fake answered %q, want %q", got, want)
+			}
+			if bytes.Contains(s.requests[0].Body, []byte("<name>skill-creator</name>")) {
+				t.Errorf("with skills off, the request still lists skills:\n%s", clip(string(s.requests[0].Body), 3000))
 			}
 			if !bytes.Contains(s.requests[0].Body, []byte("Answer in English.")) {
 				t.Errorf("the request does not carry the workspace's GEMINI.md:\n%s", clip(string(s.requests[0].Body), 3000))
