@@ -21,9 +21,10 @@ type sandbox struct {
 
 // newSandbox makes the sandbox of a replay of rec: a temporary directory
 // holding the workspace (a copy of the directory workspace if not empty,
-// else the recording's snapshot restored if it has one, else empty) and
-// the agent's own HOME and TMPDIR, and its environment, extraEnv (K=V
-// pairs) last. The caller removes it.
+// else the recording's snapshot restored if it has one, else empty), named
+// as the recorded one (see workspaceName), and the agent's own HOME and
+// TMPDIR, and its environment, extraEnv (K=V pairs) last. The caller
+// removes it.
 func newSandbox(st *store.Store, rec *recording, workspace string, extraEnv []string) (*sandbox, error) {
 	var archive []byte
 	if workspace == "" && rec.meta.Snapshot {
@@ -32,7 +33,7 @@ func newSandbox(st *store.Store, rec *recording, workspace string, extraEnv []st
 			return nil, fmt.Errorf("%w: reading the recorded workspace snapshot: %v", ErrWorkspace, err)
 		}
 	}
-	sb, err := makeDirs(workspace, archive)
+	sb, err := makeDirs(workspaceName(rec), workspace, archive)
 	if err != nil {
 		return nil, err
 	}
@@ -43,9 +44,25 @@ func newSandbox(st *store.Store, rec *recording, workspace string, extraEnv []st
 	return sb, nil
 }
 
-// makeDirs makes the sandbox's directories, its workspace a copy of the
-// directory seed, else the snapshot archive restored, else empty.
-func makeDirs(seed string, archive []byte) (*sandbox, error) {
+// workspaceName returns the name of the recorded workspace: the last
+// element of the first cwd the editor opened a session in, else of
+// acptap's cwd when recorded, else "work". Agents derive names from it
+// that no path normalization sees, such as gemini-cli's project
+// directory ~/.gemini/tmp/<name>/ in its system prompt, so the replay's
+// workspace bears the same name.
+func workspaceName(rec *recording) string {
+	for _, dir := range append(sessionCwds(rec.frames), rec.meta.Cwd) {
+		if name := filepath.Base(dir); dir != "" && name != "." && name != ".." && name != string(filepath.Separator) {
+			return name
+		}
+	}
+	return "work"
+}
+
+// makeDirs makes the sandbox's directories, its workspace, work/name, a
+// copy of the directory seed, else the snapshot archive restored, else
+// empty.
+func makeDirs(name, seed string, archive []byte) (*sandbox, error) {
 	root, err := os.MkdirTemp("", "acptap-replay-")
 	if err != nil {
 		return nil, fmt.Errorf("creating the replay sandbox: %w", err)
@@ -55,9 +72,11 @@ func makeDirs(seed string, archive []byte) (*sandbox, error) {
 	if r, err := filepath.EvalSymlinks(root); err == nil {
 		root = r
 	}
-	sb := &sandbox{root: root, work: filepath.Join(root, "work"), home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp")}
-	for _, d := range []string{sb.home, sb.tmp} {
-		if err := os.Mkdir(d, 0o700); err != nil {
+	// The workspace is a directory of its own below work/, so that its
+	// name cannot clash with home/ and tmp/.
+	sb := &sandbox{root: root, work: filepath.Join(root, "work", name), home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp")}
+	for d, perm := range map[string]os.FileMode{sb.home: 0o700, sb.tmp: 0o700, filepath.Dir(sb.work): 0o755} {
+		if err := os.Mkdir(d, perm); err != nil {
 			sb.remove()
 			return nil, fmt.Errorf("creating the replay sandbox: %w", err)
 		}

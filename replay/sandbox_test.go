@@ -95,7 +95,7 @@ func TestSandboxWorkspace(t *testing.T) {
 					t.Errorf("%s holds %q, want an empty directory in %s", d, got, sb.root)
 				}
 			}
-			if sb.work == sb.home || sb.home == sb.tmp || filepath.Dir(sb.work) != sb.root {
+			if sb.work == sb.home || sb.home == sb.tmp || filepath.Dir(filepath.Dir(sb.work)) != sb.root || filepath.Dir(sb.home) != sb.root {
 				t.Errorf("sandbox directories %+v are not three of its root", sb)
 			}
 			sb.remove()
@@ -179,6 +179,45 @@ func TestSandboxEnv(t *testing.T) {
 	}
 	if _, err := sandboxEnv(meta, sb, []string{"NOEQUALS"}); !errors.Is(err, ErrEnv) || !strings.Contains(err.Error(), "NOEQUALS") {
 		t.Errorf("sandboxEnv with NOEQUALS = %v, want ErrEnv naming it", err)
+	}
+}
+
+// The workspace bears the recorded one's name: gemini-cli names its
+// project directory, ~/.gemini/tmp/<name>/, after it, and says so in its
+// system prompt.
+func TestSandboxWorkspaceName(t *testing.T) {
+	st := openStore(t)
+	sessionNew := func(cwd string) []driver.Frame {
+		return []driver.Frame{{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"` + cwd + `","mcpServers":[]}}`)}}
+	}
+	for _, tc := range []struct {
+		name string
+		rec  *recording
+		want string
+	}{
+		{"the session's cwd", &recording{meta: store.Recording{Cwd: "/rec"}, frames: sessionNew("/rec/my-project")}, "my-project"},
+		{"acptap's cwd", &recording{meta: store.Recording{Cwd: "/rec/ws"}}, "ws"},
+		{"a session in /", &recording{meta: store.Recording{Cwd: "/rec/ws"}, frames: sessionNew("/")}, "ws"},
+		{"the root", &recording{meta: store.Recording{Cwd: "/"}}, "work"},
+		{"no cwd", &recording{}, "work"},
+		{"named as the sandbox's home", &recording{meta: store.Recording{Cwd: "/rec/home"}}, "home"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb, err := newSandbox(st, tc.rec, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.remove()
+			if got := filepath.Base(sb.work); got != tc.want {
+				t.Errorf("the workspace is %s, want one named %q", sb.work, tc.want)
+			}
+			if fi, err := os.Stat(sb.work); err != nil || !fi.IsDir() {
+				t.Errorf("the workspace %s: %v, want a directory", sb.work, err)
+			}
+			if sb.work == sb.home || sb.work == sb.tmp || !strings.HasPrefix(sb.work, sb.root+string(filepath.Separator)) {
+				t.Errorf("sandbox directories %+v, want the workspace apart from home and tmp, in the root", sb)
+			}
+		})
 	}
 }
 

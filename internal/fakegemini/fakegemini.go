@@ -19,7 +19,8 @@
 // Streamed responses are SSE with CRLF line breaks, as the real API sends
 // them, each chunk with the usage so far, the model version and the
 // response's fresh random responseId. Options.Faults has the first
-// requests answered with 429 or 5xx errors, for retry tests. The API key (x-goog-api-key header
+// requests answered with 429 (out of quota, or with Options.NoCapacity out
+// of capacity) or 5xx errors, for retry tests. The API key (x-goog-api-key header
 // or ?key=) is accepted whatever it is. Every request is kept for tests to
 // inspect.
 package fakegemini
@@ -77,6 +78,13 @@ type Options struct {
 	Faults []int
 	// RetryDelay is the retryDelay of a 429's RetryInfo; zero means 1s.
 	RetryDelay time.Duration
+	// NoCapacity makes each 429 of Faults say that the server has no
+	// capacity for the model (an ErrorInfo of reason
+	// MODEL_CAPACITY_EXHAUSTED, as Google's servers answer when a model is
+	// overloaded) rather than that the caller's quota is exhausted.
+	// gemini-cli retries that after the RetryInfo delay, where it waits
+	// at least 5s before retrying any other 429 or 5xx.
+	NoCapacity bool
 }
 
 // Server is the scripted Gemini API, an http.Handler.
@@ -235,7 +243,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status, ok := s.fault(); ok {
 		rec.Step = "fault"
 		s.Keep(rec)
-		faultError(w, status, s.opts.RetryDelay)
+		faultError(w, status, model, s.opts.RetryDelay, s.opts.NoCapacity)
 		return
 	}
 	if len(req.Contents) == 0 {
@@ -285,18 +293,26 @@ func (s *Server) fault() (int, bool) {
 	return s.opts.Faults[s.faults-1], true
 }
 
-// faultError answers as the real API does when it is out of quota (429)
-// or unwell (5xx).
-func faultError(w http.ResponseWriter, status int, retry time.Duration) {
+// faultError answers as the real API does when it is out of quota or out
+// of capacity for model (429), or unwell (5xx).
+func faultError(w http.ResponseWriter, status int, model string, retry time.Duration, noCapacity bool) {
 	e := map[string]any{"code": status}
 	switch {
 	case status == http.StatusTooManyRequests:
 		if retry <= 0 {
 			retry = time.Second
 		}
+		retryInfo := map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": strconv.FormatFloat(retry.Seconds(), 'f', -1, 64) + "s"}
 		e["message"] = "Resource has been exhausted (e.g. check quota)."
 		e["status"] = "RESOURCE_EXHAUSTED"
-		e["details"] = []any{map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": strconv.FormatFloat(retry.Seconds(), 'f', -1, 64) + "s"}}
+		e["details"] = []any{retryInfo}
+		if noCapacity {
+			e["message"] = "No capacity available for model " + model + " on the server"
+			e["details"] = []any{
+				map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "MODEL_CAPACITY_EXHAUSTED", "domain": "generativelanguage.googleapis.com", "metadata": map[string]any{"model": model}},
+				retryInfo,
+			}
+		}
 	case status == http.StatusServiceUnavailable:
 		e["message"] = "The model is overloaded. Please try again later."
 		e["status"] = "UNAVAILABLE"
@@ -310,10 +326,13 @@ func faultError(w http.ResponseWriter, status int, retry time.Duration) {
 	w.Write([]byte("\n"))
 }
 
-// lastTurn returns the text of a turn (thoughts left out) and the output
-// of the tool calls it answers, if it holds functionResponse parts.
+// lastTurn returns the prompt of a turn, its last text part (thoughts left
+// out), and the output of the tool calls it answers, if it holds
+// functionResponse parts. gemini-cli puts a <session_context> part (the
+// date, the paths, the workspace's files) before the user's text in the
+// first turn: an answer quoting it would quote all that.
 func lastTurn(c content) (text, toolOutput string) {
-	var t, o strings.Builder
+	var o strings.Builder
 	for _, p := range c.Parts {
 		switch {
 		case p.FunctionResponse != nil:
@@ -321,11 +340,11 @@ func lastTurn(c content) (text, toolOutput string) {
 			if o.Len() == 0 {
 				o.WriteString("(no output)")
 			}
-		case !p.Thought:
-			t.WriteString(p.Text)
+		case !p.Thought && p.Text != "":
+			text = p.Text
 		}
 	}
-	return t.String(), o.String()
+	return text, o.String()
 }
 
 // responseText returns a functionResponse's output: its "output" or

@@ -102,6 +102,11 @@ func TestScript(t *testing.T) {
 			call: &wire.ToolCall{Name: ShellTool, Arguments: `{"command":"` + ShellCommand + `","description":"` + ShellDescription + `"}`},
 		},
 		{
+			// gemini-cli's first turn: its session context, then the prompt.
+			name: "session context", body: `{"contents":[{"role":"user","parts":[{"text":"<session_context>\nToday's date is Tuesday, December 1, 2026. Do not run anything slowly.\n</session_context>"},{"text":"Say hi"}]}],"tools":[` + shellDecl + `]}`,
+			step: "text", text: Answer("Say hi"),
+		},
+		{
 			name: "no shell", body: `{"contents":[` + user("run it") + `]}`,
 			step: "text", text: "I have no shell tool to run it with; the tools offered are: ",
 		},
@@ -457,5 +462,37 @@ func TestFaults(t *testing.T) {
 	}
 	if got, want := strings.Join(steps, ","), "fault,fault,fault,text"; got != want {
 		t.Errorf("steps %s, want %s", got, want)
+	}
+}
+
+// TestNoCapacity checks the 429 of a server out of capacity for the model:
+// an ErrorInfo MODEL_CAPACITY_EXHAUSTED naming it, then the RetryInfo.
+func TestNoCapacity(t *testing.T) {
+	l := Start(Options{Faults: []int{429}, RetryDelay: 100 * time.Millisecond, NoCapacity: true})
+	defer l.Close()
+	resp, b := do(t, l.HTTP.Client(), http.MethodPost, streamURL(l, "gemini-2.5-flash"), `{"contents":[`+user("Say hi")+`]}`)
+	var e struct {
+		Error struct {
+			Code    int
+			Message string
+			Status  string
+			Details []struct {
+				Type       string `json:"@type"`
+				Reason     string
+				Metadata   struct{ Model string }
+				RetryDelay string
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &e); err != nil || resp.StatusCode != 429 || e.Error.Status != "RESOURCE_EXHAUSTED" {
+		t.Fatalf("status %d body %s (%v), want 429 RESOURCE_EXHAUSTED", resp.StatusCode, b, err)
+	}
+	if got, want := e.Error.Message, "No capacity available for model gemini-2.5-flash on the server"; got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+	d := e.Error.Details
+	if len(d) != 2 || d[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" || d[0].Reason != "MODEL_CAPACITY_EXHAUSTED" || d[0].Metadata.Model != "gemini-2.5-flash" ||
+		d[1].Type != "type.googleapis.com/google.rpc.RetryInfo" || d[1].RetryDelay != "0.1s" {
+		t.Errorf("details %+v, want the ErrorInfo MODEL_CAPACITY_EXHAUSTED of the model, then a RetryInfo of 0.1s", d)
 	}
 }

@@ -432,6 +432,30 @@ func TestCancelMidStream(t *testing.T) {
 	}
 }
 
+func TestCancelAfterText(t *testing.T) {
+	// A thought comes first and the agent pauses an hour after its first
+	// message chunk: CancelAfterText does not count the thought, so the
+	// editor sends the cancel once it has read the message chunk, not
+	// after the thought.
+	tr, _ := mustSession(t, testeditor.Options{CancelAfterText: 1}, nil, "--thought", "hmm", "--chunk-size", "4", "--chunk-delay", "1h")
+	turn := tr.Turns[0]
+	if turn.StopReason != "cancelled" || turn.Updates != 2 || turn.Chunks != 1 || turn.Text != "You " {
+		t.Errorf("turn = %+v, want cancelled after the thought and one message chunk %q", turn, "You ")
+	}
+	msgs := decode(t, tr)
+	update := func(kind string) func(wireMsg) bool {
+		return func(m wireMsg) bool {
+			u, _ := m.Params["update"].(map[string]any)
+			return m.Dir == "recv" && m.Method == "session/update" && u["sessionUpdate"] == kind
+		}
+	}
+	thought, chunk := index(msgs, update("agent_thought_chunk")), index(msgs, update("agent_message_chunk"))
+	cancel := index(msgs, func(m wireMsg) bool { return m.Dir == "send" && m.Method == "session/cancel" })
+	if thought < 0 || chunk < thought || cancel < chunk {
+		t.Errorf("the thought, the message chunk and the cancel are messages %d, %d and %d; want them in that order", thought, chunk, cancel)
+	}
+}
+
 func TestCancelDuringPermission(t *testing.T) {
 	// The editor cancels on the tool_call, before it reads the permission
 	// request, which it then answers "cancelled" as ACP asks.

@@ -57,6 +57,12 @@ type Options struct {
 	// has received that many session/update notifications. Permission
 	// requests arriving after the cancel are answered "cancelled".
 	CancelAfter int
+	// CancelAfterText, when positive, sends session/cancel once the first
+	// turn has received that many agent_message_chunk notifications. Unlike
+	// CancelAfter it does not count the notifications whose place in the
+	// turn is up to the agent's scheduling (available_commands_update,
+	// thoughts, plans), so the cancel comes after the same text every run.
+	CancelAfterText int
 	// StringIDs makes the editor's request ids UUID strings instead of
 	// numbers counting from 0.
 	StringIDs bool
@@ -101,6 +107,7 @@ type Turn struct {
 	StopReason string // "" when the turn did not end
 	Text       string // the agent_message_chunk texts, concatenated
 	Updates    int    // session/update notifications received during the turn
+	Chunks     int    // agent_message_chunk notifications among them
 }
 
 // WriteNDJSON writes the transcript as one JSON object per line: the
@@ -456,10 +463,15 @@ func (e *editor) update(m *acp.Envelope) {
 			} `json:"content"`
 		} `json:"update"`
 	}
-	if json.Unmarshal(m.Params, &p) == nil && p.Update.SessionUpdate == "agent_message_chunk" && p.Update.Content.Type == "text" {
-		t.Text += p.Update.Content.Text
+	if json.Unmarshal(m.Params, &p) == nil && p.Update.SessionUpdate == "agent_message_chunk" {
+		t.Chunks++
+		if p.Update.Content.Type == "text" {
+			t.Text += p.Update.Content.Text
+		}
 	}
-	if e.turn == 0 && e.opts.CancelAfter > 0 && !e.cancelled && t.Updates >= e.opts.CancelAfter {
+	byUpdates := e.opts.CancelAfter > 0 && t.Updates >= e.opts.CancelAfter
+	byText := e.opts.CancelAfterText > 0 && t.Chunks >= e.opts.CancelAfterText
+	if e.turn == 0 && !e.cancelled && (byUpdates || byText) {
 		e.cancelled = true
 		if line, err := acp.EncodeNotification("session/cancel", map[string]any{"sessionId": e.tr.SessionID}); err == nil {
 			e.send(line)

@@ -39,6 +39,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //	--cwd DIR          the session cwd (default the current directory)
 //	--reject           reject permission requests instead of allowing them
 //	--cancel-after N   send session/cancel after N session/update notifications of the first turn
+//	--cancel-after-text N  send session/cancel after N agent_message_chunk notifications of the first turn
 //	--timeout D        give up after D overall (default 30s; 0 for never)
 //	--exit-wait D      after closing the agent's stdin, wait D for it to exit before SIGTERM, and D again before SIGKILL (default 5s)
 //	--string-ids       use UUID strings as request ids
@@ -57,6 +58,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cwd := fs.String("cwd", "", "session working `DIR` (default the current directory)")
 	reject := fs.Bool("reject", false, "reject permission requests")
 	cancelAfter := fs.Int("cancel-after", 0, "send session/cancel after `N` session/update notifications of the first turn")
+	cancelAfterText := fs.Int("cancel-after-text", 0, "send session/cancel after `N` agent_message_chunk notifications of the first turn")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long overall; 0 for never")
 	exitWait := fs.Duration("exit-wait", DefaultExitWait, "how long to wait for the agent to exit after closing its stdin (and after SIGTERM)")
 	stringIDs := fs.Bool("string-ids", false, "use UUID strings as request ids")
@@ -71,8 +73,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "testeditor: no agent command; usage: testeditor [flags] -- AGENT [ARGS...]")
 		return 2
 	}
-	if *cancelAfter < 0 || *timeout < 0 || *exitWait < 0 {
-		fmt.Fprintln(stderr, "testeditor: --cancel-after, --timeout and --exit-wait must not be negative")
+	if *cancelAfter < 0 || *cancelAfterText < 0 || *timeout < 0 || *exitWait < 0 {
+		fmt.Fprintln(stderr, "testeditor: --cancel-after, --cancel-after-text, --timeout and --exit-wait must not be negative")
 		return 2
 	}
 	fromStdin := false
@@ -112,14 +114,15 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}()
 
 	tr, err := Run(ctx, Options{
-		Argv:        fs.Args(),
-		Stderr:      stderr,
-		Cwd:         *cwd,
-		Prompts:     prompts,
-		Reject:      *reject,
-		CancelAfter: *cancelAfter,
-		StringIDs:   *stringIDs,
-		ExitWait:    *exitWait,
+		Argv:            fs.Args(),
+		Stderr:          stderr,
+		Cwd:             *cwd,
+		Prompts:         prompts,
+		Reject:          *reject,
+		CancelAfter:     *cancelAfter,
+		CancelAfterText: *cancelAfterText,
+		StringIDs:       *stringIDs,
+		ExitWait:        *exitWait,
 	})
 	for _, t := range tr.Turns {
 		if t.StopReason != "" {

@@ -140,6 +140,7 @@ func TestMainUsage(t *testing.T) {
 		{[]string{"--bogus", "--", "agent"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"--prompt", "-", "--prompt", "-", "--", "agent"}, 2, "--prompt - given twice"},
 		{[]string{"--timeout", "-1s", "--", "agent"}, 2, "must not be negative"},
+		{[]string{"--cancel-after-text", "-1", "--", "agent"}, 2, "must not be negative"},
 		{[]string{"-h"}, 0, "usage: testeditor"},
 		{[]string{"--", "/nonexistent/agent"}, 1, "testeditor: starting agent: "},
 	}

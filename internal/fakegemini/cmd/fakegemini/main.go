@@ -1,7 +1,7 @@
 // Command fakegemini runs the scripted Gemini API of package fakegemini on
 // a loopback port, for trying an agent against it by hand:
 //
-//	go run ./internal/fakegemini/cmd/fakegemini [-tls] [-delay D] [-variant S] [-faults 429,503] [-v]
+//	go run ./internal/fakegemini/cmd/fakegemini [-tls] [-delay D] [-variant S] [-faults 429,503] [-retry-delay D] [-no-capacity] [-v]
 //
 // It prints the base URL (for GOOGLE_GEMINI_BASE_URL; and, with -tls, the
 // CA file) on stdout, then one line per request on stderr (-v: with the
@@ -24,9 +24,11 @@ func main() {
 	delay := flag.Duration("delay", 0, "pause before each chunk of a \"slowly\" answer")
 	variant := flag.String("variant", "", "prefix of every text answer")
 	faults := flag.String("faults", "", "comma-separated HTTP statuses, such as 429,503, for the first generate requests")
+	retryDelay := flag.Duration("retry-delay", 0, "the RetryInfo delay of a 429 (default 1s)")
+	noCapacity := flag.Bool("no-capacity", false, "a 429 says the server has no capacity for the model, not that the quota is exhausted")
 	verbose := flag.Bool("v", false, "print request headers and bodies")
 	flag.Parse()
-	opts := fakegemini.Options{Delay: *delay, Variant: *variant}
+	opts := fakegemini.Options{Delay: *delay, Variant: *variant, RetryDelay: *retryDelay, NoCapacity: *noCapacity}
 	for _, f := range strings.FieldsFunc(*faults, func(r rune) bool { return r == ',' }) {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 400 || n > 599 {
