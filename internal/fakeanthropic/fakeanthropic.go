@@ -11,10 +11,17 @@
 //     only end by the client cancelling it;
 //   - its text contains the word "run": the model calls the agent's Bash
 //     tool to run [BashCommand];
+//   - the request asks for structured output (output_config.format of
+//     type json_schema, as Claude Code's session-title request does): the
+//     model answers a JSON object of the schema's required string
+//     properties, a "title" being [Title] of the prompt;
 //   - anything else: a short answer that quotes the prompt (see [Answer]).
 //
 // Text blocks that are Claude Code's <system-reminder> notes are not part
 // of the prompt the script reads.
+//
+// Options.Faults has the first Messages requests answered with the real
+// API's 429, 529 or 5xx errors, for retry tests.
 //
 // The side endpoints an agent may call at start-up are answered as the
 // real API does: POST /v1/messages/count_tokens, GET /v1/models (and
@@ -35,7 +42,9 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/acptap/acptap/internal/fakellm"
@@ -87,12 +96,22 @@ type Options struct {
 	// Variant, when not empty, is put at the start of every text answer: a
 	// model that answers differently from the usual one.
 	Variant string
+	// Faults are the HTTP statuses, such as 429, 529 or 500, with which
+	// the first len(Faults) POST /v1/messages requests are answered, in
+	// order, each with the real API's error body (a 429 with a
+	// retry-after of RetryAfter), before the script answers.
+	Faults []int
+	// RetryAfter is the retry-after header of a 429, in whole seconds.
+	RetryAfter int
 }
 
 // Server is the scripted Messages API, an http.Handler.
 type Server struct {
 	fakellm.Log[Request] // the requests, and the end of stalled streams
 	opts                 Options
+
+	mu     sync.Mutex // guards faults
+	faults int        // faults answered so far
 }
 
 // Request is one request the server got.
@@ -103,7 +122,8 @@ type Request struct {
 	Encoding string
 	Body     []byte
 	// Step is what the script answered: "text", "bash", "tool-answer",
-	// "slow" for /v1/messages; "count-tokens", "models", "root" for the
+	// "slow", "json" for /v1/messages, "fault-N" for one of
+	// Options.Faults; "count-tokens", "models", "root" for the
 	// side endpoints; "error" for a request it refused.
 	Step string
 	// Stream is the request's "stream" field.
@@ -131,6 +151,13 @@ func ToolAnswer(output string) string {
 	return "The command did not print what I expected: " + line
 }
 
+// Title is the session title the model gives a prompt: its first five
+// words.
+func Title(prompt string) string {
+	w := strings.Fields(prompt)
+	return strings.Join(w[:min(len(w), 5)], " ")
+}
+
 // SlowAnswer is the text a "slowly" answer streams before it stalls, one
 // word per delta.
 func SlowAnswer() string { return "Thinking about it" }
@@ -143,7 +170,15 @@ type request struct {
 		Name string `json:"name"`
 		Type string `json:"type"`
 	} `json:"tools"`
-	Stream bool `json:"stream"`
+	Stream       bool `json:"stream"`
+	OutputConfig struct {
+		Format struct {
+			Type   string `json:"type"`
+			Schema struct {
+				Required []string `json:"required"`
+			} `json:"schema"`
+		} `json:"format"`
+	} `json:"output_config"`
 }
 
 type message struct {
@@ -243,6 +278,12 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "model: Field required")
 		return
 	}
+	if status, ok := s.fault(); ok {
+		rec.Step = fmt.Sprintf("fault-%d", status)
+		s.Keep(rec)
+		faultError(w, status, s.opts.RetryAfter)
+		return
+	}
 	out := &response{stream: req.Stream, w: w, model: req.Model, id: "msg_01" + randomID(22), inTokens: countTokens(body)}
 	prompt, toolOutput, isTool := lastUser(req.Messages)
 	switch {
@@ -250,6 +291,17 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		rec.Step = "tool-answer"
 		s.Keep(rec)
 		out.text(s.opts.Variant + ToolAnswer(toolOutput))
+	case req.OutputConfig.Format.Type == "json_schema":
+		rec.Step = "json"
+		s.Keep(rec)
+		fields := map[string]any{}
+		for _, name := range req.OutputConfig.Format.Schema.Required {
+			fields[name] = s.opts.Variant + Answer(prompt)
+			if name == "title" {
+				fields[name] = s.opts.Variant + Title(prompt)
+			}
+		}
+		out.text(string(marshal(fields)))
 	case slowlyWord.MatchString(prompt):
 		rec.Step = "slow"
 		s.Keep(rec)
@@ -276,6 +328,32 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		s.Keep(rec)
 		out.text(s.opts.Variant + Answer(prompt))
 	}
+}
+
+// fault returns the status of the next fault to answer, if any is left.
+func (s *Server) fault() (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.faults >= len(s.opts.Faults) {
+		return 0, false
+	}
+	s.faults++
+	return s.opts.Faults[s.faults-1], true
+}
+
+// faultError answers as the real API does when it limits the client
+// (429), is overloaded (529) or unwell (5xx): an error object with the
+// request's id, and for a 429 the retry-after header.
+func faultError(w http.ResponseWriter, status, retryAfter int) {
+	typ, msg := "api_error", "Internal server error"
+	switch status {
+	case http.StatusTooManyRequests:
+		typ, msg = "rate_limit_error", "This request would exceed your organization's rate limit. Please try again later."
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	case 529:
+		typ, msg = "overloaded_error", "Overloaded"
+	}
+	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}, "request_id": w.Header().Get("Request-Id")})
 }
 
 // lastUser reads the last user message: its prompt text, or, if it holds

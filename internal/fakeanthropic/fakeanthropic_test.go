@@ -509,3 +509,65 @@ func TestBetaQuery(t *testing.T) {
 		t.Errorf("requests %+v, want one bash step at /v1/messages", got)
 	}
 }
+
+// TestStructuredOutput checks the answer to a request for JSON of a
+// schema, as Claude Code's session-title request makes.
+func TestStructuredOutput(t *testing.T) {
+	l := Start(Options{})
+	defer l.Close()
+	req := `{"model":"claude-3-5-haiku-20241022","max_tokens":1024,"stream":true,"messages":[` + user("<session>\nPlease run the command now\n</session>") + `],` +
+		`"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}}}}`
+	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, l.HTTP.Client(), l.URL, "/v1/messages", "", req)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Title string }
+	if err := json.Unmarshal([]byte(m.Text), &got); err != nil {
+		t.Fatalf("the answer %q is not JSON: %v", m.Text, err)
+	}
+	if want := "<session> Please run the command"; got.Title != want || Title("<session>\nPlease run the command now") != want {
+		t.Errorf("title %q, want %q", got.Title, want)
+	}
+	if reqs := l.Requests(); len(reqs) != 1 || reqs[0].Step != "json" {
+		t.Errorf("requests %+v, want one json step", reqs)
+	}
+}
+
+// TestFaults checks that the first Messages requests get the real API's
+// errors, side endpoints none, and the script answers after them.
+func TestFaults(t *testing.T) {
+	l := Start(Options{Faults: []int{429, 529, 500}, RetryAfter: 2})
+	defer l.Close()
+	c := l.HTTP.Client()
+	if resp := post(t, c, l.URL, "/v1/messages/count_tokens", "", body(false, "", user("hi"))); resp.StatusCode != http.StatusOK {
+		t.Errorf("count_tokens: status %d, want 200 (faults are for /v1/messages)", resp.StatusCode)
+	}
+	for _, want := range []struct {
+		status      int
+		typ, header string
+	}{{429, "rate_limit_error", "2"}, {529, "overloaded_error", ""}, {500, "api_error", ""}} {
+		resp := post(t, c, l.URL, "/v1/messages", "", body(true, "", user("Say hi")))
+		b := readAll(t, resp)
+		var e struct {
+			Type  string
+			Error struct{ Type, Message string }
+			ID    string `json:"request_id"`
+		}
+		json.Unmarshal(b, &e)
+		if resp.StatusCode != want.status || e.Type != "error" || e.Error.Type != want.typ || e.Error.Message == "" ||
+			e.ID != resp.Header.Get("Request-Id") || resp.Header.Get("Retry-After") != want.header {
+			t.Errorf("fault: status %d, retry-after %q, body %s; want %d, %q, a %s error with the request id", resp.StatusCode, resp.Header.Get("Retry-After"), b, want.status, want.header, want.typ)
+		}
+	}
+	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", body(true, "", user("Say hi")))))
+	if err != nil || m.Text != Answer("Say hi") {
+		t.Errorf("after the faults: text %q, error %v; want the answer", m.Text, err)
+	}
+	var steps []string
+	for _, r := range l.Requests() {
+		steps = append(steps, r.Step)
+	}
+	if got, want := strings.Join(steps, " "), "count-tokens fault-429 fault-529 fault-500 text"; got != want {
+		t.Errorf("steps %q, want %q", got, want)
+	}
+}
