@@ -14,7 +14,8 @@
 //   - the request asks for structured output (output_config.format of
 //     type json_schema, as Claude Code's session-title request does): the
 //     model answers a JSON object of the schema's required string
-//     properties, a "title" being [Title] of the prompt;
+//     properties, a "title" being [Title] of the text between the
+//     prompt's <session> tags;
 //   - anything else: a short answer that quotes the prompt (see [Answer]).
 //
 // Text blocks that are Claude Code's <system-reminder> notes are not part
@@ -97,8 +98,8 @@ type Options struct {
 	// model that answers differently from the usual one.
 	Variant string
 	// Faults are the HTTP statuses, such as 429, 529 or 500, with which
-	// the first len(Faults) POST /v1/messages requests are answered, in
-	// order, each with the real API's error body (a 429 with a
+	// the first len(Faults) POST /v1/messages requests that do not ask
+	// for structured output are answered, in order, each with the real API's error body (a 429 with a
 	// retry-after of RetryAfter), before the script answers.
 	Faults []int
 	// RetryAfter is the retry-after header of a 429, in whole seconds.
@@ -156,6 +157,17 @@ func ToolAnswer(output string) string {
 func Title(prompt string) string {
 	w := strings.Fields(prompt)
 	return strings.Join(w[:min(len(w), 5)], " ")
+}
+
+// sessionText returns the text between <session> and </session>, where
+// Claude Code puts what a title is to name, or all of prompt without them.
+func sessionText(prompt string) string {
+	_, rest, ok := strings.Cut(prompt, "<session>")
+	if !ok {
+		return prompt
+	}
+	text, _, _ := strings.Cut(rest, "</session>")
+	return text
 }
 
 // SlowAnswer is the text a "slowly" answer streams before it stalls, one
@@ -278,7 +290,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "model: Field required")
 		return
 	}
-	if status, ok := s.fault(); ok {
+	structured := req.OutputConfig.Format.Type == "json_schema"
+	if status, ok := s.fault(structured); ok {
 		rec.Step = fmt.Sprintf("fault-%d", status)
 		s.Keep(rec)
 		faultError(w, status, s.opts.RetryAfter)
@@ -291,14 +304,14 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		rec.Step = "tool-answer"
 		s.Keep(rec)
 		out.text(s.opts.Variant + ToolAnswer(toolOutput))
-	case req.OutputConfig.Format.Type == "json_schema":
+	case structured:
 		rec.Step = "json"
 		s.Keep(rec)
 		fields := map[string]any{}
 		for _, name := range req.OutputConfig.Format.Schema.Required {
 			fields[name] = s.opts.Variant + Answer(prompt)
 			if name == "title" {
-				fields[name] = s.opts.Variant + Title(prompt)
+				fields[name] = s.opts.Variant + Title(sessionText(prompt))
 			}
 		}
 		out.text(string(marshal(fields)))
@@ -331,10 +344,12 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 }
 
 // fault returns the status of the next fault to answer, if any is left.
-func (s *Server) fault() (int, bool) {
+// A side call asking for structured output gets none: its place among
+// the turn's requests varies from run to run.
+func (s *Server) fault(structured bool) (int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.faults >= len(s.opts.Faults) {
+	if structured || s.faults >= len(s.opts.Faults) {
 		return 0, false
 	}
 	s.faults++

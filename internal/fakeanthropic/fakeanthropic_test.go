@@ -525,7 +525,7 @@ func TestStructuredOutput(t *testing.T) {
 	if err := json.Unmarshal([]byte(m.Text), &got); err != nil {
 		t.Fatalf("the answer %q is not JSON: %v", m.Text, err)
 	}
-	if want := "<session> Please run the command"; got.Title != want || Title("<session>\nPlease run the command now") != want {
+	if want := "Please run the command now"; got.Title != want || Title("Please run the command now and quickly") != want {
 		t.Errorf("title %q, want %q", got.Title, want)
 	}
 	if reqs := l.Requests(); len(reqs) != 1 || reqs[0].Step != "json" {
@@ -541,6 +541,10 @@ func TestFaults(t *testing.T) {
 	c := l.HTTP.Client()
 	if resp := post(t, c, l.URL, "/v1/messages/count_tokens", "", body(false, "", user("hi"))); resp.StatusCode != http.StatusOK {
 		t.Errorf("count_tokens: status %d, want 200 (faults are for /v1/messages)", resp.StatusCode)
+	}
+	title := `{"model":"m","max_tokens":9,"messages":[` + user("<session>hi</session>") + `],"output_config":{"format":{"type":"json_schema","schema":{"required":["title"]}}}}`
+	if resp := post(t, c, l.URL, "/v1/messages", "", title); resp.StatusCode != http.StatusOK {
+		t.Errorf("a title request: status %d, want 200 (faults are for the turns)", resp.StatusCode)
 	}
 	for _, want := range []struct {
 		status      int
@@ -567,7 +571,7 @@ func TestFaults(t *testing.T) {
 	for _, r := range l.Requests() {
 		steps = append(steps, r.Step)
 	}
-	if got, want := strings.Join(steps, " "), "count-tokens fault-429 fault-529 fault-500 text"; got != want {
+	if got, want := strings.Join(steps, " "), "count-tokens json fault-429 fault-529 fault-500 text"; got != want {
 		t.Errorf("steps %q, want %q", got, want)
 	}
 }
