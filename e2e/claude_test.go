@@ -68,6 +68,12 @@ type claudeScenario struct {
 	retries *int
 	// claudeMD, when not empty, is the workspace's CLAUDE.md.
 	claudeMD string
+	// configDir, when not empty, is CLAUDE_CONFIG_DIR, the user's
+	// settings (and Claude Code's state) in place of ~/.claude.
+	configDir string
+	// noProjectSettings leaves .claude/settings.json out of the
+	// workspace.
+	noProjectSettings bool
 }
 
 // settings is the workspace's .claude/settings.json: the permission mode
@@ -82,8 +88,10 @@ func (sc claudeScenario) workspace(dir string) error {
 	if err := os.MkdirAll(filepath.Join(dir, ".claude"), 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, ".claude", "settings.json"), []byte(settings), 0o644); err != nil {
-		return err
+	if !sc.noProjectSettings {
+		if err := os.WriteFile(filepath.Join(dir, ".claude", "settings.json"), []byte(settings), 0o644); err != nil {
+			return err
+		}
 	}
 	if sc.claudeMD != "" {
 		return os.WriteFile(filepath.Join(dir, "CLAUDE.md"), []byte(sc.claudeMD), 0o644)
@@ -117,6 +125,9 @@ func (sc claudeScenario) agent(r route, fakeURL string) []string {
 		// whichever comes first: one model for both keeps the title
 		// request in one replay queue whoever asks.
 		"ANTHROPIC_SMALL_FAST_MODEL=" + model,
+	}
+	if sc.configDir != "" {
+		argv = append(argv, "CLAUDE_CONFIG_DIR="+sc.configDir)
 	}
 	if sc.retries != nil {
 		argv = append(argv, "CLAUDE_CODE_MAX_RETRIES="+strconv.Itoa(*sc.retries))
@@ -308,6 +319,30 @@ func TestClaudeBashTool(t *testing.T) {
 			}
 			l.replayEqual(s.session, "--requests", "fail")
 
+			// A changed agent: one that no longer asks before running a
+			// command, for its user's settings say bypassPermissions and
+			// the project sets no mode. (A project's own settings
+			// override the user's, and Claude Code ignores a
+			// bypassPermissions there.)
+			changed := sc
+			changed.configDir = filepath.Join(l.dir, "bypass-user")
+			changed.noProjectSettings = true
+			ws := filepath.Join(l.dir, "ws-no-mode")
+			if err := changed.workspace(ws); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(changed.configDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(changed.configDir, "settings.json"), []byte(`{"permissions":{"defaultMode":"bypassPermissions"}}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			res := l.replay(s.name, append([]string{"--workspace", ws, "--"}, changed.agent(r, s.fakeURL)...)...)
+			if res.code != 1 || !strings.HasPrefix(res.stdout, "FAIL bash:") ||
+				!strings.Contains(res.stdout, `currentValue: expected "default", got "bypassPermissions"`) ||
+				!strings.Contains(res.stdout, "--- recorded") || !strings.Contains(res.stdout, `-  "method": "session/request_permission"`) {
+				t.Errorf("replay with defaultMode bypassPermissions: got %s\nwant exit 1, FAIL, the mode and a diff that loses the permission request", clip(res.String(), 8000))
+			}
 		})
 	}
 }
