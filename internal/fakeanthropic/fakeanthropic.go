@@ -97,6 +97,11 @@ type Options struct {
 	// Variant, when not empty, is put at the start of every text answer: a
 	// model that answers differently from the usual one.
 	Variant string
+	// TurnDelay is the pause before the answer to every request that is
+	// not a structured-output side call: a model slower to start a turn
+	// than to name a session, as real ones are, so that a title asked for
+	// with the first prompt lands before the turn's answer.
+	TurnDelay time.Duration
 	// Faults are the HTTP statuses, such as 429, 529 or 500, with which
 	// the first len(Faults) POST /v1/messages requests that do not ask
 	// for structured output are answered, in order, each with the real API's error body (a 429 with a
@@ -297,7 +302,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		faultError(w, status, s.opts.RetryAfter)
 		return
 	}
-	out := &response{stream: req.Stream, w: w, model: req.Model, id: "msg_01" + randomID(22), inTokens: countTokens(body)}
+	out := &response{stream: req.Stream, w: w, model: req.Model, id: "msg_01" + randomID(22), inTokens: countTokens(body), r: r}
+	if !structured {
+		out.delay = s.opts.TurnDelay
+	}
 	prompt, toolOutput, isTool := lastUser(req.Messages)
 	switch {
 	case isTool:
@@ -473,6 +481,24 @@ type response struct {
 	inTokens int
 	started  bool
 	blocks   []any // the content of a JSON message
+	// delay is the pause before the answer starts, cut short if the
+	// client of r goes away.
+	delay time.Duration
+	r     *http.Request
+}
+
+// wait pauses for o.delay, once, before the answer is written.
+func (o *response) wait() {
+	if o.delay <= 0 {
+		return
+	}
+	t := time.NewTimer(o.delay)
+	defer t.Stop()
+	o.delay = 0
+	select {
+	case <-t.C:
+	case <-o.r.Context().Done():
+	}
 }
 
 // usage is the usage object of message_start and of a JSON message.
@@ -557,6 +583,7 @@ func words(answer string) []string {
 
 // text answers with a text block.
 func (o *response) text(answer string) {
+	o.wait()
 	o.start()
 	d := words(answer)
 	o.textBlock(0, d)
@@ -567,6 +594,7 @@ func (o *response) text(answer string) {
 // input, its JSON streamed in fragments as the real API does: an empty
 // one first, then pieces of a few bytes.
 func (o *response) toolUse(preamble, name, input string) {
+	o.wait()
 	o.start()
 	o.textBlock(0, words(preamble))
 	id := "toolu_01" + randomID(22)
@@ -595,6 +623,7 @@ func (o *response) toolUse(preamble, name, input string) {
 // client goes away or done is closed. A request that is not streamed
 // gets no answer at all until then.
 func (o *response) slow(r *http.Request, done <-chan struct{}, delay time.Duration) {
+	o.wait()
 	o.start()
 	if o.stream {
 		o.event("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})

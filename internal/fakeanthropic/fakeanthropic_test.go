@@ -575,3 +575,41 @@ func TestFaults(t *testing.T) {
 		t.Errorf("steps %q, want %q", got, want)
 	}
 }
+
+// TestTurnDelay checks that a turn's answer waits TurnDelay and a title
+// request does not: the title request, sent second, is answered while the
+// turn still waits, until its client gives up.
+func TestTurnDelay(t *testing.T) {
+	l := Start(Options{TurnDelay: time.Hour})
+	defer l.Close()
+	c := l.HTTP.Client()
+	ctx, cancel := context.WithCancel(context.Background())
+	turn := make(chan error)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.URL+"/v1/messages", strings.NewReader(body(true, "", user("Say hi"))))
+		resp, err := c.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		turn <- err
+	}()
+	// The turn's request is kept before its answer waits.
+	for len(l.Requests()) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	title := `{"model":"m","max_tokens":9,"stream":true,"messages":[` + user("<session>Say hi</session>") + `],"output_config":{"format":{"type":"json_schema","schema":{"required":["title"]}}}}`
+	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", title)))
+	if err != nil || m.Text != `{"title":"Say hi"}` {
+		t.Errorf("the title answer %q, error %v; want its JSON at once", m.Text, err)
+	}
+	select {
+	case err := <-turn:
+		t.Fatalf("the turn was answered (error %v) within its TurnDelay", err)
+	default:
+	}
+	cancel()
+	if err := <-turn; !errors.Is(err, context.Canceled) {
+		t.Errorf("the turn's request ended with %v, want the client's cancel", err)
+	}
+}
