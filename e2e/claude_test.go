@@ -44,13 +44,10 @@ var claude = &agentBin{
 	},
 }
 
-// claudeBin is claude-agent-acp's path, set by newClaudeLab.
-var claudeBin string
-
 // newClaudeLab returns a lab for claude-agent-acp: HOME in the session's
 // home, and the API key, which never reaches the store.
 func newClaudeLab(t *testing.T) *lab {
-	claudeBin = claude.need(t)
+	claude.need(t)
 	l := newLab(t)
 	l.secrets = []string{claudeKey}
 	l.agentEnv = func(string) []string { return []string{"ANTHROPIC_API_KEY=" + claudeKey} }
@@ -135,7 +132,23 @@ func (sc claudeScenario) agent(r route, fakeURL string) []string {
 	if r.tls {
 		argv = append(argv, claudeBaseURLVar+"="+fakeURL)
 	}
-	return append(argv, claudeBin)
+	// claude.path is set once, by the first need.
+	return append(argv, claude.path)
+}
+
+// claudeTurnDelay is how long the fake takes to start a turn's answer
+// (fakeanthropic.Options.TurnDelay). claude-agent-acp asks for the
+// session's title when the first prompt is sent, and the title, its
+// cost and the usage it adds land before or after the turn's answer by a
+// race; a turn that takes this long has them land first, in the
+// recording and, since the replays keep the recorded timing (--speed 1),
+// in every replay.
+const claudeTurnDelay = 1500 * time.Millisecond
+
+// claudeFlags returns acptap replay flags: --speed 1 (see
+// claudeTurnDelay), then more.
+func claudeFlags(more ...string) []string {
+	return append([]string{"--speed", "1"}, more...)
 }
 
 // A claudeSession is a recorded claude-agent-acp session and what the fake
@@ -163,6 +176,7 @@ func (l *lab) recordClaude(name string, r route, sc claudeScenario, opts fakeant
 		fake = fakeanthropic.Start(opts)
 	}
 	defer fake.Close()
+	opts.TurnDelay = claudeTurnDelay
 	cs := &claudeSession{scenario: sc}
 	cs.session = l.record(take{
 		name:        name,
@@ -237,8 +251,10 @@ const (
 )
 
 func TestClaudePlainAnswer(t *testing.T) {
+	t.Parallel()
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			l := newClaudeLab(t)
 			sc := claudeScenario{prompts: []string{claudeHello}}
 			s := l.recordClaude("plain", r, sc, fakeanthropic.Options{})
@@ -256,13 +272,13 @@ func TestClaudePlainAnswer(t *testing.T) {
 			// twins: the session id (X-Claude-Code-Session-Id and in
 			// metadata.user_id), the device id and the paths and date of
 			// the system prompt are covered by the default rules.
-			l.replayEqual(s.session, "--requests", "fail")
+			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
 
 			// A changed agent: another model is another queue, which the
 			// recording cannot answer.
 			changed := sc
 			changed.model = "claude-opus-4-1-20250805"
-			res := l.replay(s.name, append([]string{"--"}, changed.agent(r, s.fakeURL)...)...)
+			res := l.replay(s.name, claudeFlags(append([]string{"--"}, changed.agent(r, s.fakeURL)...)...)...)
 			if res.code != 1 || !strings.HasPrefix(res.stdout, "FAIL plain:") ||
 				!strings.Contains(res.stdout, "no recorded exchange for POST /v1/messages model claude-opus-4-1-20250805") {
 				t.Errorf("replay with ANTHROPIC_MODEL=claude-opus-4-1-20250805: got %s\nwant exit 1, FAIL and the request of that model that has no recorded exchange", clip(res.String(), 6000))
@@ -276,7 +292,7 @@ func TestClaudePlainAnswer(t *testing.T) {
 			if err := changed.workspace(ws); err != nil {
 				t.Fatal(err)
 			}
-			res = l.replay(s.name, "--requests", "fail", "--workspace", ws)
+			res = l.replay(s.name, claudeFlags("--requests", "fail", "--workspace", ws)...)
 			if res.code != 1 || !strings.HasPrefix(res.stdout, "FAIL plain:") ||
 				!strings.Contains(res.stdout, "the request differs from the recording at $.body.messages[0].content") ||
 				!strings.Contains(res.stdout, `live "<system-reminder>\nCodebase and user instructions`) {
@@ -287,8 +303,10 @@ func TestClaudePlainAnswer(t *testing.T) {
 }
 
 func TestClaudeBashTool(t *testing.T) {
+	t.Parallel()
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			l := newClaudeLab(t)
 			sc := claudeScenario{prompts: []string{claudeRun}}
 			s := l.recordClaude("bash", r, sc, fakeanthropic.Options{})
@@ -317,7 +335,7 @@ func TestClaudeBashTool(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(s.ws, "ran.txt")); err != nil {
 				t.Errorf("the command did not run in the session's cwd: %v", err)
 			}
-			l.replayEqual(s.session, "--requests", "fail")
+			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
 
 			// A changed agent: one that no longer asks before running a
 			// command, for its user's settings say bypassPermissions and
@@ -337,7 +355,7 @@ func TestClaudeBashTool(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(changed.configDir, "settings.json"), []byte(`{"permissions":{"defaultMode":"bypassPermissions"}}`), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			res := l.replay(s.name, append([]string{"--workspace", ws, "--"}, changed.agent(r, s.fakeURL)...)...)
+			res := l.replay(s.name, claudeFlags(append([]string{"--workspace", ws, "--"}, changed.agent(r, s.fakeURL)...)...)...)
 			if res.code != 1 || !strings.HasPrefix(res.stdout, "FAIL bash:") ||
 				!strings.Contains(res.stdout, `currentValue: expected "default", got "bypassPermissions"`) ||
 				!strings.Contains(res.stdout, "--- recorded") || !strings.Contains(res.stdout, `-  "method": "session/request_permission"`) {
@@ -348,8 +366,10 @@ func TestClaudeBashTool(t *testing.T) {
 }
 
 func TestClaudeTwoPrompts(t *testing.T) {
+	t.Parallel()
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			l := newClaudeLab(t)
 			prompts := []string{claudeHello, claudeGoodbye}
 			s := l.recordClaude("two", r, claudeScenario{prompts: prompts}, fakeanthropic.Options{})
@@ -364,25 +384,34 @@ func TestClaudeTwoPrompts(t *testing.T) {
 			}
 			s.checkTitle(t)
 			// The second turn's request carries the first turn.
-			last := s.requests[len(s.requests)-1]
+			var last fakeanthropic.Request
+			for _, req := range s.requests {
+				if req.Step != "json" {
+					last = req
+				}
+			}
 			if first, _ := json.Marshal(fakeanthropic.Answer(prompts[0])); !bytes.Contains(last.Body, first) {
 				t.Errorf("the second turn's request does not carry the first answer %s", first)
 			}
-			l.replayEqual(s.session, "--requests", "fail")
+			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
 		})
 	}
 }
 
 func TestClaudeCancel(t *testing.T) {
+	t.Parallel()
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			l := newClaudeLab(t)
 			// The fake streams SlowDeltas deltas, 50ms apart, then holds
 			// the response open until the agent leaves, so the turn can
 			// end only by the cancel. The editor cancels once it has seen
 			// every update the turn brings before that: the deltas'
-			// message chunks and claude-agent-acp's
-			// available_commands_update and usage_update.
+			// message chunks and claude-agent-acp's two
+			// available_commands_update, the session_info_update of the
+			// title (which claudeTurnDelay lets land first) and the
+			// usage_update of the answer's start.
 			sc := claudeScenario{prompts: []string{claudeSlowly}, cancelAfter: fakeanthropic.SlowDeltas + claudeCancelExtra}
 			s := l.recordClaude("cancel", r, sc, fakeanthropic.Options{Delay: 50 * time.Millisecond})
 			if got, want := s.stopReasons(), []string{"cancelled"}; !slices.Equal(got, want) {
@@ -396,18 +425,20 @@ func TestClaudeCancel(t *testing.T) {
 			}
 			// The request of a stream the agent walked away from is
 			// compared too.
-			l.replayEqual(s.session, "--requests", "fail")
+			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
 		})
 	}
 }
 
 // claudeCancelExtra is the number of session/update notifications of a
 // slow turn besides its message chunks.
-const claudeCancelExtra = 2
+const claudeCancelExtra = 4
 
 func TestClaudeFaults(t *testing.T) {
+	t.Parallel()
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
 			l := newClaudeLab(t)
 			// Recorded with a real 529 (overloaded) before the answer:
 			// Claude Code retries, and the recording holds both
@@ -420,7 +451,7 @@ func TestClaudeFaults(t *testing.T) {
 			if got, want := s.turnSteps(), []string{"fault-529", "text"}; !slices.Equal(got, want) {
 				t.Errorf("the fake answered the turns %q, want %q", got, want)
 			}
-			l.replayEqual(s.session, "--requests", "fail")
+			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
 
 			// A 429 injected by the replay on the turn's answer: Claude
 			// Code retries after the retry-after, and the recorded
@@ -433,7 +464,11 @@ func TestClaudeFaults(t *testing.T) {
 				}
 			}
 			fault := []string{"--fault", fmt.Sprintf("%d=status:429:retry-after=0", answer)}
-			l.replayEqual(s.session, append(fault, "--requests", "fail")...)
+			want := "PASS faults ("
+			served := fmt.Sprintf(" %d LLM exchanges served", s.exchanges)
+			if res := l.replay(s.name, claudeFlags(append(fault, "--requests", "fail")...)...); res.code != 0 || !strings.HasPrefix(res.stdout, want) || !strings.Contains(res.stdout, served) {
+				t.Errorf("replay with a 429 fault on llm #%d: got %s\nwant exit 0 and stdout starting %q with%q", answer, clip(res.String(), 6000), want, served)
+			}
 
 			// The control: with retries off, the recorded 529 ends the
 			// turn with Claude Code's error, so the replays above passed
@@ -441,7 +476,7 @@ func TestClaudeFaults(t *testing.T) {
 			noRetry := sc
 			zero := 0
 			noRetry.retries = &zero
-			res := l.replay(s.name, append(fault, append([]string{"--"}, noRetry.agent(r, s.fakeURL)...)...)...)
+			res := l.replay(s.name, claudeFlags(append(fault, append([]string{"--"}, noRetry.agent(r, s.fakeURL)...)...)...)...)
 			if res.code != 1 || !strings.HasPrefix(res.stdout, "FAIL faults:") || !strings.Contains(res.stdout, `got "API Error: 529 Overloaded`) {
 				t.Errorf("replay with CLAUDE_CODE_MAX_RETRIES=0: got %s\nwant exit 1 and Claude Code's error for the 529", clip(res.String(), 6000))
 			}
@@ -454,6 +489,7 @@ func TestClaudeFaults(t *testing.T) {
 // LLM requests equal: whatever Claude Code varies from run to run (ids,
 // times, paths, the device id, ...) must be covered by it.
 func TestClaudeRunsNormalizeEqual(t *testing.T) {
+	t.Parallel()
 	l := newClaudeLab(t)
 	sc := claudeScenario{prompts: []string{claudeRun, claudeGoodbye}}
 	a := l.recordClaude("run-a", proxyRoute, sc, fakeanthropic.Options{})
