@@ -136,14 +136,16 @@ func (sc claudeScenario) agent(r route, fakeURL string) []string {
 	return append(argv, claude.path)
 }
 
-// claudeTurnDelay is how long the fake takes to start a turn's answer
-// (fakeanthropic.Options.TurnDelay). claude-agent-acp asks for the
-// session's title when the first prompt is sent, and the title, its
-// cost and the usage it adds land before or after the turn's answer by a
-// race; a turn that takes this long has them land first, in the
-// recording and, since the replays keep the recorded timing (--speed 1),
-// in every replay.
-const claudeTurnDelay = 1500 * time.Millisecond
+// claudeTurnDelay is how long the fake takes at least to start a turn's
+// answer (fakeanthropic.Options.TurnDelay), and it starts none before it
+// has answered the session-title request (Options.AwaitTitle).
+// claude-agent-acp asks for the session's title when the first prompt is
+// sent, and the title, its cost and the usage it adds land before or
+// after the turn's answer by a race; a turn that waits so has them land
+// first, in the recording and, since the replays keep the recorded timing
+// (--speed 1), in the replays, unless the machine is so busy that the
+// title takes longer than the recorded wait.
+const claudeTurnDelay = time.Second
 
 // claudeFlags returns acptap replay flags: --speed 1 (see
 // claudeTurnDelay), then more.
@@ -176,7 +178,7 @@ func (l *lab) recordClaude(name string, r route, sc claudeScenario, opts fakeant
 		fake = fakeanthropic.Start(opts)
 	}
 	defer fake.Close()
-	opts.TurnDelay = claudeTurnDelay
+	opts.TurnDelay, opts.AwaitTitle = claudeTurnDelay, true
 	cs := &claudeSession{scenario: sc}
 	cs.session = l.record(take{
 		name:        name,

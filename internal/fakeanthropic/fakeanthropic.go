@@ -102,6 +102,11 @@ type Options struct {
 	// than to name a session, as real ones are, so that a title asked for
 	// with the first prompt lands before the turn's answer.
 	TurnDelay time.Duration
+	// AwaitTitle has the answer to every request that is not a
+	// structured-output side call wait, after TurnDelay, until one such
+	// call has been answered, or AwaitTitleMax has passed: the session's
+	// title then always comes before its first turn.
+	AwaitTitle bool
 	// Faults are the HTTP statuses, such as 429, 529 or 500, with which
 	// the first len(Faults) POST /v1/messages requests that do not ask
 	// for structured output are answered, in order, each with the real API's error body (a 429 with a
@@ -116,8 +121,24 @@ type Server struct {
 	fakellm.Log[Request] // the requests, and the end of stalled streams
 	opts                 Options
 
-	mu     sync.Mutex // guards faults
-	faults int        // faults answered so far
+	mu     sync.Mutex    // guards faults and titled
+	faults int           // faults answered so far
+	titled chan struct{} // closed once a structured-output call is answered
+}
+
+// AwaitTitleMax is the longest a turn waits for a title with
+// Options.AwaitTitle.
+const AwaitTitleMax = 10 * time.Second
+
+// titledChan returns the channel closed once a structured-output call is
+// answered.
+func (s *Server) titledChan() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.titled == nil {
+		s.titled = make(chan struct{})
+	}
+	return s.titled
 }
 
 // Request is one request the server got.
@@ -305,6 +326,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 	out := &response{stream: req.Stream, w: w, model: req.Model, id: "msg_01" + randomID(22), inTokens: countTokens(body), r: r}
 	if !structured {
 		out.delay = s.opts.TurnDelay
+		if s.opts.AwaitTitle {
+			out.await = s.titledChan()
+		}
 	}
 	prompt, toolOutput, isTool := lastUser(req.Messages)
 	switch {
@@ -323,6 +347,14 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 			}
 		}
 		out.text(string(marshal(fields)))
+		titled := s.titledChan()
+		s.mu.Lock()
+		select {
+		case <-titled:
+		default:
+			close(titled)
+		}
+		s.mu.Unlock()
 	case slowlyWord.MatchString(prompt):
 		rec.Step = "slow"
 		s.Keep(rec)
@@ -484,20 +516,33 @@ type response struct {
 	// delay is the pause before the answer starts, cut short if the
 	// client of r goes away.
 	delay time.Duration
+	// await, when not nil, is waited for after delay, at most
+	// AwaitTitleMax.
+	await <-chan struct{}
 	r     *http.Request
 }
 
-// wait pauses for o.delay, once, before the answer is written.
+// wait pauses for o.delay and o.await, once, before the answer is
+// written.
 func (o *response) wait() {
-	if o.delay <= 0 {
-		return
+	if o.delay > 0 {
+		t := time.NewTimer(o.delay)
+		o.delay = 0
+		select {
+		case <-t.C:
+		case <-o.r.Context().Done():
+		}
+		t.Stop()
 	}
-	t := time.NewTimer(o.delay)
-	defer t.Stop()
-	o.delay = 0
-	select {
-	case <-t.C:
-	case <-o.r.Context().Done():
+	if o.await != nil {
+		t := time.NewTimer(AwaitTitleMax)
+		select {
+		case <-o.await:
+		case <-t.C:
+		case <-o.r.Context().Done():
+		}
+		t.Stop()
+		o.await = nil
 	}
 }
 

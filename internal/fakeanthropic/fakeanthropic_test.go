@@ -613,3 +613,35 @@ func TestTurnDelay(t *testing.T) {
 		t.Errorf("the turn's request ended with %v, want the client's cancel", err)
 	}
 }
+
+// TestAwaitTitle checks that with AwaitTitle a turn's answer waits for a
+// title request to be answered, and is answered once it is.
+func TestAwaitTitle(t *testing.T) {
+	l := Start(Options{AwaitTitle: true})
+	defer l.Close()
+	c := l.HTTP.Client()
+	turn := make(chan string)
+	go func() {
+		m, _ := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", body(true, "", user("Say hi")))))
+		turn <- m.Text
+	}()
+	for len(l.Requests()) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case text := <-turn:
+		t.Fatalf("the turn was answered (%q) before any title", text)
+	default:
+	}
+	title := `{"model":"m","max_tokens":9,"stream":true,"messages":[` + user("<session>Say hi</session>") + `],"output_config":{"format":{"type":"json_schema","schema":{"required":["title"]}}}}`
+	readAll(t, post(t, c, l.URL, "/v1/messages", "", title))
+	if text := <-turn; text != Answer("Say hi") {
+		t.Errorf("the turn's answer %q, want %q", text, Answer("Say hi"))
+	}
+	// A second title request answers as well; the turns no longer wait.
+	readAll(t, post(t, c, l.URL, "/v1/messages", "", title))
+	m, _ := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", body(true, "", user("Say bye")))))
+	if m.Text != Answer("Say bye") {
+		t.Errorf("a later turn's answer %q, want %q", m.Text, Answer("Say bye"))
+	}
+}
