@@ -179,6 +179,10 @@ func (l *lab) recordClaude(name string, r route, sc claudeScenario, opts fakeant
 	}
 	defer fake.Close()
 	opts.TurnDelay, opts.AwaitTitle = claudeTurnDelay, true
+	// claude-agent-acp announces a Bash call ("Terminal") when its block
+	// starts, unless the call's complete input reaches it first, which
+	// it sometimes did when the input followed at once.
+	opts.ToolInputDelay = 300 * time.Millisecond
 	cs := &claudeSession{scenario: sc}
 	cs.session = l.record(take{
 		name:        name,

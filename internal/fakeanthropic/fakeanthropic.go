@@ -102,6 +102,10 @@ type Options struct {
 	// than to name a session, as real ones are, so that a title asked for
 	// with the first prompt lands before the turn's answer.
 	TurnDelay time.Duration
+	// ToolInputDelay is the pause between the start of a tool_use block
+	// and its input, as a model writing a long command takes: the client
+	// sees the call start well before it is complete.
+	ToolInputDelay time.Duration
 	// AwaitTitle has the answer to every request that is not a
 	// structured-output side call wait, after TurnDelay, until one such
 	// call has been answered, or AwaitTitleMax has passed: the session's
@@ -323,7 +327,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		faultError(w, status, s.opts.RetryAfter)
 		return
 	}
-	out := &response{stream: req.Stream, w: w, model: req.Model, id: "msg_01" + randomID(22), inTokens: countTokens(body), r: r}
+	out := &response{stream: req.Stream, w: w, model: req.Model, id: "msg_01" + randomID(22), inTokens: countTokens(body), r: r, inputDelay: s.opts.ToolInputDelay}
 	if !structured {
 		out.delay = s.opts.TurnDelay
 		if s.opts.AwaitTitle {
@@ -520,6 +524,8 @@ type response struct {
 	// AwaitTitleMax.
 	await <-chan struct{}
 	r     *http.Request
+	// inputDelay is Options.ToolInputDelay.
+	inputDelay time.Duration
 }
 
 // wait pauses for o.delay and o.await, once, before the answer is
@@ -650,6 +656,14 @@ func (o *response) toolUse(preamble, name, input string) {
 	}
 	o.event("content_block_start", map[string]any{"index": 1,
 		"content_block": map[string]any{"type": "tool_use", "id": id, "name": name, "input": map[string]any{}, "caller": map[string]any{"type": "direct"}}})
+	if o.inputDelay > 0 {
+		t := time.NewTimer(o.inputDelay)
+		select {
+		case <-t.C:
+		case <-o.r.Context().Done():
+		}
+		t.Stop()
+	}
 	frags := []string{""}
 	for rest := input; rest != ""; {
 		n := min(len(rest), 12)

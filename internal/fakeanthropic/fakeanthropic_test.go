@@ -645,3 +645,37 @@ func TestAwaitTitle(t *testing.T) {
 		t.Errorf("a later turn's answer %q, want %q", m.Text, Answer("Say bye"))
 	}
 }
+
+// TestToolInputDelay checks that the start of a tool_use block is sent
+// before its input waits, and the whole call after it.
+func TestToolInputDelay(t *testing.T) {
+	l := Start(Options{ToolInputDelay: time.Hour})
+	defer l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.URL+"/v1/messages", strings.NewReader(body(true, bashTool, user("Please run it"))))
+	resp, err := l.HTTP.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before the tool_use block started: %v", err)
+		}
+		if strings.Contains(line, `"content_block_start"`) && strings.Contains(line, `"tool_use"`) {
+			break
+		}
+		if strings.Contains(line, "input_json_delta") {
+			t.Fatalf("input before the block's start: %s", line)
+		}
+	}
+	// The input waits: the client gives up, and the stream ends without it.
+	cancel()
+	rest, _ := io.ReadAll(br)
+	if bytes.Contains(rest, []byte("input_json_delta")) {
+		t.Errorf("the input came within ToolInputDelay: %s", rest)
+	}
+}
