@@ -86,7 +86,7 @@ type agentBin struct {
 }
 
 // agents are the agents of the suite.
-var agents = []*agentBin{codex, gemini}
+var agents = []*agentBin{codex, claude, gemini}
 
 // need skips the test when the agent's variable is not set, and fails it
 // when it is set but the agent or the helper binaries are unusable. It

@@ -11,10 +11,18 @@
 //     only end by the client cancelling it;
 //   - its text contains the word "run": the model calls the agent's Bash
 //     tool to run [BashCommand];
+//   - the request asks for structured output (output_config.format of
+//     type json_schema, as Claude Code's session-title request does): the
+//     model answers a JSON object of the schema's required string
+//     properties, a "title" being [Title] of the text between the
+//     prompt's <session> tags;
 //   - anything else: a short answer that quotes the prompt (see [Answer]).
 //
 // Text blocks that are Claude Code's <system-reminder> notes are not part
 // of the prompt the script reads.
+//
+// Options.Faults has the first Messages requests answered with the real
+// API's 429, 529 or 5xx errors, for retry tests.
 //
 // The side endpoints an agent may call at start-up are answered as the
 // real API does: POST /v1/messages/count_tokens, GET /v1/models (and
@@ -35,7 +43,9 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/acptap/acptap/internal/fakellm"
@@ -87,12 +97,52 @@ type Options struct {
 	// Variant, when not empty, is put at the start of every text answer: a
 	// model that answers differently from the usual one.
 	Variant string
+	// TurnDelay is the pause before the answer to every request that is
+	// not a structured-output side call: a model slower to start a turn
+	// than to name a session, as real ones are, so that a title asked for
+	// with the first prompt lands before the turn's answer.
+	TurnDelay time.Duration
+	// ToolInputDelay is the pause between the start of a tool_use block
+	// and its input, as a model writing a long command takes: the client
+	// sees the call start well before it is complete.
+	ToolInputDelay time.Duration
+	// AwaitTitle has the answer to every request that is not a
+	// structured-output side call wait, after TurnDelay, until one such
+	// call has been answered, or AwaitTitleMax has passed: the session's
+	// title then always comes before its first turn.
+	AwaitTitle bool
+	// Faults are the HTTP statuses, such as 429, 529 or 500, with which
+	// the first len(Faults) POST /v1/messages requests that do not ask
+	// for structured output are answered, in order, each with the real API's error body (a 429 with a
+	// retry-after of RetryAfter), before the script answers.
+	Faults []int
+	// RetryAfter is the retry-after header of a 429, in whole seconds.
+	RetryAfter int
 }
 
 // Server is the scripted Messages API, an http.Handler.
 type Server struct {
 	fakellm.Log[Request] // the requests, and the end of stalled streams
 	opts                 Options
+
+	mu     sync.Mutex    // guards faults and titled
+	faults int           // faults answered so far
+	titled chan struct{} // closed once a structured-output call is answered
+}
+
+// AwaitTitleMax is the longest a turn waits for a title with
+// Options.AwaitTitle.
+const AwaitTitleMax = 10 * time.Second
+
+// titledChan returns the channel closed once a structured-output call is
+// answered.
+func (s *Server) titledChan() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.titled == nil {
+		s.titled = make(chan struct{})
+	}
+	return s.titled
 }
 
 // Request is one request the server got.
@@ -103,7 +153,8 @@ type Request struct {
 	Encoding string
 	Body     []byte
 	// Step is what the script answered: "text", "bash", "tool-answer",
-	// "slow" for /v1/messages; "count-tokens", "models", "root" for the
+	// "slow", "json" for /v1/messages, "fault-N" for one of
+	// Options.Faults; "count-tokens", "models", "root" for the
 	// side endpoints; "error" for a request it refused.
 	Step string
 	// Stream is the request's "stream" field.
@@ -131,6 +182,24 @@ func ToolAnswer(output string) string {
 	return "The command did not print what I expected: " + line
 }
 
+// Title is the session title the model gives a prompt: its first five
+// words.
+func Title(prompt string) string {
+	w := strings.Fields(prompt)
+	return strings.Join(w[:min(len(w), 5)], " ")
+}
+
+// sessionText returns the text between <session> and </session>, where
+// Claude Code puts what a title is to name, or all of prompt without them.
+func sessionText(prompt string) string {
+	_, rest, ok := strings.Cut(prompt, "<session>")
+	if !ok {
+		return prompt
+	}
+	text, _, _ := strings.Cut(rest, "</session>")
+	return text
+}
+
 // SlowAnswer is the text a "slowly" answer streams before it stalls, one
 // word per delta.
 func SlowAnswer() string { return "Thinking about it" }
@@ -143,7 +212,15 @@ type request struct {
 		Name string `json:"name"`
 		Type string `json:"type"`
 	} `json:"tools"`
-	Stream bool `json:"stream"`
+	Stream       bool `json:"stream"`
+	OutputConfig struct {
+		Format struct {
+			Type   string `json:"type"`
+			Schema struct {
+				Required []string `json:"required"`
+			} `json:"schema"`
+		} `json:"format"`
+	} `json:"output_config"`
 }
 
 type message struct {
@@ -243,13 +320,45 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "model: Field required")
 		return
 	}
-	out := &response{stream: req.Stream, w: w, model: req.Model, id: "msg_01" + randomID(22), inTokens: countTokens(body)}
+	structured := req.OutputConfig.Format.Type == "json_schema"
+	if status, ok := s.fault(structured); ok {
+		rec.Step = fmt.Sprintf("fault-%d", status)
+		s.Keep(rec)
+		faultError(w, status, s.opts.RetryAfter)
+		return
+	}
+	out := &response{stream: req.Stream, w: w, model: req.Model, id: "msg_01" + randomID(22), inTokens: countTokens(body), r: r, inputDelay: s.opts.ToolInputDelay}
+	if !structured {
+		out.delay = s.opts.TurnDelay
+		if s.opts.AwaitTitle {
+			out.await = s.titledChan()
+		}
+	}
 	prompt, toolOutput, isTool := lastUser(req.Messages)
 	switch {
 	case isTool:
 		rec.Step = "tool-answer"
 		s.Keep(rec)
 		out.text(s.opts.Variant + ToolAnswer(toolOutput))
+	case structured:
+		rec.Step = "json"
+		s.Keep(rec)
+		fields := map[string]any{}
+		for _, name := range req.OutputConfig.Format.Schema.Required {
+			fields[name] = s.opts.Variant + Answer(prompt)
+			if name == "title" {
+				fields[name] = s.opts.Variant + Title(sessionText(prompt))
+			}
+		}
+		out.text(string(marshal(fields)))
+		titled := s.titledChan()
+		s.mu.Lock()
+		select {
+		case <-titled:
+		default:
+			close(titled)
+		}
+		s.mu.Unlock()
 	case slowlyWord.MatchString(prompt):
 		rec.Step = "slow"
 		s.Keep(rec)
@@ -276,6 +385,34 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		s.Keep(rec)
 		out.text(s.opts.Variant + Answer(prompt))
 	}
+}
+
+// fault returns the status of the next fault to answer, if any is left.
+// A side call asking for structured output gets none: its place among
+// the turn's requests varies from run to run.
+func (s *Server) fault(structured bool) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if structured || s.faults >= len(s.opts.Faults) {
+		return 0, false
+	}
+	s.faults++
+	return s.opts.Faults[s.faults-1], true
+}
+
+// faultError answers as the real API does when it limits the client
+// (429), is overloaded (529) or unwell (5xx): an error object with the
+// request's id, and for a 429 the retry-after header.
+func faultError(w http.ResponseWriter, status, retryAfter int) {
+	typ, msg := "api_error", "Internal server error"
+	switch status {
+	case http.StatusTooManyRequests:
+		typ, msg = "rate_limit_error", "This request would exceed your organization's rate limit. Please try again later."
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	case 529:
+		typ, msg = "overloaded_error", "Overloaded"
+	}
+	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}, "request_id": w.Header().Get("Request-Id")})
 }
 
 // lastUser reads the last user message: its prompt text, or, if it holds
@@ -380,6 +517,39 @@ type response struct {
 	inTokens int
 	started  bool
 	blocks   []any // the content of a JSON message
+	// delay is the pause before the answer starts, cut short if the
+	// client of r goes away.
+	delay time.Duration
+	// await, when not nil, is waited for after delay, at most
+	// AwaitTitleMax.
+	await <-chan struct{}
+	r     *http.Request
+	// inputDelay is Options.ToolInputDelay.
+	inputDelay time.Duration
+}
+
+// wait pauses for o.delay and o.await, once, before the answer is
+// written.
+func (o *response) wait() {
+	if o.delay > 0 {
+		t := time.NewTimer(o.delay)
+		o.delay = 0
+		select {
+		case <-t.C:
+		case <-o.r.Context().Done():
+		}
+		t.Stop()
+	}
+	if o.await != nil {
+		t := time.NewTimer(AwaitTitleMax)
+		select {
+		case <-o.await:
+		case <-t.C:
+		case <-o.r.Context().Done():
+		}
+		t.Stop()
+		o.await = nil
+	}
 }
 
 // usage is the usage object of message_start and of a JSON message.
@@ -464,6 +634,7 @@ func words(answer string) []string {
 
 // text answers with a text block.
 func (o *response) text(answer string) {
+	o.wait()
 	o.start()
 	d := words(answer)
 	o.textBlock(0, d)
@@ -474,6 +645,7 @@ func (o *response) text(answer string) {
 // input, its JSON streamed in fragments as the real API does: an empty
 // one first, then pieces of a few bytes.
 func (o *response) toolUse(preamble, name, input string) {
+	o.wait()
 	o.start()
 	o.textBlock(0, words(preamble))
 	id := "toolu_01" + randomID(22)
@@ -484,6 +656,14 @@ func (o *response) toolUse(preamble, name, input string) {
 	}
 	o.event("content_block_start", map[string]any{"index": 1,
 		"content_block": map[string]any{"type": "tool_use", "id": id, "name": name, "input": map[string]any{}, "caller": map[string]any{"type": "direct"}}})
+	if o.inputDelay > 0 {
+		t := time.NewTimer(o.inputDelay)
+		select {
+		case <-t.C:
+		case <-o.r.Context().Done():
+		}
+		t.Stop()
+	}
 	frags := []string{""}
 	for rest := input; rest != ""; {
 		n := min(len(rest), 12)
@@ -502,6 +682,7 @@ func (o *response) toolUse(preamble, name, input string) {
 // client goes away or done is closed. A request that is not streamed
 // gets no answer at all until then.
 func (o *response) slow(r *http.Request, done <-chan struct{}, delay time.Duration) {
+	o.wait()
 	o.start()
 	if o.stream {
 		o.event("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})

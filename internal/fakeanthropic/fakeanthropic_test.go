@@ -509,3 +509,173 @@ func TestBetaQuery(t *testing.T) {
 		t.Errorf("requests %+v, want one bash step at /v1/messages", got)
 	}
 }
+
+// TestStructuredOutput checks the answer to a request for JSON of a
+// schema, as Claude Code's session-title request makes.
+func TestStructuredOutput(t *testing.T) {
+	l := Start(Options{})
+	defer l.Close()
+	req := `{"model":"claude-3-5-haiku-20241022","max_tokens":1024,"stream":true,"messages":[` + user("<session>\nPlease run the command now\n</session>") + `],` +
+		`"output_config":{"format":{"type":"json_schema","schema":{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}}}}`
+	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, l.HTTP.Client(), l.URL, "/v1/messages", "", req)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct{ Title string }
+	if err := json.Unmarshal([]byte(m.Text), &got); err != nil {
+		t.Fatalf("the answer %q is not JSON: %v", m.Text, err)
+	}
+	if want := "Please run the command now"; got.Title != want || Title("Please run the command now and quickly") != want {
+		t.Errorf("title %q, want %q", got.Title, want)
+	}
+	if reqs := l.Requests(); len(reqs) != 1 || reqs[0].Step != "json" {
+		t.Errorf("requests %+v, want one json step", reqs)
+	}
+}
+
+// TestFaults checks that the first Messages requests get the real API's
+// errors, side endpoints none, and the script answers after them.
+func TestFaults(t *testing.T) {
+	l := Start(Options{Faults: []int{429, 529, 500}, RetryAfter: 2})
+	defer l.Close()
+	c := l.HTTP.Client()
+	if resp := post(t, c, l.URL, "/v1/messages/count_tokens", "", body(false, "", user("hi"))); resp.StatusCode != http.StatusOK {
+		t.Errorf("count_tokens: status %d, want 200 (faults are for /v1/messages)", resp.StatusCode)
+	}
+	title := `{"model":"m","max_tokens":9,"messages":[` + user("<session>hi</session>") + `],"output_config":{"format":{"type":"json_schema","schema":{"required":["title"]}}}}`
+	if resp := post(t, c, l.URL, "/v1/messages", "", title); resp.StatusCode != http.StatusOK {
+		t.Errorf("a title request: status %d, want 200 (faults are for the turns)", resp.StatusCode)
+	}
+	for _, want := range []struct {
+		status      int
+		typ, header string
+	}{{429, "rate_limit_error", "2"}, {529, "overloaded_error", ""}, {500, "api_error", ""}} {
+		resp := post(t, c, l.URL, "/v1/messages", "", body(true, "", user("Say hi")))
+		b := readAll(t, resp)
+		var e struct {
+			Type  string
+			Error struct{ Type, Message string }
+			ID    string `json:"request_id"`
+		}
+		json.Unmarshal(b, &e)
+		if resp.StatusCode != want.status || e.Type != "error" || e.Error.Type != want.typ || e.Error.Message == "" ||
+			e.ID != resp.Header.Get("Request-Id") || resp.Header.Get("Retry-After") != want.header {
+			t.Errorf("fault: status %d, retry-after %q, body %s; want %d, %q, a %s error with the request id", resp.StatusCode, resp.Header.Get("Retry-After"), b, want.status, want.header, want.typ)
+		}
+	}
+	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", body(true, "", user("Say hi")))))
+	if err != nil || m.Text != Answer("Say hi") {
+		t.Errorf("after the faults: text %q, error %v; want the answer", m.Text, err)
+	}
+	var steps []string
+	for _, r := range l.Requests() {
+		steps = append(steps, r.Step)
+	}
+	if got, want := strings.Join(steps, " "), "count-tokens json fault-429 fault-529 fault-500 text"; got != want {
+		t.Errorf("steps %q, want %q", got, want)
+	}
+}
+
+// TestTurnDelay checks that a turn's answer waits TurnDelay and a title
+// request does not: the title request, sent second, is answered while the
+// turn still waits, until its client gives up.
+func TestTurnDelay(t *testing.T) {
+	l := Start(Options{TurnDelay: time.Hour})
+	defer l.Close()
+	c := l.HTTP.Client()
+	ctx, cancel := context.WithCancel(context.Background())
+	turn := make(chan error)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.URL+"/v1/messages", strings.NewReader(body(true, "", user("Say hi"))))
+		resp, err := c.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		turn <- err
+	}()
+	// The turn's request is kept before its answer waits.
+	for len(l.Requests()) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	title := `{"model":"m","max_tokens":9,"stream":true,"messages":[` + user("<session>Say hi</session>") + `],"output_config":{"format":{"type":"json_schema","schema":{"required":["title"]}}}}`
+	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", title)))
+	if err != nil || m.Text != `{"title":"Say hi"}` {
+		t.Errorf("the title answer %q, error %v; want its JSON at once", m.Text, err)
+	}
+	select {
+	case err := <-turn:
+		t.Fatalf("the turn was answered (error %v) within its TurnDelay", err)
+	default:
+	}
+	cancel()
+	if err := <-turn; !errors.Is(err, context.Canceled) {
+		t.Errorf("the turn's request ended with %v, want the client's cancel", err)
+	}
+}
+
+// TestAwaitTitle checks that with AwaitTitle a turn's answer waits for a
+// title request to be answered, and is answered once it is.
+func TestAwaitTitle(t *testing.T) {
+	l := Start(Options{AwaitTitle: true})
+	defer l.Close()
+	c := l.HTTP.Client()
+	turn := make(chan string)
+	go func() {
+		m, _ := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", body(true, "", user("Say hi")))))
+		turn <- m.Text
+	}()
+	for len(l.Requests()) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case text := <-turn:
+		t.Fatalf("the turn was answered (%q) before any title", text)
+	default:
+	}
+	title := `{"model":"m","max_tokens":9,"stream":true,"messages":[` + user("<session>Say hi</session>") + `],"output_config":{"format":{"type":"json_schema","schema":{"required":["title"]}}}}`
+	readAll(t, post(t, c, l.URL, "/v1/messages", "", title))
+	if text := <-turn; text != Answer("Say hi") {
+		t.Errorf("the turn's answer %q, want %q", text, Answer("Say hi"))
+	}
+	// A second title request answers as well; the turns no longer wait.
+	readAll(t, post(t, c, l.URL, "/v1/messages", "", title))
+	m, _ := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", body(true, "", user("Say bye")))))
+	if m.Text != Answer("Say bye") {
+		t.Errorf("a later turn's answer %q, want %q", m.Text, Answer("Say bye"))
+	}
+}
+
+// TestToolInputDelay checks that the start of a tool_use block is sent
+// before its input waits, and the whole call after it.
+func TestToolInputDelay(t *testing.T) {
+	l := Start(Options{ToolInputDelay: time.Hour})
+	defer l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.URL+"/v1/messages", strings.NewReader(body(true, bashTool, user("Please run it"))))
+	resp, err := l.HTTP.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before the tool_use block started: %v", err)
+		}
+		if strings.Contains(line, `"content_block_start"`) && strings.Contains(line, `"tool_use"`) {
+			break
+		}
+		if strings.Contains(line, "input_json_delta") {
+			t.Fatalf("input before the block's start: %s", line)
+		}
+	}
+	// The input waits: the client gives up, and the stream ends without it.
+	cancel()
+	rest, _ := io.ReadAll(br)
+	if bytes.Contains(rest, []byte("input_json_delta")) {
+		t.Errorf("the input came within ToolInputDelay: %s", rest)
+	}
+}

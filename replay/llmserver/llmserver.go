@@ -12,8 +12,12 @@
 // gpt-5". The model is the "model" field of the JSON request body, decoded
 // from its Content-Encoding, or, for Gemini and for Anthropic on Vertex
 // AI, the model the URL names, as wire.RequestInfo reads it; a request
-// without one has a key without a model. The host and the query are not
-// part of the key. Each queue keeps its own cursor: the n-th request of a
+// without one has a key without a model. A request that asks for
+// structured output (a JSON schema or JSON mode) has ", structured
+// output" at the end of its key: it is an agent's side call (Claude Code
+// titles its sessions so, with the main model when its base URL is not
+// Anthropic's), not a turn of the conversation, even with the same
+// model. The host and the query are not part of the key. Each queue keeps its own cursor: the n-th request of a
 // key gets the n-th recorded exchange of its queue. Requests of different
 // queues may come in any order, so a title-generation call racing the main
 // turn cannot take the main turn's response, while within a queue the
@@ -225,7 +229,7 @@ func New(opts Options) (*Server, error) {
 		if class == exchange.ClassHTTP {
 			queues, key = s.http, s.httpKey(x.Method, x.URL)
 		} else {
-			key = requestKey(x.Method, recordedPath(x.URL), requestModel(x.Method, x.URL, x.RequestBody))
+			key = requestKey(x.Method, recordedPath(x.URL), requestModel(x.Method, x.URL, x.RequestBody), structuredOutput(x.RequestBody))
 		}
 		q := queues[key]
 		if q == nil {
@@ -255,11 +259,15 @@ func New(opts Options) (*Server, error) {
 }
 
 // requestKey returns the key of a request, which names its queue.
-func requestKey(method, path, model string) string {
-	if model == "" {
-		return method + " " + path
+func requestKey(method, path, model string, structured bool) string {
+	key := method + " " + path
+	if model != "" {
+		key += " model " + model
 	}
-	return method + " " + path + " model " + model
+	if structured {
+		key += ", structured output"
+	}
+	return key
 }
 
 // defaultHTTPKey is the key of an http exchange without Options.HTTPKey:
@@ -306,7 +314,7 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	body, encoding, decodeErr := decodeRequestBody(req.Header, raw)
 	format := wire.Detect(req.Method, req.URL.String(), nil)
 	model, _ := wire.RequestInfo(format, req.URL.String(), body)
-	key := requestKey(req.Method, req.URL.Path, model)
+	key := requestKey(req.Method, req.URL.Path, model, structuredOutput(body))
 
 	s.mu.Lock()
 	q := s.queues[key]

@@ -180,6 +180,50 @@ func TestQueues(t *testing.T) {
 	}
 }
 
+// titleBody is the body of a session-title request of model, as Claude
+// Code sends it: the main model, asked for JSON of a schema.
+func titleBody(model string) []byte {
+	return []byte(`{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"<session>hi</session>"}],` +
+		`"output_config":{"format":{"type":"json_schema","schema":{"type":"object","required":["title"]}}}}`)
+}
+
+// TestStructuredOutputQueue: a request for structured output has a queue
+// of its own, apart from the turns of the same model, so that a title
+// call racing the first turn cannot take the turn's response however
+// they come; its key says so.
+func TestStructuredOutputQueue(t *testing.T) {
+	const path = "/v1/messages"
+	title := queueExchange(path, "claude-main", 2)
+	title.RequestBody = titleBody("claude-main")
+	// Recorded: the turn, then the title, then the turn's second call.
+	xs := []*exchange.Exchange{queueExchange(path, "claude-main", 1), title, queueExchange(path, "claude-main", 3)}
+	for _, rt := range routes {
+		t.Run(rt.name, func(t *testing.T) {
+			s := newServer(t, llmserver.Options{Exchanges: recordedList(xs...)})
+			tap, ca := newTap(t, s)
+			client, base := rt.via(t, tap, ca, upstream)
+			// Live: the title first.
+			if n := answerNumber(t, post(t, client, base+path, titleBody("claude-main"))); n != 2 {
+				t.Errorf("the title request got exchange %d, want 2", n)
+			}
+			for _, want := range []int{1, 3} {
+				if n := answerNumber(t, post(t, client, base+path, requestBody("claude-main", "hi"))); n != want {
+					t.Errorf("a turn's request got exchange %d, want %d", n, want)
+				}
+			}
+			resp := post(t, client, base+path, titleBody("claude-main"))
+			readAllBody(t, resp)
+			r := s.Report()
+			if len(r.Unanswered) != 1 || r.Unanswered[0].Queue != "POST /v1/messages model claude-main, structured output" {
+				t.Errorf("unanswered %v, want the second title request, of queue %q", r.Unanswered, "POST /v1/messages model claude-main, structured output")
+			}
+			if r.Served != 3 || len(r.Unrequested) != 0 {
+				t.Errorf("report: served %d, unrequested %v; want 3, none", r.Served, r.Unrequested)
+			}
+		})
+	}
+}
+
 // TestUnanswered: a request beyond its queue's recorded exchanges, or of a
 // key never recorded, gets a 400 with an error in its wire format's shape
 // and is reported, with the credentials in its URL masked.

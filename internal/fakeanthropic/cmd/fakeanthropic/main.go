@@ -1,7 +1,7 @@
 // Command fakeanthropic runs the scripted Anthropic Messages API of package
 // fakeanthropic on a loopback port, for trying an agent against it by hand:
 //
-//	go run ./internal/fakeanthropic/cmd/fakeanthropic [-tls] [-delay D] [-variant S] [-v]
+//	go run ./internal/fakeanthropic/cmd/fakeanthropic [-tls] [-delay D] [-turn-delay D] [-variant S] [-v]
 //
 // It prints the base URL (for ANTHROPIC_BASE_URL; and, with -tls, the CA
 // file) on stdout, then one line per request on stderr (-v: with the
@@ -22,9 +22,10 @@ func main() {
 	useTLS := flag.Bool("tls", false, "serve HTTPS")
 	delay := flag.Duration("delay", 0, "pause before each delta of a \"slowly\" answer")
 	variant := flag.String("variant", "", "prefix of every text answer")
+	turnDelay := flag.Duration("turn-delay", 0, "pause before the answer of every request but a structured-output one")
 	verbose := flag.Bool("v", false, "print request headers and bodies")
 	flag.Parse()
-	opts := fakeanthropic.Options{Delay: *delay, Variant: *variant}
+	opts := fakeanthropic.Options{Delay: *delay, Variant: *variant, TurnDelay: *turnDelay}
 	var l *fakeanthropic.Listener
 	if *useTLS {
 		var err error
