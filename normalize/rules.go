@@ -386,6 +386,9 @@ func (seg segment) matches(s step) bool {
 // and to everything inside it. v is a freshly normalized value, changed in
 // place.
 func applyRules(rules []Rule, v any, path []step) any {
+	if len(rules) == 0 {
+		return v
+	}
 	for _, r := range rules {
 		switch {
 		case r.re != nil:

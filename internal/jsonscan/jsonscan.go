@@ -267,19 +267,25 @@ func (s *scanner) skip() {
 
 // skipString moves past the string at the position of valid JSON text.
 func (s *scanner) skipString() {
-	s.i++
+	start := s.i + 1
+	s.i = start
 	for {
-		j := bytes.IndexAny(s.b[s.i:], `"\`)
+		j := bytes.IndexByte(s.b[s.i:], '"')
 		if j < 0 {
 			s.i = len(s.b)
 			return
 		}
-		s.i += j
-		if s.b[s.i] == '"' {
-			s.i++
+		end := s.i + j
+		// The quote ends the string unless an odd number of
+		// backslashes escapes it.
+		bs := 0
+		for end-1-bs >= start && s.b[end-1-bs] == '\\' {
+			bs++
+		}
+		s.i = end + 1
+		if bs%2 == 0 {
 			return
 		}
-		s.i += 2 // an escape: '\' and the byte after it
 	}
 }
 
