@@ -87,9 +87,9 @@ type part struct {
 	key     string // the member's normalized key; "" for an array element
 	inUsage bool   // an element of a usage report
 	raw     []byte
-	out  any
-	refs refs
-	used uint64 // Requests.calls when last used
+	out     any
+	refs    refs
+	used    uint64 // Requests.calls when last used
 }
 
 // refs are the linked values a part looked up, in the order it first
