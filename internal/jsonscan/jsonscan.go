@@ -6,7 +6,10 @@
 // an array of text already known to be valid.
 package jsonscan
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // maxDepth is encoding/json's limit on nested arrays and objects.
 const maxDepth = 10000
@@ -150,6 +153,11 @@ func (s *scanner) str() bool {
 	b := s.b
 	s.i++ // '"'
 	for {
+		// Eight bytes at a time while none of them is a quote, a
+		// backslash or a control character.
+		for s.i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[s.i:])) {
+			s.i += 8
+		}
 		for s.i < len(b) && b[s.i] >= 0x20 && b[s.i] != '"' && b[s.i] != '\\' {
 			s.i++
 		}
@@ -180,6 +188,24 @@ func (s *scanner) str() bool {
 			return false
 		}
 	}
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plain8 reports whether none of the eight bytes of w is '"', '\\' or
+// below 0x20, with the "determine if a word has a byte less than n" and
+// "has a zero byte" tests of Bit Twiddling Hacks, which are exact about
+// whether any byte is one.
+func plain8(w uint64) bool {
+	low := (w - ones*0x20) & ^w    // a byte below 0x20 sets its high bit
+	quote := (w ^ ones*'"') - ones // a zero byte (a quote) borrows
+	quote &= ^(w ^ ones*'"')       //   and sets its high bit
+	bs := (w ^ ones*'\\') - ones
+	bs &= ^(w ^ ones*'\\')
+	return (low|quote|bs)&highs == 0
 }
 
 func isHex(c byte) bool {

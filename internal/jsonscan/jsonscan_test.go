@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -133,5 +134,19 @@ func TestSplit(t *testing.T) {
 	Elements([]byte(`[1,2,3]`), func([]byte) bool { n++; return n < 2 })
 	if n != 2 {
 		t.Errorf("Elements went on after fn returned false: %d calls, want 2", n)
+	}
+}
+
+// TestPlain8 tries every byte at every position of a word of plain ones.
+func TestPlain8(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			w := []byte("aZ~ \x7f\x80\xffa")
+			w[pos] = byte(c)
+			want := !(c < 0x20 || c == '"' || c == '\\')
+			if got := plain8(binary.LittleEndian.Uint64(w)); got != want {
+				t.Errorf("plain8(%q) = %v, want %v", w, got, want)
+			}
+		}
 	}
 }
