@@ -61,9 +61,11 @@ const (
 	minPart = 24
 	// keepCalls is how many Request calls a part is kept unused: enough
 	// for the requests of a few queues to interleave (a main turn, a
-	// title call, the recorded and the live side of each).
-	keepCalls  = 32
-	sweepEvery = 16
+	// title call, the recorded and the live side of each). A sweep every
+	// keepCalls calls visits every part: a cost per call that does not
+	// grow with the conversation.
+	keepCalls  = 64
+	sweepEvery = keepCalls
 	// maxTwins bounds the parts remembered for the same bytes, which
 	// differ in the placeholders they link to.
 	maxTwins = 4
