@@ -61,9 +61,9 @@ const (
 	minPart = 24
 	// keepCalls is how many Request calls a part is kept unused: enough
 	// for the requests of a few queues to interleave (a main turn, a
-	// title call, the recorded and the live side of each). A sweep every
-	// keepCalls calls visits every part: a cost per call that does not
-	// grow with the conversation.
+	// title call, the recorded and the live side of each). A sweep visits
+	// every part, about one per message of the conversation: made every
+	// keepCalls calls, it costs a call a 64th of that.
 	keepCalls  = 64
 	sweepEvery = keepCalls
 	// maxTwins bounds the parts remembered for the same bytes, which
