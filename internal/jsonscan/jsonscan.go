@@ -76,16 +76,7 @@ func (s *scanner) literal(word string) bool {
 }
 
 func (s *scanner) object(depth int) bool {
-	if depth > maxDepth {
-		return false
-	}
-	s.i++ // '{'
-	s.space()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return true
-	}
-	for {
+	return s.container(depth, '}', func() bool {
 		if s.i >= len(s.b) || s.b[s.i] != '"' || !s.str() {
 			return false
 		}
@@ -95,38 +86,28 @@ func (s *scanner) object(depth int) bool {
 		}
 		s.i++
 		s.space()
-		if !s.value(depth) {
-			return false
-		}
-		s.space()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.space()
-		case '}':
-			s.i++
-			return true
-		default:
-			return false
-		}
-	}
+		return s.value(depth)
+	})
 }
 
 func (s *scanner) array(depth int) bool {
+	return s.container(depth, ']', func() bool { return s.value(depth) })
+}
+
+// container scans an object or an array, depth containers deep, whose
+// items item scans, up to its last byte.
+func (s *scanner) container(depth int, last byte, item func() bool) bool {
 	if depth > maxDepth {
 		return false
 	}
-	s.i++ // '['
+	s.i++ // '{' or '['
 	s.space()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
+	if s.i < len(s.b) && s.b[s.i] == last {
 		s.i++
 		return true
 	}
 	for {
-		if !s.value(depth) {
+		if !item() {
 			return false
 		}
 		s.space()
@@ -137,7 +118,7 @@ func (s *scanner) array(depth int) bool {
 		case ',':
 			s.i++
 			s.space()
-		case ']':
+		case last:
 			s.i++
 			return true
 		default:
@@ -320,21 +301,7 @@ func (s *scanner) skipString() {
 // returns false. b must be valid JSON (see Valid); ok is false if it is
 // not an object.
 func Members(b []byte, fn func(key, value []byte) bool) (ok bool) {
-	s := scanner{b: b}
-	s.space()
-	if s.i >= len(b) || b[s.i] != '{' {
-		return false
-	}
-	s.i++
-	for {
-		s.space()
-		if s.i >= len(b) || b[s.i] == '}' {
-			return true
-		}
-		if b[s.i] == ',' {
-			s.i++
-			s.space()
-		}
+	return each(b, '{', '}', func(s *scanner) bool {
 		from := s.i
 		s.skipString()
 		key := b[from:s.i]
@@ -343,34 +310,41 @@ func Members(b []byte, fn func(key, value []byte) bool) (ok bool) {
 		s.space()
 		from = s.i
 		s.skip()
-		if !fn(key, b[from:s.i]) {
-			return true
-		}
-	}
+		return fn(key, b[from:s.i])
+	})
 }
 
 // Elements calls fn with each element of the array b, raw, in order,
 // until fn returns false. b must be valid JSON (see Valid); ok is false
 // if it is not an array.
 func Elements(b []byte, fn func(elem []byte) bool) (ok bool) {
-	s := scanner{b: b}
+	return each(b, '[', ']', func(s *scanner) bool {
+		from := s.i
+		s.skip()
+		return fn(b[from:s.i])
+	})
+}
+
+// each calls item at the start of each item of the container b, opened
+// and closed by open and last, until item returns false; ok is false if
+// b is not such a container. item moves s past the item.
+func each(b []byte, open, last byte, item func(s *scanner) bool) (ok bool) {
+	s := &scanner{b: b}
 	s.space()
-	if s.i >= len(b) || b[s.i] != '[' {
+	if s.i >= len(b) || b[s.i] != open {
 		return false
 	}
 	s.i++
 	for {
 		s.space()
-		if s.i >= len(b) || b[s.i] == ']' {
+		if s.i >= len(b) || b[s.i] == last {
 			return true
 		}
 		if b[s.i] == ',' {
 			s.i++
 			s.space()
 		}
-		from := s.i
-		s.skip()
-		if !fn(b[from:s.i]) {
+		if !item(s) {
 			return true
 		}
 	}
