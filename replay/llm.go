@@ -35,6 +35,11 @@ func newNormalizers(rec *recording, sb *sandbox, opts *Options) normalizers {
 		NoCoalesce: opts.NoCoalesce,
 		Order:      opts.Order,
 	}
+	return normalizersOf(o)
+}
+
+// normalizersOf returns the normalizers of o.
+func normalizersOf(o normalize.Options) normalizers {
 	return normalizers{opts: o, reqs: normalize.NewRequests(o)}
 }
 

@@ -28,6 +28,8 @@ type showOptions struct {
 	Name      string
 	JSON      bool
 	Color     bool
+	HTML      bool   // write the recording's page (package timeline)
+	Output    string // write the page to this file instead of stdout
 }
 
 func showCommand(stdio *IO) *cli.Command {
@@ -38,6 +40,8 @@ func showCommand(stdio *IO) *cli.Command {
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line per event (per recording without NAME)"},
+			&cli.BoolFlag{Name: "html", Usage: "write the recording as one self-contained HTML page"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --html, write the page to `FILE` instead of stdout"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
@@ -49,12 +53,17 @@ func showCommand(stdio *IO) *cli.Command {
 				Name:      c.Args().First(),
 				JSON:      c.Bool("json"),
 				Color:     colorFor(stdio.Out),
+				HTML:      c.Bool("html"),
+				Output:    c.String("output"),
 			})
 		},
 	}
 }
 
 func runShow(opts *showOptions) error {
+	if err := checkHTMLFlags(opts); err != nil {
+		return err
+	}
 	st, err := openStore(opts.StorePath, true)
 	if err != nil {
 		return err
@@ -75,6 +84,9 @@ func runShow(opts *showOptions) error {
 	rec, err := st.Get(opts.Name)
 	if err != nil {
 		return recordingError(err, opts.StorePath)
+	}
+	if opts.HTML {
+		return showHTML(st, opts)
 	}
 	var emit func(store.Event) error
 	if opts.JSON {
