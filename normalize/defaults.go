@@ -150,12 +150,15 @@ func (n *Normalizer) member(key string, v any, src source, inUsage bool) any {
 // shows up again, under any key or inside any text, so references stay
 // linked.
 func (n *Normalizer) link(kind, key string) string {
-	if p, ok := n.links[key]; ok {
-		return p
+	p, ok := n.links[key]
+	if !ok {
+		n.counts[kind]++
+		p = "<" + kind + ":" + strconv.Itoa(n.counts[kind]) + ">"
+		n.links[key] = p
 	}
-	n.counts[kind]++
-	p := "<" + kind + ":" + strconv.Itoa(n.counts[kind]) + ">"
-	n.links[key] = p
+	if n.refs != nil {
+		n.refs.note(kind, key, p, !ok, n.counts[kind])
+	}
 	return p
 }
 

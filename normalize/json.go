@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -86,6 +87,43 @@ func plain(v any) (any, bool) {
 		return nil, false
 	}
 	return decode(b)
+}
+
+// plainView is plain for values only read: what is plain already is
+// returned as it is, not copied.
+func plainView(v any) (any, bool) {
+	if isPlain(v) {
+		return v, true
+	}
+	return plain(v)
+}
+
+// isPlain reports whether v is made of the types decode produces only.
+func isPlain(v any) bool {
+	switch x := v.(type) {
+	case nil, bool, string, json.Number, Missing:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !isPlain(e) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range x {
+			if !isPlain(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// sameMap reports whether two maps are one.
+func sameMap(a, b map[string]any) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // numbersEqual compares two JSON number literals by value, exactly, so that

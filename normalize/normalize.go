@@ -126,6 +126,7 @@ type Normalizer struct {
 	counts map[string]int    // placeholders handed out per kind
 	rpc    [2]map[string]string
 	rpcN   [2]int
+	refs   *refs // records what link looks up, for Requests; nil if not
 }
 
 // New returns a Normalizer for one stream.

@@ -42,11 +42,18 @@ import (
 func (n *Normalizer) Request(method, rawURL string, header http.Header, body []byte) any {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	return n.request(method, rawURL, header, body, nil)
+}
+
+// request is Request, with the parts r remembers if r is not nil. The
+// URL, the header and the body are normalized in this order, which
+// numbers their placeholders.
+func (n *Normalizer) request(method, rawURL string, header http.Header, body []byte, r *Requests) any {
 	req := map[string]any{
 		"method": strings.ToUpper(method),
 		"url":    n.url(rawURL),
 		"header": n.header(header),
-		"body":   n.body(body),
+		"body":   n.body(body, r),
 	}
 	return applyRules(n.rules, req, nil)
 }
@@ -137,9 +144,14 @@ var (
 	versionNumber = regexp.MustCompile(`\bv?[0-9]+(?:\.[0-9]+)+(?:[-+][0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)*`)
 )
 
-func (n *Normalizer) body(b []byte) any {
+func (n *Normalizer) body(b []byte, r *Requests) any {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
+	}
+	if r != nil {
+		if v, ok := n.bodyParts(b, r); ok {
+			return v
+		}
 	}
 	if v, ok := decode(b); ok {
 		return n.value(v, fromWire, false)

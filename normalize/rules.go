@@ -392,6 +392,9 @@ func (seg segment) matches(s step) bool {
 // replacement alone in ParseRules cannot see, and normalizing must give
 // the same value once as twice.
 func applyRules(rules []Rule, v any, path []step) any {
+	if len(rules) == 0 {
+		return v
+	}
 	if s, ok := v.(string); ok {
 		for range maxRuleRounds {
 			next := applyRulesOnce(rules, s, path)

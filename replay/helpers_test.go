@@ -66,7 +66,7 @@ func recordEnv(extra ...string) []string {
 
 // testCA is an interception CA of the test's own: a replay never touches
 // the user's.
-func testCA(t *testing.T) *proxy.CA {
+func testCA(t testing.TB) *proxy.CA {
 	t.Helper()
 	ca, err := proxy.LoadOrCreateCA(t.TempDir())
 	if err != nil {
@@ -88,7 +88,7 @@ type session struct {
 // in a fresh workspace holding notes.txt, and stores the session in st as
 // acptap record would: the editor and agent frames, then the LLM
 // exchanges. It returns the agent's command line as recorded.
-func recordSession(t *testing.T, st *store.Store, name string, s session) []string {
+func recordSession(t testing.TB, st *store.Store, name string, s session) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
@@ -165,7 +165,7 @@ type fakeLLM struct {
 	body []byte
 }
 
-func newFakeLLM(t *testing.T) *fakeLLM {
+func newFakeLLM(t testing.TB) *fakeLLM {
 	f := &fakeLLM{body: testkit.WireSample(t, "oai_chat_text.sse")}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)

@@ -80,7 +80,7 @@ func TestHTTPKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := normalizers{normalize.Options{Cwd: []string{"/rec/ws", "/sb/work"}, Home: []string{"/rec/home"}, Rules: rules}}
+	n := normalizers{opts: normalize.Options{Cwd: []string{"/rec/ws", "/sb/work"}, Home: []string{"/rec/home"}, Rules: rules}}
 	same := [][2]string{
 		{"https://registry.example/pkg?ts=1718000000000&id=3f2b9c4e-7a8d-4e1f-9b6a-2c5d8e7f1a30", "https://registry.example/pkg?ts=1718000005555&id=0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"},
 		{"http://127.0.0.1:4873/files?dir=/rec/ws/src", "http://127.0.0.1:4873/files?dir=/sb/work/src"},

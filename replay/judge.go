@@ -45,7 +45,9 @@ type verdict struct {
 // reports show first.
 func judge(ev evidence) verdict {
 	var v verdict
-	c := normalize.Compare(transcript(ev.normalizer(), ev.recorded), transcript(ev.normalizer(), ev.live))
+	want := transcript(ev.normalizer(), ev.recorded)
+	ev.recorded = nil // normalized: the lines can go, if the caller let go of them
+	c := normalize.Compare(want, transcript(ev.normalizer(), ev.live))
 	v.expected, v.actual = c.Want, c.Got
 	if c.Diff != nil {
 		v.divergences = append(v.divergences, outputDiffers(c.Diff))

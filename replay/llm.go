@@ -20,10 +20,13 @@ import (
 // normalizes to the same placeholder.
 type normalizers struct {
 	opts normalize.Options
+	// reqs normalizes the LLM requests, the recorded and the live alike:
+	// what a request repeats of an earlier one is normalized once.
+	reqs *normalize.Requests
 }
 
 func newNormalizers(rec *recording, sb *sandbox, opts *Options) normalizers {
-	return normalizers{normalize.Options{
+	o := normalize.Options{
 		// Found once: new is called twice per LLM request.
 		Cwd:        nonEmpty(append(sessionCwds(rec.frames), rec.meta.Cwd, sb.work)...),
 		Home:       nonEmpty(rec.meta.Home, sb.home),
@@ -31,7 +34,13 @@ func newNormalizers(rec *recording, sb *sandbox, opts *Options) normalizers {
 		Rules:      append(slices.Clip(opts.Rules), rec.rules...),
 		NoCoalesce: opts.NoCoalesce,
 		Order:      opts.Order,
-	}}
+	}
+	return normalizersOf(o)
+}
+
+// normalizersOf returns the normalizers of o.
+func normalizersOf(o normalize.Options) normalizers {
+	return normalizers{opts: o, reqs: normalize.NewRequests(o)}
 }
 
 // new returns a fresh Normalizer: placeholders are numbered per
@@ -46,8 +55,8 @@ func (n normalizers) compareRequests(recorded, live *exchange.Exchange) (llmserv
 
 // requests normalizes a request and its recorded twin.
 func (n normalizers) requests(recorded, live *exchange.Exchange) (a, b any) {
-	a = n.new().Request(recorded.Method, recorded.URL, recorded.RequestHeaders, recorded.RequestBody)
-	b = n.new().Request(live.Method, live.URL, live.RequestHeaders, live.RequestBody)
+	a = n.reqs.Request(recorded.Method, recorded.URL, recorded.RequestHeaders, recorded.RequestBody)
+	b = n.reqs.Request(live.Method, live.URL, live.RequestHeaders, live.RequestBody)
 	return a, b
 }
 

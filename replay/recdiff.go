@@ -67,14 +67,14 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 		}
 		rules = append(rules, stored...)
 	}
-	norms := normalizers{normalize.Options{
+	norms := normalizersOf(normalize.Options{
 		Cwd:        nonEmpty(slices.Concat(sessionCwds(ra.frames), []string{ra.meta.Cwd}, sessionCwds(rb.frames), []string{rb.meta.Cwd})...),
 		Home:       nonEmpty(ra.meta.Home, rb.meta.Home),
 		Tmp:        nonEmpty(ra.meta.Tmp, rb.meta.Tmp),
 		Rules:      rules,
 		NoCoalesce: opts.NoCoalesce,
 		Order:      opts.Order,
-	}}
+	})
 	res := &DiffResult{A: a, B: b}
 	c := normalize.Compare(transcript(norms.new(), ra.agent), transcript(norms.new(), rb.agent))
 	res.Expected, res.Actual = c.Want, c.Got

@@ -21,6 +21,7 @@ import (
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/proxy"
+	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
@@ -219,8 +220,22 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	}
 
 	report := llm.server.Report()
+	res := &Result{
+		Name:     name,
+		Requests: kept.pairs(),
+		Live:     run.live,
+		Exit:     run.exit,
+		LLM:      report,
+		Frames:   len(rec.frames),
+	}
+	res.timeline(rec, sb, &run.drive)
+	// What is left of the recording is the agent's lines, for the
+	// comparison, which lets go of them once normalized: a big
+	// recording is not held several times over at once.
+	recorded := rec.agent
+	rec.frames, rec.agent, run.drive = nil, nil, driver.Result{}
 	v := judge(evidence{
-		recorded:   rec.agent,
+		recorded:   recorded,
 		live:       run.live,
 		driveErr:   run.driveErr,
 		llm:        report,
@@ -228,20 +243,8 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		strictHTTP: opts.StrictHTTP,
 		normalizer: norms.new,
 	})
-	res := &Result{
-		Name:        name,
-		Divergences: v.divergences,
-		Warnings:    v.warnings,
-		Diff:        v.diff,
-		Expected:    v.expected,
-		Actual:      v.actual,
-		Requests:    kept.pairs(),
-		Live:        run.live,
-		Exit:        run.exit,
-		LLM:         report,
-		Frames:      len(rec.frames),
-	}
-	res.timeline(rec, sb, &run.drive)
+	res.Divergences, res.Warnings = v.divergences, v.warnings
+	res.Diff, res.Expected, res.Actual = v.diff, v.expected, v.actual
 	res.Duration = time.Since(started)
 	return res, nil
 }

@@ -81,7 +81,7 @@ func diverged(name string, editors int, steps ...string) *Result {
 	return res
 }
 
-func openStore(t *testing.T) *store.Store {
+func openStore(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), nil)
 	if err != nil {

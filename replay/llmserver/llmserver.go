@@ -229,7 +229,7 @@ func New(opts Options) (*Server, error) {
 		if class == exchange.ClassHTTP {
 			queues, key = s.http, s.httpKey(x.Method, x.URL)
 		} else {
-			key = requestKey(x.Method, recordedPath(x.URL), requestModel(x.Method, x.URL, x.RequestBody), structuredOutput(x.RequestBody))
+			key = requestKey(x.Method, recordedPath(x.URL), requestModel(wire.Detect(x.Method, x.URL, nil), x.URL, x.RequestBody), structuredOutput(x.RequestBody))
 		}
 		q := queues[key]
 		if q == nil {
@@ -288,12 +288,6 @@ func recordedPath(rawURL string) string {
 	return rawURL
 }
 
-// requestModel returns the model a request asks for, if it names one.
-func requestModel(method, rawURL string, body []byte) string {
-	model, _ := wire.RequestInfo(wire.Detect(method, rawURL, nil), rawURL, body)
-	return model
-}
-
 // masker masks credentials in live requests as a recording does.
 var masker redact.Redactor
 
@@ -313,8 +307,7 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	body, encoding, decodeErr := decodeRequestBody(req.Header, raw)
 	format := wire.Detect(req.Method, req.URL.String(), nil)
-	model, _ := wire.RequestInfo(format, req.URL.String(), body)
-	key := requestKey(req.Method, req.URL.Path, model, structuredOutput(body))
+	key := requestKey(req.Method, req.URL.Path, requestModel(format, req.URL.String(), body), structuredOutput(body))
 
 	s.mu.Lock()
 	q := s.queues[key]

@@ -3,6 +3,8 @@ package llmserver
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/acptap/acptap/internal/jsonscan"
 )
 
 // structuredOutput reports whether a JSON request body asks the model
@@ -31,8 +33,9 @@ func structuredOutput(body []byte) bool {
 		Format json.RawMessage `json:"format"`
 	}
 	// A body that is not JSON, or has a field of another type, asks for
-	// nothing this can tell.
-	if json.Unmarshal(body, &req) != nil {
+	// nothing this can tell. Only the members read are decoded: a request
+	// that carries a whole conversation is scanned, not decoded.
+	if json.Unmarshal(structuredMembers(body), &req) != nil {
 		return false
 	}
 	jsonType := func(t string) bool { return strings.HasPrefix(t, "json") }
@@ -48,4 +51,31 @@ func structuredOutput(body []byte) bool {
 func present(v json.RawMessage) bool {
 	s := strings.TrimSpace(string(v))
 	return s != "" && s != "null" && s != `""`
+}
+
+// structuredKeys are the top-level members structuredOutput reads, in
+// lower case: encoding/json matches them ignoring case.
+var structuredKeys = map[string]bool{"output_config": true, "response_format": true, "text": true, "generationconfig": true, "format": true}
+
+// structuredMembers returns a JSON object of body's top-level members that
+// structuredOutput reads, or body itself when it is not a valid object.
+func structuredMembers(body []byte) []byte {
+	if !jsonscan.Valid(body) {
+		return body
+	}
+	small := []byte{'{'}
+	ok := jsonscan.Members(body, func(k, v []byte) bool {
+		var key string
+		if json.Unmarshal(k, &key) == nil && structuredKeys[strings.ToLower(key)] {
+			if len(small) > 1 {
+				small = append(small, ',')
+			}
+			small = append(append(append(small, k...), ':'), v...)
+		}
+		return true
+	})
+	if !ok {
+		return body
+	}
+	return append(small, '}')
 }
