@@ -90,12 +90,12 @@ func runCalibrate(opts *calibrateOptions) error {
 	}
 	// Read-only for the replays, with a shared lock; writable, which
 	// locks other processes out, only to store the rules.
-	st, err := openStore(opts.StorePath, true)
+	src, err := openSource(opts.StorePath, opts.Names)
 	if err != nil {
 		return err
 	}
-	results, err := calibrateAll(st, opts)
-	st.Close()
+	defer src.Close()
+	results, err := calibrateAll(src.st, opts)
 	if err != nil {
 		return err
 	}
@@ -109,12 +109,15 @@ func runCalibrate(opts *calibrateOptions) error {
 		}
 	}
 	if len(calibrated) > 0 {
-		if st, err = openStore(opts.StorePath, false); err != nil {
+		if err := src.writable(); err != nil {
 			return err
 		}
-		defer st.Close()
 		for _, res := range calibrated {
-			if err := calibrate.Save(st, res); err != nil {
+			if err := calibrate.Save(src.st, res); err != nil {
+				return usageErrorf("calibrate %s: storing the rules: %w", res.Name, err)
+			}
+			// A directory gets the rules file of its recording written.
+			if err := src.save(res.Name); err != nil {
 				return usageErrorf("calibrate %s: storing the rules: %w", res.Name, err)
 			}
 		}

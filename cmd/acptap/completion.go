@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/fixture"
 	"github.com/acptap/acptap/store"
 )
 
@@ -119,7 +121,7 @@ func completeCommand(stdio *IO) *cli.Command {
 }
 
 // nameCommands are the commands whose arguments are recording names.
-var nameCommands = map[string]bool{"show": true, "rm": true, "replay": true, "diff": true, "calibrate": true}
+var nameCommands = map[string]bool{"show": true, "rm": true, "replay": true, "diff": true, "calibrate": true, "export": true, "cp": true, "mv": true}
 
 // flagValues are the values of flags that take one of a few words.
 var flagValues = map[string][]string{
@@ -233,6 +235,18 @@ func storeOnLine(words []string, getenv func(string) string) string {
 // it cannot be read at once (no store, or one a writer holds), since a
 // completion must never wait or print an error.
 func recordingNames(path string) []string {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		// A directory of exported recordings: their directories' names.
+		dirs, err := fixture.Find(path)
+		if err != nil {
+			return nil
+		}
+		names := make([]string, 0, len(dirs))
+		for _, d := range dirs {
+			names = append(names, filepath.Base(d))
+		}
+		return names
+	}
 	st, err := store.Open(path, &store.Options{ReadOnly: true, Timeout: 50 * time.Millisecond})
 	if err != nil {
 		return nil

@@ -59,11 +59,12 @@ func diffCommand(stdio *IO) *cli.Command {
 }
 
 func runDiff(opts *diffOptions) error {
-	st, err := openStore(opts.StorePath, true)
+	src, err := openSource(opts.StorePath, []string{opts.A, opts.B})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer src.Close()
+	st := src.st
 	for _, name := range []string{opts.A, opts.B} {
 		if _, err := st.Get(name); err != nil {
 			return recordingError(err, opts.StorePath)

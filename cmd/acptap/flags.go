@@ -28,7 +28,7 @@ func storeFlag() cli.Flag {
 	}
 	return &cli.StringFlag{
 		Name:        "store",
-		Usage:       "bbolt store `PATH` (default $ACPTAP_STORE, else acptap.db)",
+		Usage:       "the store `PATH`: a bbolt file; show, replay and calibrate also read a directory of exported recordings (acptap export); default $ACPTAP_STORE, else acptap.db",
 		Value:       value,
 		DefaultText: value,
 	}

@@ -270,43 +270,33 @@ func runReplay(opts *replayOptions) error {
 		return err
 	}
 
-	st, err := openStore(opts.StorePath, true)
+	src, err := openSource(opts.StorePath, opts.Names) // every recording of a directory with --all
 	if err != nil {
 		return err
 	}
+	// The store stays open during the replays: read-only with a shared
+	// lock, unless --update.
+	defer src.Close()
 	if opts.Update {
 		// The read-only open said whether there is a store; --update
 		// writes to it, which locks other processes out while it runs.
-		st.Close()
-		if st, err = openStore(opts.StorePath, false); err != nil {
+		if err := src.writable(); err != nil {
 			return err
 		}
 	}
+	st := src.st
 	names := opts.Names
 	if opts.All {
-		recs, err := st.List()
-		if err != nil {
-			st.Close()
-			return usageErrorf("%v", err)
-		}
-		for _, r := range recs {
-			names = append(names, r.Name)
-		}
-		if len(names) == 0 {
-			st.Close()
-			return usageErrorf("no recordings in %s; record one with acptap record", opts.StorePath)
+		if names, err = allNames(st, opts.StorePath); err != nil {
+			return err
 		}
 	}
 	// Check every name first: a typo is a usage error, not a divergence.
 	for _, name := range names {
 		if _, err := st.Get(name); err != nil {
-			st.Close()
 			return recordingError(err, opts.StorePath)
 		}
 	}
-	// The store stays open during the replays: read-only with a shared
-	// lock, unless --update.
-	defer st.Close()
 	if opts.Select.any() {
 		var matched int
 		if names, matched, err = opts.Select.pick(names); err != nil {
@@ -322,6 +312,9 @@ func runReplay(opts *replayOptions) error {
 	// written, and acptap exits 128+n.
 	ctx, interrupted := interruptible()
 	defer interrupted.stop()
+	// From here the replays stop on a signal, and the deferred Close
+	// removes a directory's temporary store.
+	src.signalsHandled()
 	failed, updated, emitted := 0, 0, 0
 	progress := newProgress(opts.IO.Err, len(names), opts.Progress, colorFor(opts.IO.Err))
 	defer progress.stop()
@@ -332,7 +325,7 @@ func runReplay(opts *replayOptions) error {
 	var errored []string
 	replayAll(names, opts.Parallel, func(name string) outcome {
 		progress.started(name)
-		return replayOne(ctx, st, name, opts)
+		return replayOne(ctx, src, name, opts)
 	}, func(o outcome) bool {
 		if o.interrupted {
 			return false
@@ -420,7 +413,8 @@ type outcome struct {
 }
 
 // replayOne replays one recording and, with --update, updates it.
-func replayOne(ctx context.Context, st *store.Store, name string, opts *replayOptions) (o outcome) {
+func replayOne(ctx context.Context, src *source, name string, opts *replayOptions) (o outcome) {
+	st := src.st
 	o = outcome{name: name}
 	started := time.Now()
 	defer func() { o.duration = time.Since(started) }()
@@ -454,6 +448,10 @@ func replayOne(ctx context.Context, st *store.Store, name string, opts *replayOp
 	if opts.Update && !res.Equal() {
 		o.up = &updateOutcome{}
 		o.up.frames, o.up.err = replay.Update(st, res)
+		if o.up.err == nil {
+			// A directory gets its recording's files rewritten.
+			o.up.err = src.save(name)
+		}
 		if o.up.err != nil && !errors.Is(o.up.err, replay.ErrNotUpdatable) {
 			// The store could not be written: an environment error,
 			// which stops the run.

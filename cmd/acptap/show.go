@@ -64,11 +64,16 @@ func runShow(opts *showOptions) error {
 	if err := checkHTMLFlags(opts); err != nil {
 		return err
 	}
-	st, err := openStore(opts.StorePath, true)
+	var names []string // of a directory, the recordings to load: every one without a name
+	if opts.Name != "" {
+		names = []string{opts.Name}
+	}
+	src, err := openSource(opts.StorePath, names)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer src.Close()
+	st := src.st
 	out := bufio.NewWriterSize(opts.IO.Out, 64<<10)
 	defer out.Flush()
 	if opts.Name == "" {

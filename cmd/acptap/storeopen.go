@@ -17,7 +17,7 @@ func openStore(path string, readOnly bool) (*store.Store, error) {
 	var fix string
 	switch {
 	case errors.Is(err, store.ErrIsDir):
-		fix = "pass a file path with --store"
+		fix = "pass a store file with --store (show, replay and calibrate also read a directory of exported recordings; acptap import loads one into a store)"
 	case errors.Is(err, store.ErrNotRegular):
 		fix = "pass the path of a store file, or a new file, with --store"
 	case errors.Is(err, store.ErrNotStore):

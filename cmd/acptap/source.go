@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/acptap/acptap/fixture"
+	"github.com/acptap/acptap/store"
+)
+
+// source is the store that show, replay and calibrate read: a store file,
+// or a directory of exported recordings (acptap export), loaded into a
+// temporary store that is removed when the command ends, by signal too.
+type source struct {
+	path string // as given with --store
+	st   *store.Store
+
+	// For a directory: where each loaded recording's directory is, the
+	// temporary store's directory, and the signal handler that removes it.
+	dirs        map[string]string
+	tmp         string
+	stopSignals func()
+}
+
+// openSource opens the store at path for reading: a store file
+// read-only, or, when path is a directory, its exported recordings of
+// names (every one if there are none).
+func openSource(path string, names []string) (*source, error) {
+	if fi, err := os.Stat(path); err != nil || !fi.IsDir() {
+		st, err := openStore(path, true)
+		if err != nil {
+			return nil, err
+		}
+		return &source{path: path, st: st}, nil
+	}
+	found, err := fixture.Find(path)
+	if errors.Is(err, fixture.ErrNoRecording) {
+		return nil, usageErrorf("%s holds no exported recording (a directory with a meta.json, or a directory of them); export one with: acptap export --dir %s NAME, or pass a store file with --store", path, path)
+	}
+	if err != nil {
+		return nil, usageErrorf("%v; pass a store file or a directory of exported recordings with --store", err)
+	}
+	dirs := map[string]string{}
+	for _, d := range found {
+		dirs[filepath.Base(d)] = d
+	}
+	if len(names) == 0 {
+		for n := range dirs {
+			names = append(names, n)
+		}
+	}
+	var load []*fixture.Dir
+	for _, name := range names {
+		if err := store.ValidName(name); err != nil {
+			return nil, usageErrorf("%v", err)
+		}
+		dir, ok := dirs[name]
+		if !ok {
+			return nil, usageErrorf("no recording %q in %s; list the recordings with: acptap show --store %s", name, path, path)
+		}
+		d, err := fixture.Open(dir)
+		if err != nil {
+			return nil, fixtureError(err)
+		}
+		if !slices.ContainsFunc(load, func(l *fixture.Dir) bool { return l.Name() == name }) {
+			load = append(load, d)
+		}
+	}
+	src := &source{path: path, dirs: dirs}
+	if src.tmp, err = os.MkdirTemp("", "acptap-fixtures-"); err != nil {
+		return nil, usageErrorf("a temporary store for %s: %v", path, err)
+	}
+	src.stopSignals = onInterruptDo(src.removeTmp)
+	if src.st, err = store.Open(filepath.Join(src.tmp, "store.db"), nil); err != nil {
+		src.Close()
+		return nil, usageErrorf("a temporary store for %s: %v", path, err)
+	}
+	for _, d := range load {
+		if err := fixture.Put(context.Background(), src.st, d.Name(), d, false); err != nil {
+			src.Close()
+			return nil, fixtureError(err)
+		}
+	}
+	return src, nil
+}
+
+// fixtureError is a usage error about an exported recording that cannot
+// be read.
+func fixtureError(err error) error {
+	switch {
+	case errors.Is(err, fixture.ErrNewer):
+		return usageErrorf("%v; upgrade acptap", err)
+	case errors.Is(err, fixture.ErrMalformed):
+		return usageErrorf("%v; fix the file, or export the recording again", err)
+	}
+	return usageErrorf("%v", err)
+}
+
+// signalsHandled says that the command stops by itself on the interrupt
+// signals and closes the source: openSource's handler, which removes a
+// directory's temporary store and kills acptap, is not needed any more.
+func (s *source) signalsHandled() {
+	if s.stopSignals != nil {
+		s.stopSignals()
+	}
+}
+
+// removeTmp removes the temporary store of a directory.
+func (s *source) removeTmp() {
+	if s.tmp != "" {
+		os.RemoveAll(s.tmp)
+	}
+}
+
+// isDir says whether the source is a directory of exported recordings.
+func (s *source) isDir() bool { return s.dirs != nil }
+
+// writable makes the source writable: a store file is opened again for
+// writing, which locks other processes out; a directory's temporary store
+// is writable already.
+func (s *source) writable() error {
+	if s.isDir() {
+		return nil
+	}
+	s.st.Close()
+	st, err := openStore(s.path, false)
+	if err != nil {
+		s.st = nil
+		return err
+	}
+	s.st = st
+	return nil
+}
+
+// save writes the named recording, changed in the store, back to its
+// directory, file by file (see fixture.Export); nothing for a store file.
+func (s *source) save(name string) error {
+	if !s.isDir() {
+		return nil
+	}
+	rec, err := fixture.FromStore(s.st, name)
+	if err != nil {
+		return err
+	}
+	if err := fixture.Export(context.Background(), rec, s.dirs[name]); err != nil {
+		return fmt.Errorf("writing %s back: %w", s.dirs[name], err)
+	}
+	return nil
+}
+
+// Close closes the store and removes a directory's temporary store.
+func (s *source) Close() error {
+	var err error
+	if s.st != nil {
+		err = s.st.Close()
+	}
+	if s.isDir() {
+		s.signalsHandled()
+		s.removeTmp()
+	}
+	return err
+}
+
+// allNames returns the names of every recording of st, for --all: none
+// is a usage error.
+func allNames(st *store.Store, storePath string) ([]string, error) {
+	recs, err := st.List()
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	var names []string
+	for _, r := range recs {
+		names = append(names, r.Name)
+	}
+	if len(names) == 0 {
+		return nil, usageErrorf("no recordings in %s; record one with acptap record", storePath)
+	}
+	return names, nil
+}
