@@ -1,8 +1,12 @@
-// Package e2e holds acptap's end-to-end tests against a real agent,
-// codex-acp (npm @zed-industries/codex-acp), talking to the scripted
-// Responses API of internal/fakeresponses.
+// Package e2e holds acptap's end-to-end tests against three real agents:
+// codex-acp (npm @zed-industries/codex-acp) talking to the scripted
+// Responses API of internal/fakeresponses, claude-agent-acp talking to the
+// scripted Messages API of internal/fakeanthropic, and gemini-cli talking
+// to the scripted Gemini API of internal/fakegemini.
 //
-// The tests run only when ACPTAP_CODEX_ACP names the codex-acp binary:
+// Each agent's tests run only when its variable (ACPTAP_CODEX_ACP,
+// ACPTAP_CLAUDE_ACP, ACPTAP_GEMINI_CLI) names its binary, as
+// e2e/install.sh prints them:
 //
 //	eval "$(e2e/install.sh)"
 //	go test ./e2e/
@@ -45,4 +49,53 @@
 //     stream_max_retries say: a 429 fault ends the turn with an error.
 //   - codex-acp does not exit when its stdin closes: record and replay run
 //     with a short --grace, after which acptap terminates it.
+//
+// # How claude-agent-acp reaches the tap
+//
+// claude-agent-acp (npm @agentclientprotocol/claude-agent-acp) runs the
+// native Claude Code binary, which reads ANTHROPIC_BASE_URL. The base-URL
+// route is `acptap record --no-proxy-env --base-url
+// ANTHROPIC_BASE_URL=<plain fake>`; the proxy route names the HTTPS fake
+// in ANTHROPIC_BASE_URL and goes through acptap's HTTPS_PROXY, trusting
+// the interception CA from NODE_EXTRA_CA_CERTS. The agent command is
+// `env VARS... claude-agent-acp`, so that a replay, which runs the
+// recorded command in an environment of its own, sets them too:
+// CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC, DISABLE_TELEMETRY and
+// DISABLE_AUTOUPDATER (no calls to api.anthropic.com), IS_SANDBOX (root),
+// ANTHROPIC_MODEL and ANTHROPIC_SMALL_FAST_MODEL of one model (the session
+// title is asked for with either, by a race). The permission mode is in
+// the workspace's .claude/settings.json, carried into the replays by
+// `record --snapshot`; the bypassPermissions change is a user's
+// CLAUDE_CONFIG_DIR settings in a workspace that sets no mode. Claude
+// Code's session-title request, made next to the first turn, asks for
+// structured output and has a replay queue of its own; it races the first
+// turn, so the fake starts turns after claudeTurnDelay and only once it has
+// answered the title, and the replays keep the recorded timing (--speed 1),
+// for the title to land first; it pauses before a tool call's input, for
+// claude-agent-acp announces the call as it starts.
+//
+// # How gemini-cli reaches the tap
+//
+// gemini-cli (npm @google/gemini-cli, run as `gemini --acp`) reads its
+// base URL from GOOGLE_GEMINI_BASE_URL and its key from GEMINI_API_KEY,
+// which it sends in the x-goog-api-key header. The base-URL route is
+// `acptap record --no-proxy-env --base-url GOOGLE_GEMINI_BASE_URL=<plain
+// fake>`; the proxy route names the HTTPS fake in GOOGLE_GEMINI_BASE_URL
+// and goes through acptap's HTTPS_PROXY, trusting the interception CA
+// from NODE_EXTRA_CA_CERTS. The agent command is `env
+// GEMINI_CLI_NO_RELAUNCH=true GEMINI_CLI_TRUST_WORKSPACE=true
+// [GOOGLE_GEMINI_BASE_URL=...] gemini --acp -m gemini-2.5-flash`, so that
+// a replay, which runs the recorded command in an environment of its own,
+// sets them too: one node process instead of two (the first of which
+// ignores SIGTERM), and a trusted workspace, whose .gemini/settings.json
+// (carried into the replays by `record --snapshot`, since the replay's
+// HOME is empty) picks the gemini-api-key auth, turns off the usage
+// statistics gemini-cli would post to play.googleapis.com, and turns off
+// skills, which its system instruction lists in an order that varies. A
+// pinned model spares the per-turn routing call of the "auto" model. The
+// fault scenario records a 429 of a server out of capacity for the model,
+// which gemini-cli retries after its RetryInfo delay (any other 429 or 5xx
+// after 5s or more); the one value of its requests that varies and that
+// no default rule covers, the PGID in the shell tool's output, is learned
+// by `acptap calibrate`.
 package e2e
