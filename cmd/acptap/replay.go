@@ -237,7 +237,7 @@ func runReplay(opts *replayOptions) error {
 	}
 	if opts.Update {
 		// The read-only open said whether there is a store; --update
-		// writes to it, which locks other processes out while it runs.
+		// writes to it.
 		st.Close()
 		if st, err = openStore(opts.StorePath, false); err != nil {
 			return err
@@ -265,8 +265,8 @@ func runReplay(opts *replayOptions) error {
 			return recordingError(err, opts.StorePath)
 		}
 	}
-	// The store stays open during the replays: read-only with a shared
-	// lock, unless --update.
+	// The store's file is locked only for each read (and, with --update,
+	// write) of it: recorders record into it while the replays run.
 	defer st.Close()
 	failed, updated := 0, 0
 	for _, name := range names {
