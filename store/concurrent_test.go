@@ -12,7 +12,7 @@ import (
 func seqs(t *testing.T, s *Store, name string, from uint64) []uint64 {
 	t.Helper()
 	var got []uint64
-	if err := s.EventsFrom(name, from, func(e Event) error {
+	if _, err := s.EventsFrom(name, from, func(e Event) error {
 		got = append(got, e.Seq)
 		return nil
 	}); err != nil {

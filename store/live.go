@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -77,3 +78,45 @@ func (p *liveProbe) live(name string) (bool, error) {
 }
 
 func (p *liveProbe) close() { p.f.Close() }
+
+// turnstileOffset is the byte of the turnstile, before the live locks.
+// flock(2) grants a released lock to whichever waiter runs first: with
+// busy Writers in several processes each taking the exclusive lock again
+// moments after letting go, a reader could wait for seconds. So a reader
+// (or a Create, a Delete) holds a shared lock of this byte while it waits
+// for the file's lock, and a Writer's commit first tries to lock it
+// exclusively, and unlocks it at once: while a reader waits, commits that
+// come after it wait behind it.
+const turnstileOffset = liveBase - 1
+
+// enterTurnstile marks f's reader as waiting. It waits only for a Writer
+// passing through, which takes no time.
+func enterTurnstile(f *os.File) error {
+	for {
+		lk := unix.Flock_t{Type: unix.F_RDLCK, Whence: 0, Start: turnstileOffset, Len: 1}
+		err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) {
+			return err
+		}
+		time.Sleep(10 * time.Microsecond)
+	}
+}
+
+// leaveTurnstile ends enterTurnstile.
+func leaveTurnstile(f *os.File) error {
+	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: turnstileOffset, Len: 1}
+	return unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+}
+
+// passTurnstile fails with EWOULDBLOCK while a reader waits.
+func passTurnstile(f *os.File) error {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: turnstileOffset, Len: 1}
+	err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk)
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+		return unix.EWOULDBLOCK
+	}
+	if err != nil {
+		return err
+	}
+	return leaveTurnstile(f)
+}

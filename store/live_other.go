@@ -18,3 +18,9 @@ func newLiveProbe(string) (*liveProbe, error) { return &liveProbe{}, nil }
 func (*liveProbe) live(string) (bool, error) { return true, nil }
 
 func (*liveProbe) close() {}
+
+func enterTurnstile(*os.File) error { return nil }
+
+func leaveTurnstile(*os.File) error { return nil }
+
+func passTurnstile(*os.File) error { return nil }

@@ -126,7 +126,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		onError:  o.OnError,
 		writers:  make(map[string]*Writer),
 	}
-	db, err := openDB(path, !o.ReadOnly, !o.ReadOnly, s.timeout)
+	db, err := openDB(path, !o.ReadOnly, !o.ReadOnly, s.timeout, nil)
 	if err != nil {
 		return nil, openError(path, s.timeout, err)
 	}
@@ -325,7 +325,8 @@ func (s *Store) Get(name string) (Recording, error) {
 // and stops at fn's first error, which it returns. It is EventsFrom(name,
 // 1, fn).
 func (s *Store) Events(name string, fn func(Event) error) error {
-	return s.EventsFrom(name, 1, fn)
+	_, err := s.EventsFrom(name, 1, fn)
+	return err
 }
 
 // Limits of one page of EventsFrom: the events it reads in one read
@@ -345,12 +346,16 @@ const (
 // rewritten (ReplaceLane) between two pages, EventsFrom fails with
 // ErrChanged or ErrNotFound. fn may keep an Event; the Data of the frames
 // of one block share an array: one kept Event keeps its block's.
-func (s *Store) EventsFrom(name string, from uint64, fn func(Event) error) error {
+//
+// EventsFrom returns the recording's metadata as read with the last page,
+// as Get returns it: if it says Done, every event of the recording from
+// Seq from on was passed to fn.
+func (s *Store) EventsFrom(name string, from uint64, fn func(Event) error) (Recording, error) {
 	if err := ValidName(name); err != nil {
-		return err
+		return Recording{}, err
 	}
 	from = max(from, 1)
-	var first Recording // the metadata as of the first page
+	var first, meta Recording // the metadata as of the first page, and the last
 	var page []Event
 	for {
 		page = page[:0]
@@ -358,25 +363,29 @@ func (s *Store) EventsFrom(name string, from uint64, fn func(Event) error) error
 		var pageErr error // a bad value, after the events of page
 		err := s.view("read", name, func(tx *bolt.Tx) error {
 			var err error
-			page, more, err = readPage(tx, name, from, page, &first)
+			page, more, err = readPage(tx, name, from, page, &first, &meta)
 			if len(page) > 0 {
 				pageErr, err = err, nil
 			}
 			return err
 		})
 		if err != nil {
-			return err
+			return Recording{}, err
 		}
 		for _, e := range page {
 			if err := fn(e); err != nil {
-				return err
+				return Recording{}, err
 			}
 		}
 		if pageErr != nil {
-			return s.wrap("read", name, pageErr)
+			return Recording{}, s.wrap("read", name, pageErr)
 		}
 		if !more {
-			return nil
+			recs := []Recording{meta}
+			if err := s.setLive(recs); err != nil {
+				return Recording{}, s.wrap("read", name, err)
+			}
+			return recs[0], nil
 		}
 		from = page[len(page)-1].Seq + 1
 		clear(page)
@@ -386,8 +395,9 @@ func (s *Store) EventsFrom(name string, from uint64, fn func(Event) error) error
 // readPage appends to page the events of the named recording from Seq
 // from on, up to the limits of a page, and reports whether more may
 // follow. *first is the recording's metadata as of the first page: a
-// later page checks that it reads the same recording, unrewritten.
-func readPage(tx *bolt.Tx, name string, from uint64, page []Event, first *Recording) ([]Event, bool, error) {
+// later page checks that it reads the same recording, unrewritten; *last
+// is set to the metadata as of this page.
+func readPage(tx *bolt.Tx, name string, from uint64, page []Event, first, last *Recording) ([]Event, bool, error) {
 	b, err := recording(tx, name)
 	if err != nil {
 		return page, false, err
@@ -396,6 +406,7 @@ func readPage(tx *bolt.Tx, name string, from uint64, page []Event, first *Record
 	if err != nil {
 		return page, false, err
 	}
+	*last = meta
 	if first.Name == "" {
 		*first = meta
 	} else if !meta.Created.Equal(first.Created) || !meta.Updated.Equal(first.Updated) {

@@ -36,11 +36,18 @@ const (
 // unless lingerQuiet passes without a new event (the queue went idle, and
 // waiting longer would only delay what it has), the queue reaches
 // lingerEvents or lingerBytes, or Flush or Finish is waiting.
+//
+// Writers of other processes share the file's lock: when a commit had to
+// wait for it, the Writer lingers for up to four times that wait (at most
+// maxCommitInterval), so that busy Writers take the lock less often, and
+// leave it free more of the time for a Writer with a lone line to commit
+// and for readers (show --follow) to read.
 const (
-	commitInterval = 5 * time.Millisecond
-	lingerQuiet    = time.Millisecond
-	lingerEvents   = maxCommitEvents
-	lingerBytes    = 8 << 20
+	commitInterval    = 5 * time.Millisecond
+	maxCommitInterval = 50 * time.Millisecond
+	lingerQuiet       = time.Millisecond
+	lingerEvents      = maxCommitEvents
+	lingerBytes       = 8 << 20
 )
 
 // Writer appends events to one recording from many goroutines without
@@ -72,7 +79,8 @@ type Writer struct {
 	err           error     // guarded by mu: the first commit error; run has returned
 	lateReported  bool      // guarded by mu: an Append or Update after Finish was reported
 
-	timer *time.Timer // wakes run while it lingers; only run uses it, nil until then
+	timer  *time.Timer   // wakes run while it lingers; only run uses it, nil until then
+	waited time.Duration // how long the last commit waited for the file's lock; only run uses it
 
 	// Buffers reused from commit to commit; only run uses them.
 	vals  []value // the values of a transaction
@@ -240,7 +248,7 @@ func (w *Writer) run(stored Recording) {
 		w.mu.Lock()
 		if w.hasWorkLocked() {
 			// It came while run committed: more is likely coming.
-			w.lingerLocked(started.Add(commitInterval))
+			w.lingerLocked(started.Add(max(commitInterval, min(4*w.waited, maxCommitInterval))))
 		}
 		for !w.hasWorkLocked() && !w.finishing {
 			w.wake.Wait()
@@ -385,7 +393,7 @@ func (w *Writer) commit(events []Event, m Recording) (Recording, error) {
 	w.keys = keys
 	// The wait for the lock has no limit: the events wait in memory
 	// while other processes commit, and none is dropped.
-	err = w.s.withDB(true, waitForever, func(db *bolt.DB) error {
+	err = w.s.withDBWaited(true, waitForever, &w.waited, func(db *bolt.DB) error {
 		return db.Update(func(tx *bolt.Tx) error {
 			b, err := recording(tx, w.name)
 			if err != nil {

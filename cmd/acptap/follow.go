@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"time"
 
 	"github.com/acptap/acptap/store"
@@ -34,10 +35,13 @@ func follow(st *store.Store, rec store.Recording, emit func(store.Event) error, 
 	printed := map[uint64]bool{}      // Seqs from from on that are printed
 	gaps := map[uint64]time.Time{}    // missing Seqs, since when
 	inFlight := map[uint64]struct{}{} // exchanges seen with FlagIncomplete, not printed
+	// The metadata as read with the events: Done there means that they
+	// were all read. A recorder that died may have committed after the
+	// read and before it died: one more read after it is found dead.
+	last := rec.Done || !rec.Live
 	for {
-		last := rec.Done || !rec.Live
 		expect := from // the Seq after the last one seen in this pass
-		err := st.EventsFrom(name, from, func(e store.Event) error {
+		got, err := st.EventsFrom(name, from, func(e store.Event) error {
 			for gap := expect; gap < e.Seq; gap++ {
 				if _, ok := gaps[gap]; !ok && !printed[gap] {
 					gaps[gap] = time.Now()
@@ -56,15 +60,24 @@ func follow(st *store.Store, rec store.Recording, emit func(store.Event) error, 
 			delete(inFlight, e.Seq)
 			return emit(e)
 		})
+		if errors.Is(err, store.ErrLocked) {
+			// A live view waits as long as it takes: another process
+			// held the store's lock for longer than a read waits (a
+			// machine too busy to run it, say).
+			continue
+		}
 		if err != nil {
 			return err
 		}
 		if err := out.Flush(); err != nil {
 			return err
 		}
-		if last {
+		if last || got.Done && len(inFlight) == 0 {
 			return nil
 		}
+		// Done with exchanges seen in flight by an earlier page, or the
+		// recorder gone: one last pass prints what is left as it is.
+		last = got.Done || !got.Live
 		// The next pass starts at the first Seq still to come.
 		next := expect
 		for seq := range inFlight {
@@ -83,9 +96,8 @@ func follow(st *store.Store, rec store.Recording, emit func(store.Event) error, 
 			}
 		}
 		from = next
-		time.Sleep(followPoll)
-		if rec, err = st.Get(name); err != nil {
-			return err
+		if !last {
+			time.Sleep(followPoll)
 		}
 	}
 }

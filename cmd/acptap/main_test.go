@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 		},
 		"rawagent":  rawAgent,
 		"leakagent": leakAgent,
+		"busyagent": busyAgent,
 	})
 }
 
