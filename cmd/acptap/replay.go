@@ -260,9 +260,14 @@ func runReplay(opts *replayOptions) error {
 	}
 	// Check every name first: a typo is a usage error, not a divergence.
 	for _, name := range names {
-		if _, err := st.Get(name); err != nil {
+		rec, err := st.Get(name)
+		if err != nil {
 			st.Close()
 			return recordingError(err, opts.StorePath)
+		}
+		if opts.Update && rec.Live && !rec.Done {
+			st.Close()
+			return usageErrorf("recording %q in %s is being recorded; replay --update it once its acptap record has ended", name, opts.StorePath)
 		}
 	}
 	// The store's file is locked only for each read (and, with --update,

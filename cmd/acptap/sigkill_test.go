@@ -107,6 +107,7 @@ type busyRecording struct {
 	name    string
 	cmd     *exec.Cmd
 	stop    chan struct{} // closed to stop feeding
+	echoed  chan struct{} // closed when the first echo arrives: the agent runs
 	fed     sync.WaitGroup
 	sent    []string    // lines written to acptap's stdin, when fed is done
 	echoes  []string    // lines read from acptap's stdout, when fed is done
@@ -134,7 +135,7 @@ func startBusy(t *testing.T, db, upstream, name string) *busyRecording {
 			cmd.Wait()
 		}
 	})
-	b := &busyRecording{name: name, cmd: cmd, stop: make(chan struct{})}
+	b := &busyRecording{name: name, cmd: cmd, stop: make(chan struct{}), echoed: make(chan struct{})}
 	b.fed.Go(func() {
 		w := bufio.NewWriterSize(stdin, 4096)
 		for i := 0; ; i++ {
@@ -158,10 +159,18 @@ func startBusy(t *testing.T, db, upstream, name string) *busyRecording {
 		for {
 			l, err := r.ReadString('\n')
 			if err != nil {
+				if l != "" {
+					// The agent died in the middle of a line.
+					b.echoes = append(b.echoes, l)
+					b.arrived = append(b.arrived, time.Now())
+				}
 				return
 			}
 			b.echoes = append(b.echoes, strings.TrimSuffix(l, "\n"))
 			b.arrived = append(b.arrived, time.Now())
+			if len(b.echoes) == 1 {
+				close(b.echoed)
+			}
 		}
 	})
 	return b
@@ -199,7 +208,15 @@ func TestRecordSIGKILLTrials(t *testing.T) {
 		if trial%2 == 1 {
 			killed, kept = b, a
 		}
-		time.Sleep(time.Duration(20+rng.IntN(400)) * time.Millisecond)
+		// A random moment once both agents run.
+		for _, r := range []*busyRecording{a, b} {
+			select {
+			case <-r.echoed:
+			case <-time.After(time.Minute):
+				t.Fatalf("trial %d: %s echoed nothing in a minute", trial, r.name)
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		if err := killed.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +238,24 @@ func TestRecordSIGKILLTrials(t *testing.T) {
 		opened++
 		st.Close()
 		states := listState(t, db)
-		if states[killed.name] != "interrupted" || states[kept.name] != "done" {
+		// The kernel drops the live lock when the last descriptor of
+		// it closes: a SIGKILL that lands while acptap forks its agent
+		// leaves a copy in the child until the child dies, a moment
+		// later.
+		for wait := 0; states[killed.name] == "recording" && wait < 100; wait++ {
+			time.Sleep(10 * time.Millisecond)
+			states = listState(t, db)
+			if states[killed.name] != "recording" {
+				t.Logf("trial %d: %s listed as interrupted %d ms after acptap's death", trial, killed.name, 10*(wait+1))
+			}
+		}
+		if _, ok := states[killed.name]; !ok {
+			// Killed before it created its recording: nothing to check
+			// of it but that the store holds no part of it.
+			t.Logf("trial %d: %s killed before it created its recording", trial, killed.name)
+			killed.name = ""
+		}
+		if killed.name != "" && states[killed.name] != "interrupted" || states[kept.name] != "done" {
 			t.Errorf("trial %d: states %s=%s %s=%s, want interrupted and done", trial, killed.name, states[killed.name], kept.name, states[kept.name])
 		}
 
@@ -235,6 +269,16 @@ func TestRecordSIGKILLTrials(t *testing.T) {
 		}
 		if got, want := laneCount(events, "llm"), requests(kept.name); got != want || got == 0 {
 			t.Errorf("trial %d: %s: %d exchanges recorded, the upstream answered %d", trial, kept.name, got, want)
+		}
+
+		if killed.name == "" {
+			for name, want := range digests {
+				if got := showDigest(t, db, name); got != want {
+					t.Errorf("trial %d: recording %s of an earlier trial changed", trial, name)
+				}
+			}
+			digests[kept.name] = showDigest(t, db, kept.name)
+			continue
 		}
 
 		// The killed one: a prefix of each lane, in seq order.
@@ -315,4 +359,52 @@ func summarizeLosses(t *testing.T, trials, opened int, losses []trialLoss) {
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 1, 64) }
 	t.Logf("SUMMARY %d trials: store opened %d/%d; agent lines lost per kill: median %d, max %d; last committed line before the kill: median %s ms, max %s ms",
 		trials, opened, trials, frames[len(frames)/2], frames[len(frames)-1], ms(windows[len(windows)/2]), ms(windows[len(windows)-1]))
+}
+
+// TestRecordSIGTERMCommitsAll stops a busy recording with SIGTERM, which
+// acptap passes on to its agent: the recording is done and holds every
+// line the agent wrote and every exchange the upstream answered, while a
+// second recorder goes on into the same store.
+func TestRecordSIGTERMCommitsAll(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "s.db")
+	up, requests := streamingUpstream(t)
+	stopped := startBusy(t, db, up.URL, "stopped")
+	other := startBusy(t, db, up.URL, "other")
+	time.Sleep(300 * time.Millisecond)
+	if err := stopped.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := stopped.cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGTERM) && ee.ExitCode() != 128+int(syscall.SIGPIPE) {
+		t.Errorf("acptap record after SIGTERM: %v, want the agent's death by signal", err)
+	}
+	close(stopped.stop)
+	stopped.fed.Wait()
+	close(other.stop)
+	other.fed.Wait()
+	if err := other.cmd.Wait(); err != nil {
+		t.Fatalf("the other recorder: %v", err)
+	}
+	if got := listState(t, db); got["stopped"] != "done" || got["other"] != "done" {
+		t.Errorf("states = %v, want both done", got)
+	}
+	for _, b := range []*busyRecording{stopped, other} {
+		events := showJSON(t, db, b.name)
+		if got := lane(t, events, "agent"); !slices.Equal(got, b.echoes) {
+			t.Errorf("%s: agent lane has %d frames, the editor got %d from the agent", b.name, len(got), len(b.echoes))
+		}
+		// The last frame of the editor's lane may be the part of a line
+		// acptap had read when the agent died.
+		editor := lane(t, events, "editor")
+		if n := len(editor); n > 0 && n <= len(b.sent) && editor[n-1] != b.sent[n-1] && strings.HasPrefix(b.sent[n-1], editor[n-1]) {
+			editor[n-1] = b.sent[n-1]
+		}
+		if len(editor) < len(b.echoes) || len(editor) > len(b.sent) || !slices.Equal(editor, b.sent[:len(editor)]) {
+			t.Errorf("%s: editor lane has %d frames, not a prefix of the %d sent holding the %d echoed", b.name, len(editor), len(b.sent), len(b.echoes))
+		}
+		if got, want := laneCount(events, "llm"), requests(b.name); got != want || got == 0 {
+			t.Errorf("%s: %d exchanges recorded, the upstream answered %d", b.name, got, want)
+		}
+		t.Logf("%s: %d lines sent, %d echoed, all recorded", b.name, len(b.sent), len(b.echoes))
+	}
 }
