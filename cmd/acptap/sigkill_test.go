@@ -199,6 +199,7 @@ func TestRecordSIGKILLTrials(t *testing.T) {
 	up, requests := streamingUpstream(t)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	digests := map[string]string{} // recording -> its show --json, as its trial left it
+	var metas map[string]string    // recording -> its line of show --json, as the last trial left it
 	var losses []trialLoss
 	opened := 0
 	for trial := range trials {
@@ -272,11 +273,8 @@ func TestRecordSIGKILLTrials(t *testing.T) {
 		}
 
 		if killed.name == "" {
-			for name, want := range digests {
-				if got := showDigest(t, db, name); got != want {
-					t.Errorf("trial %d: recording %s of an earlier trial changed", trial, name)
-				}
-			}
+			checkUnchanged(t, db, trial, metas)
+			metas = listMeta(t, db)
 			digests[kept.name] = showDigest(t, db, kept.name)
 			continue
 		}
@@ -308,16 +306,48 @@ func TestRecordSIGKILLTrials(t *testing.T) {
 		t.Logf("trial %d: killed %s after %d agent lines reached the editor; the store has %d (lost %d, the last %.1f ms before the kill), %d exchanges; %s complete with %d frames",
 			trial, killed.name, len(killed.echoes), len(agent), loss.frames, float64(loss.window.Microseconds())/1000, laneCount(events, "llm"), kept.name, len(kept.sent)+len(kept.echoes))
 
-		// No other recording changed.
-		for name, want := range digests {
-			if got := showDigest(t, db, name); got != want {
-				t.Errorf("trial %d: recording %s of an earlier trial changed", trial, name)
-			}
-		}
+		// No other recording changed: their metadata now, their events
+		// at the end.
+		checkUnchanged(t, db, trial, metas)
+		metas = listMeta(t, db)
 		digests[killed.name] = showDigest(t, db, killed.name)
 		digests[kept.name] = showDigest(t, db, kept.name)
 	}
+	for name, want := range digests {
+		if got := showDigest(t, db, name); got != want {
+			t.Errorf("after the trials: recording %s changed after its trial", name)
+		}
+	}
 	summarizeLosses(t, trials, opened, losses)
+}
+
+// listMeta returns show --json's line of each recording.
+func listMeta(t *testing.T, db string) map[string]string {
+	t.Helper()
+	out, errOut, code := run(t, "show", "--store", db, "--json")
+	if code != 0 {
+		t.Fatalf("show --json: exit %d: %s", code, errOut)
+	}
+	metas := map[string]string{}
+	for _, l := range strings.SplitAfter(out, "\n") {
+		if name, ok := strings.CutPrefix(l, `{"name":"`); ok {
+			name, _, _ = strings.Cut(name, `"`)
+			metas[name] = l
+		}
+	}
+	return metas
+}
+
+// checkUnchanged checks that the recordings of metas are listed as they
+// were.
+func checkUnchanged(t *testing.T, db string, trial int, metas map[string]string) {
+	t.Helper()
+	now := listMeta(t, db)
+	for name, want := range metas {
+		if now[name] != want {
+			t.Errorf("trial %d: recording %s of an earlier trial changed: %s, was %s", trial, name, now[name], want)
+		}
+	}
 }
 
 func laneCount(events []showEvent, name string) int {
