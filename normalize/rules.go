@@ -385,7 +385,34 @@ func (seg segment) matches(s step) bool {
 // applyRules applies the user rules, in order, to v, which sits at path,
 // and to everything inside it. v is a freshly normalized value, changed in
 // place.
+//
+// A string is rewritten until no rule changes it (at most maxRuleRounds
+// times over): a replacement can form a new match with the text around it
+// (ab → a turns aabb into aab, then aa), which the check of the
+// replacement alone in ParseRules cannot see, and normalizing must give
+// the same value once as twice.
 func applyRules(rules []Rule, v any, path []step) any {
+	if s, ok := v.(string); ok {
+		for range maxRuleRounds {
+			next := applyRulesOnce(rules, s, path)
+			t, ok := next.(string)
+			if !ok || t == s {
+				return next
+			}
+			s = t
+		}
+		return s
+	}
+	return applyRulesOnce(rules, v, path)
+}
+
+// maxRuleRounds bounds the rewriting of a string by the rules, for rules
+// that would rewrite each other's output forever.
+const maxRuleRounds = 16
+
+// applyRulesOnce applies each rule once, in order, to v and everything
+// inside it.
+func applyRulesOnce(rules []Rule, v any, path []step) any {
 	for _, r := range rules {
 		switch {
 		case r.re != nil:

@@ -1,6 +1,7 @@
 package normalize
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -204,5 +205,34 @@ func TestRegexpRuleWithPath(t *testing.T) {
 	}
 	if got := string(FormatRules(nil)); got != "[]\n" {
 		t.Errorf("FormatRules(nil) = %q, want []", got)
+	}
+}
+
+// TestRulesRematched checks rules whose replacement forms a new match with
+// the text around it, which ParseRules's check of the replacement alone
+// lets through: normalizing once must equal normalizing twice.
+func TestRulesRematched(t *testing.T) {
+	for _, tc := range []struct {
+		rules, text, want string
+	}{
+		// ab → a: aabb, aab, aa.
+		{`[{"regexp": "ab", "replace": "a"}]`, "aabb", "aa"},
+		// Two rules feeding each other: x1 → y, y2 → x.
+		{`[{"regexp": "x1", "replace": "y"}, {"regexp": "y2", "replace": "x"}]`, "x121", "y"},
+	} {
+		rules, err := ParseRules([]byte(tc.rules))
+		if err != nil {
+			t.Fatalf("ParseRules(%s): %v", tc.rules, err)
+		}
+		frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"content":{"text":"` + tc.text + `"}}}}`)
+		n := New(Options{Rules: rules})
+		once := n.Frame(Agent, frame)
+		twice := New(Options{Rules: rules}).Frame(Agent, once)
+		if !bytes.Contains(once, []byte(`"text":"`+tc.want+`"`)) {
+			t.Errorf("rules %s on %q: got %s, want the text %q", tc.rules, tc.text, once, tc.want)
+		}
+		if !bytes.Equal(once, twice) {
+			t.Errorf("rules %s: normalized once %s, twice %s", tc.rules, once, twice)
+		}
 	}
 }

@@ -129,6 +129,8 @@ type Plan struct {
 	tap     proxy.Config
 	secrets *redact.Redactor
 	archive []byte // the snapshot; nil without Options.Snapshot
+	// agentPath is the agent's program, resolved.
+	agentPath string
 }
 
 // Prepare checks opts and readies everything that can fail before the
@@ -146,19 +148,22 @@ func Prepare(opts Options) (*Plan, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	if _, err := exec.LookPath(opts.Argv[0]); errors.Is(err, exec.ErrNotFound) {
+	agentPath, err := exec.LookPath(opts.Argv[0])
+	if errors.Is(err, exec.ErrNotFound) {
 		return nil, classify(ErrAgentNotFound, "agent %q not found", opts.Argv[0])
 	} else if err != nil {
 		return nil, classify(ErrAgent, "cannot run agent: %w", err)
 	}
-	p := &Plan{opts: opts, env: opts.Env, name: opts.Name}
+	if abs, err := filepath.Abs(agentPath); err == nil {
+		agentPath = abs
+	}
+	p := &Plan{opts: opts, env: opts.Env, name: opts.Name, agentPath: agentPath}
 	if p.name == "" {
 		p.name = generateName(opts.Argv[0], time.Now())
 	}
 	if err := store.ValidName(p.name); err != nil {
 		return nil, classify(ErrName, "%w", err)
 	}
-	var err error
 	if p.routes, err = resolveBaseURLs(opts.BaseURLs, p.env); err != nil {
 		return nil, err
 	}
@@ -202,15 +207,16 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	opts := p.opts
 	cwd, _ := os.Getwd()
 	meta := store.Recording{
-		Name:     p.name,
-		Created:  time.Now(),
-		Version:  opts.Version,
-		Argv:     opts.Argv,
-		Cwd:      cwd,
-		EnvNames: envNames(p.env),
-		Home:     getenv(p.env, "HOME"),
-		Tmp:      os.TempDir(),
-		ProxyEnv: !opts.NoProxyEnv,
+		Name:      p.name,
+		Created:   time.Now(),
+		Version:   opts.Version,
+		Argv:      opts.Argv,
+		AgentPath: p.agentPath,
+		Cwd:       cwd,
+		EnvNames:  envNames(p.env),
+		Home:      getenv(p.env, "HOME"),
+		Tmp:       os.TempDir(),
+		ProxyEnv:  !opts.NoProxyEnv,
 		// What the tap's NO_PROXY did, for a replay to do the same.
 		LoopbackDirect: !opts.NoProxyEnv && !opts.ProxyLoopback,
 		Snapshot:       p.archive != nil,

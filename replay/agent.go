@@ -84,7 +84,7 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrStart, err)
+		return nil, fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	drv := driver.New(driver.Options{
 		Recorded: cfg.frames,

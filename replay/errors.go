@@ -1,6 +1,11 @@
 package replay
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
 
 var (
 	// ErrNoCommand: neither the recording nor the options name an agent.
@@ -17,3 +22,28 @@ var (
 	// not a rules file.
 	ErrStoredRules = errors.New("damaged calibrated rules")
 )
+
+// An AgentNotFoundError is the ErrStart of an agent program that does not
+// exist: the one Options.Argv names, or the recorded one.
+type AgentNotFoundError struct {
+	// Program is what the replay tried to run.
+	Program string
+	// Recorded is the recorded command's program as typed, when the
+	// replay ran the recorded command; empty for Options.Argv.
+	Recorded string
+	Err      error // the lookup's error
+}
+
+func (e *AgentNotFoundError) Error() string {
+	switch {
+	case e.Recorded == "":
+		return fmt.Sprintf("%v: agent %q not found", ErrStart, e.Program)
+	case e.Recorded != e.Program:
+		return fmt.Sprintf("%v: the recorded agent %q (at %s when recorded) is not there", ErrStart, e.Recorded, e.Program)
+	case strings.ContainsRune(e.Program, filepath.Separator):
+		return fmt.Sprintf("%v: the recorded agent %s does not exist", ErrStart, e.Program)
+	}
+	return fmt.Sprintf("%v: the recorded agent %q is not in PATH", ErrStart, e.Program)
+}
+
+func (e *AgentNotFoundError) Unwrap() []error { return []error{ErrStart, e.Err} }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
 
@@ -74,15 +76,41 @@ func load(st *store.Store, name string) (*recording, error) {
 
 // command returns the agent command to replay rec with: override, else
 // the recorded one. It fails with ErrNoCommand when neither has one.
+//
+// A recorded program typed with a relative path (./agent) is replayed by
+// the absolute path it resolved to when recorded, since the replay runs in
+// a sandbox; a bare name (my-agent) is looked up in PATH again, as typed.
 func (rec *recording) command(override []string) ([]string, error) {
 	argv := override
 	if argv == nil {
 		argv = rec.meta.Argv
+		if len(argv) > 0 && relativePath(argv[0]) && rec.meta.AgentPath != "" {
+			argv = append([]string{rec.meta.AgentPath}, argv[1:]...)
+		}
 	}
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%w: recording %q has no agent command", ErrNoCommand, rec.meta.Name)
 	}
 	return argv, nil
+}
+
+// relativePath reports whether a program name is a path relative to the
+// working directory rather than a name looked up in PATH.
+func relativePath(program string) bool {
+	return strings.ContainsRune(program, filepath.Separator) && !filepath.IsAbs(program)
+}
+
+// startError explains why the agent of argv could not be started: what
+// was tried.
+func (rec *recording) startError(argv []string, override bool, err error) error {
+	if !errors.Is(err, stdiotap.ErrNotFound) {
+		return err
+	}
+	nf := &AgentNotFoundError{Program: argv[0], Err: err}
+	if !override && len(rec.meta.Argv) > 0 {
+		nf.Recorded = rec.meta.Argv[0]
+	}
+	return nf
 }
 
 // sessionCwds returns the cwds of the recorded session/new (and

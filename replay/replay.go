@@ -215,7 +215,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		pathMap: sb.pathMap(rec),
 	})
 	if err != nil {
-		return nil, err
+		return nil, rec.startError(argv, opts.Argv != nil, err)
 	}
 
 	report := llm.server.Report()

@@ -164,6 +164,10 @@ func TestRunErrors(t *testing.T) {
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.message) {
 				t.Fatalf("Run = %v, %v; want an error wrapping %v that names %q", res, err, tc.want, tc.message)
 			}
+			var nf *AgentNotFoundError
+			if tc.want == ErrStart && (!errors.As(err, &nf) || nf.Program != "/nonexistent/agent-xyz" || nf.Recorded != "") {
+				t.Errorf("Run = %v; want an *AgentNotFoundError for the override /nonexistent/agent-xyz", err)
+			}
 			// Library errors say what is wrong, not how to type the fix.
 			if strings.Contains(err.Error(), "--") {
 				t.Errorf("error %q speaks command-line syntax", err)

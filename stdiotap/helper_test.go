@@ -1,6 +1,7 @@
 package stdiotap
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -120,7 +121,7 @@ func helperMain(args []string) int {
 		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 		fmt.Println("ready")
 		sig := <-c
-		fmt.Printf("got %s\n", signalName(sig.(syscall.Signal)))
+		fmt.Printf("got %s\n", SignalName(sig.(syscall.Signal)))
 		return argInt(0)
 
 	case "fifo": // fifo PATH: hold PATH open for writing, never exit
@@ -135,6 +136,10 @@ func helperMain(args []string) int {
 	case "sleeper": // never exit
 		sleepForever()
 
+	case "ready-sleeper": // say ready, never exit
+		fmt.Println("ready")
+		sleepForever()
+
 	case "orphan": // start a sleeper sharing stdout and stderr, print its pid, exit
 		cmd := exec.Command(os.Args[0], "sleeper")
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -143,6 +148,31 @@ func helperMain(args []string) int {
 		}
 		fmt.Printf("grandchild %d\n", cmd.Process.Pid)
 		return 0
+
+	case "background": // background plain|stubborn: start a sleeper in the agent's group, detached from its stdio, print its pid, exit
+		mode := "ready-sleeper"
+		if len(args) > 0 && args[0] == "stubborn" {
+			mode = "stubborn-sleeper"
+		}
+		cmd := exec.Command(os.Args[0], mode)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return fail(err)
+		}
+		if err := cmd.Start(); err != nil {
+			return fail(err)
+		}
+		// Exit only once the sleeper is ready (its signals set up).
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			return fail(err)
+		}
+		fmt.Printf("background %d\n", cmd.Process.Pid)
+		return 0
+
+	case "stubborn-sleeper": // ignore SIGTERM, say ready, never exit
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Println("ready")
+		sleepForever()
 
 	case "pwd":
 		wd, err := os.Getwd()

@@ -1,6 +1,10 @@
 package stdiotap
 
 import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -27,4 +31,42 @@ func blockUntilWaitable(pid int) bool {
 			return errno == 0
 		}
 	}
+}
+
+// groupHasOthers reports whether a live process other than pgid itself
+// (the agent, a zombie when this is asked) is in process group pgid, by
+// the process table of /proc.
+func groupHasOthers(pgid int) bool {
+	dir, err := os.Open("/proc")
+	if err != nil {
+		return false
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return false
+	}
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == pgid {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and ")".
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) < 3 || fields[0] == "Z" || fields[0] == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(fields[2]); err == nil && g == pgid {
+			return true
+		}
+	}
+	return false
 }

@@ -15,3 +15,6 @@ func sysProcAttr() *syscall.SysProcAttr {
 // blockUntilWaitable reports false: waitid with WNOWAIT is unreliable
 // outside Linux (it returns for stopped processes on Darwin).
 func blockUntilWaitable(pid int) bool { return false }
+
+// groupHasOthers is never asked outside Linux (see blockUntilWaitable).
+func groupHasOthers(pgid int) bool { return false }

@@ -203,6 +203,7 @@ func (s *Session) run(cmd *exec.Cmd, started chan<- error) {
 	// wait for the agent to become a zombie without reaping it, Signal
 	// works up to its very end; elsewhere it stops a moment after.
 	if blockUntilWaitable(s.pid) {
+		s.endGroup()
 		s.markReaped()
 	}
 	err := cmd.Wait()
@@ -213,6 +214,26 @@ func (s *Session) run(cmd *exec.Cmd, started chan<- error) {
 	}
 	s.state = cmd.ProcessState
 	close(s.exited)
+}
+
+// endGroup ends the processes the agent left in its process group (a
+// wrapper's background job, a server it spawned): the session is over.
+// It sends them SIGTERM, then SIGKILL if any is left after Grace. It runs
+// while the exited agent is a zombie, whose pid, the group's id, cannot
+// name another group until it is reaped.
+func (s *Session) endGroup() {
+	if !groupHasOthers(s.pid) {
+		return
+	}
+	syscall.Kill(-s.pid, syscall.SIGTERM)
+	deadline := time.Now().Add(s.grace)
+	for time.Now().Before(deadline) {
+		if !groupHasOthers(s.pid) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	syscall.Kill(-s.pid, syscall.SIGKILL)
 }
 
 func (s *Session) markReaped() {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -451,5 +452,44 @@ func TestStreamString(t *testing.T) {
 		if got := st.String(); got != want {
 			t.Errorf("Stream(%d).String() = %q, want %q", st, got, want)
 		}
+	}
+}
+
+// alive reports whether pid is a live process (not gone, not a zombie).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && len(stat) > i+2 && stat[i+2] != 'Z' && stat[i+2] != 'X'
+}
+
+// TestSessionEndsGroup checks that what the agent left running in its
+// process group ends with the session: SIGTERM, then SIGKILL for a
+// process that ignores it.
+func TestSessionEndsGroup(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the agent's group is ended at its exit only on Linux")
+	}
+	for _, mode := range []string{"plain", "stubborn"} {
+		t.Run(mode, func(t *testing.T) {
+			r := start(t, Config{Grace: 100 * time.Millisecond}, "background", mode)
+			r.wait(t)
+			var pid int
+			if _, err := fmt.Sscanf(string(r.stdout.bytes()), "background %d\n", &pid); err != nil {
+				t.Fatalf("agent output %q: %v", r.stdout.bytes(), err)
+			}
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			// The group is ended before Wait returns; a killed process
+			// may take a moment to be reaped by its new parent.
+			deadline := time.Now().Add(10 * time.Second)
+			for alive(pid) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if alive(pid) {
+				t.Errorf("the agent's background process %d outlived the session", pid)
+			}
+		})
 	}
 }

@@ -31,8 +31,8 @@ var signalNames = map[syscall.Signal]string{
 	syscall.SIGXFSZ:   "SIGXFSZ",
 }
 
-// signalName returns sig's name, like "SIGTERM", or "signal 42".
-func signalName(sig syscall.Signal) string {
+// SignalName returns sig's name, like "SIGTERM", or "signal 42".
+func SignalName(sig syscall.Signal) string {
 	if name, ok := signalNames[sig]; ok {
 		return name
 	}

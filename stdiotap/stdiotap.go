@@ -135,7 +135,7 @@ type Exit struct {
 // String returns "exit status 3" or "killed by SIGTERM".
 func (e Exit) String() string {
 	if e.Signal != 0 {
-		return "killed by " + signalName(e.Signal)
+		return "killed by " + SignalName(e.Signal)
 	}
 	return fmt.Sprintf("exit status %d", e.Code)
 }

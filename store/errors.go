@@ -32,6 +32,10 @@ var (
 	// ErrIsDir means the store's path is a directory.
 	ErrIsDir = errors.New("is a directory")
 
+	// ErrNotRegular means the store's path is neither a regular file
+	// nor a directory (a FIFO, a device, a file of /proc).
+	ErrNotRegular = errors.New("not a regular file")
+
 	// ErrUnknownFormat means the store, a recording or an event was written
 	// in a format newer than this package knows.
 	ErrUnknownFormat = errors.New("unknown format, written by a newer acptap")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -305,5 +306,37 @@ func TestUnknownEventEncoding(t *testing.T) {
 	}
 	if len(seen) != 1 {
 		t.Errorf("fn saw events %v, want only event 1", seen)
+	}
+}
+
+func TestOpenNotRegular(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	for _, path := range []string{fifo, "/proc/version"} {
+		if _, err := os.Stat(path); err != nil {
+			continue
+		}
+		for _, ro := range []bool{true, false} {
+			_, err := Open(path, &Options{ReadOnly: ro, Timeout: -1})
+			if !errors.Is(err, ErrNotRegular) {
+				t.Errorf("Open(%s, ReadOnly %v) = %v, want ErrNotRegular", path, ro, err)
+			}
+		}
+	}
+}
+
+func TestQuoteName(t *testing.T) {
+	long := strings.Repeat("é", 100) // 200 bytes: the cut falls inside a rune
+	for _, tc := range []struct{ name, want string }{
+		{"fix-typo", `"fix-typo"`},
+		{strings.Repeat("x", 64), `"` + strings.Repeat("x", 64) + `"`},
+		{strings.Repeat("x", 65), `"` + strings.Repeat("x", 64) + `"… (65 bytes)`},
+		{long, `"` + strings.Repeat("é", 32) + `"… (200 bytes)`},
+	} {
+		if got := QuoteName(tc.name); got != tc.want {
+			t.Errorf("QuoteName(%d bytes) = %s, want %s", len(tc.name), got, tc.want)
+		}
 	}
 }

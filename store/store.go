@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -111,6 +113,8 @@ func Open(path string, opts *Options) (*Store, error) {
 	switch {
 	case err == nil && fi.IsDir():
 		return nil, fmt.Errorf("open store %s: %w", path, ErrIsDir)
+	case err == nil && !fi.Mode().IsRegular() || err == nil && isProcFile(path, fi):
+		return nil, fmt.Errorf("open store %s: %w", path, ErrNotRegular)
 	case err == nil && o.ReadOnly && fi.Size() == 0:
 		return nil, fmt.Errorf("open store %s: the file is empty: %w", path, ErrNoStore)
 	case errors.Is(err, fs.ErrNotExist) && o.ReadOnly:
@@ -653,7 +657,33 @@ func (s *Store) wrap(op, name string, err error) error {
 	if name == "" {
 		return fmt.Errorf("%s recordings in %s: %w", op, s.path, err)
 	}
-	return fmt.Errorf("%s recording %q in %s: %w", op, name, s.path, err)
+	return fmt.Errorf("%s recording %s in %s: %w", op, QuoteName(name), s.path, err)
+}
+
+// isProcFile reports whether path is a file of a pseudo file system such
+// as /proc, which stat calls regular and empty but which holds a text.
+func isProcFile(path string, fi fs.FileInfo) bool {
+	if fi.Size() != 0 {
+		return false
+	}
+	abs, err := filepath.Abs(path)
+	return err == nil && (strings.HasPrefix(abs, "/proc/") || strings.HasPrefix(abs, "/sys/"))
+}
+
+// maxQuotedName is how much of a name an error message shows.
+const maxQuotedName = 64
+
+// QuoteName quotes a recording name for a message, cut to its first 64
+// bytes when it is longer (a name given by mistake can be anything).
+func QuoteName(name string) string {
+	if len(name) <= maxQuotedName {
+		return strconv.Quote(name)
+	}
+	cut := name[:maxQuotedName]
+	for !utf8.ValidString(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(cut), len(name))
 }
 
 // recording returns the named recording's bucket or ErrNotFound.
@@ -705,7 +735,7 @@ func ValidName(name string) error {
 		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 	}
 	if !ok {
-		return fmt.Errorf("invalid recording name %q: use 1 to %d letters, digits, '.', '_' or '-', not starting with '.' or '-'", name, maxNameLen)
+		return fmt.Errorf("invalid recording name %s: use 1 to %d letters, digits, '.', '_' or '-', not starting with '.' or '-'", QuoteName(name), maxNameLen)
 	}
 	return nil
 }

@@ -552,7 +552,7 @@ func TestInvalidNames(t *testing.T) {
 			t.Errorf("ValidName(%q) = nil, want an error", name)
 			continue
 		}
-		if !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) || !strings.Contains(err.Error(), "letters, digits") {
+		if !strings.Contains(err.Error(), QuoteName(name)) || !strings.Contains(err.Error(), "letters, digits") {
 			t.Errorf("ValidName(%q) = %q, want the name and the rule", name, err)
 		}
 		if _, err := s.Create(Recording{Name: name}, false); err == nil {

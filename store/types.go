@@ -100,13 +100,17 @@ type Event struct {
 
 // Recording is the metadata of one recording.
 type Recording struct {
-	Name     string    `json:"name"`
-	Format   int       `json:"format"`  // FormatVersion of the writer
-	Created  time.Time `json:"created"` // wall clock at start
-	Version  string    `json:"version"` // acptap version that wrote it
-	Argv     []string  `json:"argv"`    // agent command line
-	Cwd      string    `json:"cwd"`     // working directory of the agent
-	EnvNames []string  `json:"env_names,omitempty"`
+	Name    string    `json:"name"`
+	Format  int       `json:"format"`  // FormatVersion of the writer
+	Created time.Time `json:"created"` // wall clock at start
+	Version string    `json:"version"` // acptap version that wrote it
+	Argv    []string  `json:"argv"`    // agent command line
+	// AgentPath is Argv[0] as it resolved when recorded, an absolute
+	// path, for a replay of a command typed with a relative path
+	// (./agent), which the sandbox's working directory does not hold.
+	AgentPath string   `json:"agent_path,omitempty"`
+	Cwd       string   `json:"cwd"` // working directory of the agent
+	EnvNames  []string `json:"env_names,omitempty"`
 	// Home and Tmp are the agent's HOME and TMPDIR, so that a replay can
 	// tell paths under them from real content.
 	Home string `json:"home,omitempty"`

@@ -89,9 +89,12 @@ func newApp(stdio *IO) *cli.App {
 			showCommand(stdio),
 			rmCommand(stdio),
 			replayCommand(stdio),
+			diffCommand(stdio),
 			calibrateCommand(stdio),
 			demoCommand(stdio),
 			demoAgentCommand(stdio),
+			completionCommand(stdio),
+			completeCommand(stdio),
 		),
 	}
 }
@@ -113,6 +116,9 @@ func commands(cmds ...*cli.Command) []*cli.Command {
 		c.OnUsageError = onUsageError
 		if action, name := c.Action, c.Name; action != nil {
 			c.Action = func(ctx *cli.Context) error {
+				if err := checkStore(ctx); err != nil {
+					return withCommandName(name, err)
+				}
 				return withCommandName(name, action(ctx))
 			}
 		}

@@ -35,6 +35,9 @@ func demoCommand(stdio *IO) *cli.Command {
 			&cli.BoolFlag{Name: "keep", Usage: "keep the temporary store and workspace, and print where they are"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageErrorf("unexpected argument %q; the demo takes only --keep", c.Args().First())
+			}
 			self, err := os.Executable()
 			if err != nil {
 				return usageErrorf("cannot find the acptap executable: %v", err)
@@ -63,7 +66,7 @@ func runDemo(opts *demoOptions) error {
 	out := opts.IO.Out
 	dir, err := os.MkdirTemp("", "acptap-demo-")
 	if err != nil {
-		return usageErrorf("%v", err)
+		return usageErrorf("cannot make the demo's temporary directory in %s: %v; set TMPDIR to a writable directory", os.TempDir(), errors.Unwrap(err))
 	}
 	if opts.Keep {
 		fmt.Fprintf(out, "demo files kept in %s\n", dir)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -12,13 +13,33 @@ import (
 // The flags that several commands take are made here, once, with one
 // name, help text and default, and checked by one function.
 
+// defaultStore is the store of a command given neither --store nor
+// ACPTAP_STORE.
+const defaultStore = "acptap.db"
+
+// storeFlag is --store. ACPTAP_STORE is read here rather than by
+// urfave/cli, which would take an empty ACPTAP_STORE= for the path "": an
+// empty variable is an unset one, while an empty --store "" is an error
+// (see checkStore).
 func storeFlag() cli.Flag {
-	return &cli.StringFlag{
-		Name:    "store",
-		Usage:   "bbolt store `PATH`",
-		EnvVars: []string{"ACPTAP_STORE"},
-		Value:   "acptap.db",
+	value := defaultStore
+	if env := os.Getenv("ACPTAP_STORE"); env != "" {
+		value = env
 	}
+	return &cli.StringFlag{
+		Name:        "store",
+		Usage:       "bbolt store `PATH` (default $ACPTAP_STORE, else acptap.db)",
+		Value:       value,
+		DefaultText: value,
+	}
+}
+
+// checkStore refuses an empty --store, for every command that has one.
+func checkStore(c *cli.Context) error {
+	if c.IsSet("store") && c.String("store") == "" {
+		return usageErrorf("--store is empty; pass the path of a store file, or leave --store out for %s", defaultStore)
+	}
+	return nil
 }
 
 func caDirFlag() cli.Flag {

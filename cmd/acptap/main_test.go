@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("ACPTAP_CA_DIR") == "" {
 		os.Setenv("ACPTAP_CA_DIR", filepath.Join(os.TempDir(), "acptap-test-ca"))
 	}
-	testscript.Main(m, map[string]func(){
+	testscript.Main(closingBrowser{m}, map[string]func(){
 		"acptap": func() {
 			os.Exit(Main(os.Args, &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
 		},
@@ -43,6 +43,7 @@ func TestMain(m *testing.M) {
 		"rawagent":  rawAgent,
 		"leakagent": leakAgent,
 		"busyagent": busyAgent,
+		"loadagent": loadAgent,
 	})
 }
 
@@ -52,6 +53,12 @@ func TestScripts(t *testing.T) {
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("ACPTAP_STORE", "")
+			// The test agent's binary, for scripts that copy it.
+			bin, err := exec.LookPath("testagent")
+			if err != nil {
+				return err
+			}
+			env.Setenv("TESTAGENT", bin)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -69,6 +69,9 @@ func newRecordOptions(c *cli.Context, stdio *IO) (*recordOptions, error) {
 	if c.Bool("proxy-loopback") && c.Bool("no-proxy-env") {
 		return nil, usageErrorf("--proxy-loopback has no effect with --no-proxy-env: the agent gets no proxy to send loopback through; drop one of them")
 	}
+	if n := c.Int("snapshot-max-files"); n < 1 {
+		return nil, usageErrorf("--snapshot-max-files %d: want 1 or more files", n)
+	}
 	var routes []record.BaseURL
 	for _, spec := range c.StringSlice("base-url") {
 		name, upstream, _ := strings.Cut(spec, "=")

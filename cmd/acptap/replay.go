@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -17,6 +19,7 @@ import (
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
 
@@ -32,6 +35,12 @@ type replayOptions struct {
 	Color     bool
 	Update    bool   // rewrite the expected agent stream of diverged recordings
 	JUnit     string // write a JUnit XML report to this file
+	HTML      string // write a page per recording and an index into this directory
+	Select    selection
+	// Parallel is how many recordings replay at once (at least 1).
+	Parallel int
+	// Progress shows a live progress line on IO.Err (a terminal).
+	Progress bool
 }
 
 func replayCommand(stdio *IO) *cli.Command {
@@ -48,6 +57,9 @@ func replayCommand(stdio *IO) *cli.Command {
 		Flags: append([]cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "all", Usage: "replay every recording in the store"},
+			&cli.StringFlag{Name: "run", Usage: "replay only the recordings whose name matches `REGEXP` (of the names given, or of all)"},
+			&cli.IntFlag{Name: "parallel", Value: runtime.NumCPU(), DefaultText: "the number of CPUs", Usage: "replay up to `N` recordings at once, each in its own sandbox; reports still come out whole, in order"},
+			&cli.StringFlag{Name: "shard", Usage: "replay only part `I/N` of a stable partition by name, for job I of a CI matrix of N"},
 			&cli.Float64Flag{Name: "speed", Usage: "0: serve the LLM side without waits; N: recorded timing divided by N"},
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; repeatable"},
 			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does: ignore, warn or fail"},
@@ -56,6 +68,7 @@ func replayCommand(stdio *IO) *cli.Command {
 		}, append(runFlags(),
 			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
 			&cli.StringFlag{Name: "junit", Usage: "write a JUnit XML report to `FILE`"},
+			&cli.StringFlag{Name: "html", Usage: "write an HTML page of each replay, and index.html, into `DIR`"},
 		)...),
 		Action: func(c *cli.Context) error {
 			opts, err := newReplayOptions(c, stdio)
@@ -79,9 +92,22 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 		Color:     colorFor(stdio.Out),
 		Update:    c.Bool("update"),
 		JUnit:     c.String("junit"),
+		HTML:      c.String("html"),
 	}
 	if opts.All && len(opts.Names) > 0 {
 		return nil, usageErrorf("both --all and names given; pass one or the other")
+	}
+	sel, err := parseSelection(c.String("run"), c.String("shard"))
+	if err != nil {
+		return nil, err
+	}
+	opts.Select = sel
+	if opts.Parallel = c.Int("parallel"); opts.Parallel < 1 {
+		return nil, usageErrorf("--parallel %d: want 1 or more recordings at once (1 replays one after another)", opts.Parallel)
+	}
+	opts.Progress = isTerminal(stdio.Err) && (opts.All || len(opts.Names) > 1)
+	if sel.any() && len(opts.Names) == 0 {
+		opts.All = true // --run and --shard select from every recording
 	}
 	if !opts.All && len(opts.Names) == 0 {
 		return nil, usageErrorf("no recording named; usage: acptap replay NAME... or acptap replay --all")
@@ -106,16 +132,25 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Float64("speed") < 0 {
-		return nil, usageErrorf("--speed must be 0 or positive, got %v", c.Float64("speed"))
+	if sp := c.Float64("speed"); sp != 0 && !(sp >= minSpeed && sp <= maxSpeed) {
+		return nil, usageErrorf("--speed %v: want 0 (no waits) or from %v (%v times slower than recorded) to %v", sp, minSpeed, 1/minSpeed, maxSpeed)
 	}
 	opts.Replay.Speed = c.Float64("speed")
 	opts.Replay.Faults = faults
 	opts.Replay.Requests = mode
 	opts.Replay.StrictHTTP = c.Bool("strict-http")
 	opts.Replay.Order = order
+	opts.Replay.KeepRequests = opts.HTML != "" // for the pages' request drift
 	return opts, nil
 }
+
+// The range of --speed other than 0: recorded waits divided by more than
+// a million are no waits, and multiplied by more than a thousand (a
+// second's pause taking a quarter of an hour) make no sense.
+const (
+	minSpeed = 0.001
+	maxSpeed = 1e6
+)
 
 // runFlags are the flags of how one replay runs, which replay and
 // calibrate share.
@@ -227,6 +262,10 @@ func runReplay(opts *replayOptions) error {
 		return err
 	}
 	defer report.close()
+	pages, err := newHTMLPages(opts.HTML)
+	if err != nil {
+		return err
+	}
 	if err := prepareRun(&opts.Replay, opts.CADir, opts.Argv, opts.Verbose, opts.IO); err != nil {
 		return err
 	}
@@ -273,40 +312,85 @@ func runReplay(opts *replayOptions) error {
 	// The store's file is locked only for each read (and, with --update,
 	// write) of it: recorders record into it while the replays run.
 	defer st.Close()
-	failed, updated := 0, 0
-	for _, name := range names {
-		started := time.Now()
-		res, err := replay.Run(context.Background(), st, name, opts.Replay)
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return recordingError(err, opts.StorePath)
-			}
-			if errors.Is(err, replay.ErrNoCommand) {
-				err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
-			}
-			err = fmt.Errorf("replay %s: %w", name, err)
-			report.addError(name, time.Since(started), err)
-			return errors.Join(&exitError{code: ExitUsage, err: err}, report.write())
+	if opts.Select.any() {
+		var matched int
+		if names, matched, err = opts.Select.pick(names); err != nil {
+			return err
 		}
-		var up *updateOutcome
-		if opts.Update && !res.Equal() {
-			up = &updateOutcome{}
-			up.frames, up.err = replay.Update(st, res)
-			if up.err != nil && !errors.Is(up.err, replay.ErrNotUpdatable) {
-				// The store could not be written: an environment error.
-				err := fmt.Errorf("replay %s: --update: %w", name, up.err)
-				report.addError(name, time.Since(started), err)
-				return errors.Join(&exitError{code: ExitUsage, err: err}, report.write())
+		if len(names) == 0 {
+			fmt.Fprintf(opts.IO.Out, "no recordings in shard %s (of %d selected)\n", opts.Select.shard, matched)
+			return report.write()
+		}
+	}
+	// SIGINT, SIGTERM and SIGHUP stop the replays: the running agents
+	// are stopped and their sandboxes removed, the report of what ran is
+	// written, and acptap exits 128+n.
+	ctx, interrupted := interruptible()
+	defer interrupted.stop()
+	failed, updated, emitted := 0, 0, 0
+	progress := newProgress(opts.IO.Err, len(names), opts.Progress, colorFor(opts.IO.Err))
+	defer progress.stop()
+	// A recording that cannot be replayed at all (its agent does not
+	// start, say) stops a replay of one; of several, it is reported as an
+	// ERROR, a JUnit error case, and the run goes on.
+	var stopErr error
+	var errored []string
+	replayAll(names, opts.Parallel, func(name string) outcome {
+		progress.started(name)
+		return replayOne(ctx, st, name, opts)
+	}, func(o outcome) bool {
+		if o.interrupted {
+			return false
+		}
+		emitted++
+		if o.err != nil {
+			report.addError(o.name, o.duration, o.err)
+			if len(names) == 1 || o.cause == nil {
+				stopErr = o.err
+				return false
 			}
+			errored = append(errored, o.name)
+			progress.report(o.name, true, func() {
+				fmt.Fprintf(opts.IO.Out, "%s %s: %v\n", painter(opts.Color).paint(colorRed, "ERROR"), o.name, o.cause)
+			})
+			return true
 		}
 		switch {
-		case up != nil && up.err == nil:
+		case o.up != nil && o.up.err == nil:
 			updated++
-		case !res.Equal():
+		case !o.res.Equal():
 			failed++
 		}
-		report.add(res, up)
-		printResult(opts.IO.Out, res, up, opts.Color, len(names) > 1)
+		report.add(o.res, o.up)
+		if err := pages.add(st, o.res, o.up); err != nil {
+			stopErr = err
+			return false
+		}
+		progress.report(o.name, !o.res.Equal() && (o.up == nil || o.up.err != nil), func() {
+			printResult(opts.IO.Out, o.res, o.up, opts.Color)
+		})
+		return true
+	})
+	progress.stop()
+	if sig := interrupted.signal(); sig != nil {
+		if err := report.write(); err != nil {
+			return err
+		}
+		ss := sig.(syscall.Signal)
+		return &exitError{code: 128 + int(ss), err: fmt.Errorf("interrupted by %s after %d of %d recordings, whose reports are complete", stdiotap.SignalName(ss), emitted, len(names))}
+	}
+	if stopErr != nil {
+		return errors.Join(stopErr, report.write())
+	}
+	if len(errored) > 0 {
+		fmt.Fprintf(opts.IO.Out, "%d passed, %d failed, %d could not be replayed\n", len(names)-failed-updated-len(errored), failed, len(errored))
+		if err := report.write(); err != nil {
+			return err
+		}
+		if err := pages.write(); err != nil {
+			return err
+		}
+		return usageErrorf("%d of %d recordings could not be replayed (%s); see their ERROR lines", len(errored), len(names), strings.Join(errored, ", "))
 	}
 	if len(names) > 1 {
 		if opts.Update {
@@ -318,10 +402,70 @@ func runReplay(opts *replayOptions) error {
 	if err := report.write(); err != nil {
 		return err
 	}
+	if err := pages.write(); err != nil {
+		return err
+	}
 	if failed > 0 {
 		return exitCode(ExitDiverged)
 	}
 	return nil
+}
+
+// An outcome is how the replay of one recording ended.
+type outcome struct {
+	name  string
+	res   *replay.Result
+	up    *updateOutcome // what --update did; nil without it or when equal
+	err   error          // an environment error: the replay could not run
+	cause error          // err without the recording's name, for an ERROR line; nil if err concerns the whole run
+	// interrupted says that a signal stopped the replay: it has no
+	// verdict.
+	interrupted bool
+	duration    time.Duration
+}
+
+// replayOne replays one recording and, with --update, updates it.
+func replayOne(ctx context.Context, st *store.Store, name string, opts *replayOptions) (o outcome) {
+	o = outcome{name: name}
+	started := time.Now()
+	defer func() { o.duration = time.Since(started) }()
+	res, err := replay.Run(ctx, st, name, opts.Replay)
+	if ctx.Err() != nil {
+		// Stopped by a signal: neither a verdict nor an error.
+		o.interrupted = true
+		return o
+	}
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			o.err = recordingError(err, opts.StorePath)
+			return o
+		}
+		var nf *replay.AgentNotFoundError
+		switch {
+		case errors.Is(err, replay.ErrNoCommand):
+			err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
+		case errors.As(err, &nf) && nf.Recorded == "":
+			err = fmt.Errorf("%w; pass an agent that exists after --", err)
+		case errors.As(err, &nf) && nf.Recorded != nf.Program:
+			err = fmt.Errorf("%w; pass -- AGENT [ARGS...] to replay another", err)
+		case errors.As(err, &nf):
+			err = fmt.Errorf("%w; install it, or pass -- AGENT [ARGS...] to replay another", err)
+		}
+		o.cause = err
+		o.err = &exitError{code: ExitUsage, err: fmt.Errorf("replay %s: %w", name, err)}
+		return o
+	}
+	o.res = res
+	if opts.Update && !res.Equal() {
+		o.up = &updateOutcome{}
+		o.up.frames, o.up.err = replay.Update(st, res)
+		if o.up.err != nil && !errors.Is(o.up.err, replay.ErrNotUpdatable) {
+			// The store could not be written: an environment error,
+			// which stops the run.
+			o.err = &exitError{code: ExitUsage, err: fmt.Errorf("replay %s: --update: %w", name, o.up.err)}
+		}
+	}
+	return o
 }
 
 // updateOutcome is what --update did to a diverged recording.
@@ -331,50 +475,31 @@ type updateOutcome struct {
 }
 
 func (u *updateOutcome) summary() string {
-	return fmt.Sprintf("expected agent stream rewritten: %d frames", u.frames)
+	return replay.UpdateSummary(u.frames)
 }
 
 // printResult prints the outcome of one replay; up is what --update did,
 // nil without --update or when the replay was equal.
-func printResult(w io.Writer, res *replay.Result, up *updateOutcome, color, summaryOnly bool) {
-	paint := painter(color).paint
-	stats := fmt.Sprintf("%d frames, %d LLM exchanges served, %s", res.Frames, res.LLM.Served, res.Duration.Round(time.Millisecond))
-	isUpdated := up != nil && up.err == nil
-	switch {
-	case res.Equal():
-		fmt.Fprintf(w, "%s %s (%s)\n", paint(colorGreen, "PASS"), res.Name, stats)
-	case isUpdated:
-		fmt.Fprintf(w, "%s %s (%s)\n", paint(colorYellow, "UPDATED"), res.Name, up.summary())
-	default:
-		fmt.Fprintf(w, "%s %s: %s\n", paint(colorRed, "FAIL"), res.Name, res.Divergences[0].Message)
+func printResult(w io.Writer, res *replay.Result, up *updateOutcome, color bool) {
+	var opts replay.ReportOptions
+	if up != nil && up.err == nil {
+		opts.Updated, opts.UpdatedFrames = true, up.frames
+	} else if up != nil {
+		opts.NotUpdated = up.err
 	}
-	for _, warn := range res.Warnings {
-		fmt.Fprintf(w, "  %s %s\n", paint(colorYellow, "warning:"), warn.Message)
+	if color {
+		opts.Paint = func(part replay.Part, s string) string { return painter(true).paint(partColors[part], s) }
 	}
-	if res.Equal() {
-		return
-	}
-	if !isUpdated {
-		for _, d := range res.Divergences[1:] {
-			fmt.Fprintf(w, "  also: %s\n", d.Message)
-		}
-		if up != nil {
-			fmt.Fprintf(w, "  not updated: %v\n", up.err)
-		}
-	}
-	if summaryOnly && res.Diff == "" {
-		return
-	}
-	for _, line := range strings.SplitAfter(res.Diff, "\n") {
-		switch {
-		case strings.HasPrefix(line, "+"):
-			fmt.Fprint(w, paint(colorGreen, strings.TrimSuffix(line, "\n"))+"\n")
-		case strings.HasPrefix(line, "-"):
-			fmt.Fprint(w, paint(colorRed, strings.TrimSuffix(line, "\n"))+"\n")
-		case strings.HasPrefix(line, "@@"):
-			fmt.Fprint(w, paint(colorCyan, strings.TrimSuffix(line, "\n"))+"\n")
-		default:
-			fmt.Fprint(w, line)
-		}
-	}
+	replay.WriteReport(w, res, opts)
+}
+
+// partColors are the colours of a replay report's parts.
+var partColors = map[replay.Part]string{
+	replay.PartPass:    colorGreen,
+	replay.PartFail:    colorRed,
+	replay.PartUpdated: colorYellow,
+	replay.PartWarning: colorYellow,
+	replay.PartAdded:   colorGreen,
+	replay.PartRemoved: colorRed,
+	replay.PartHunk:    colorCyan,
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 )
@@ -28,11 +29,25 @@ func runRm(opts *rmOptions) error {
 	if len(opts.Names) == 0 {
 		return usageErrorf("no recording named; usage: acptap rm NAME...")
 	}
-	st, err := openStore(opts.StorePath, false)
+	// Read-only first: rm of a store that is not there must not create
+	// one.
+	st, err := openStore(opts.StorePath, true)
 	if err != nil {
 		return err
 	}
+	st.Close()
+	if st, err = openStore(opts.StorePath, false); err != nil {
+		return err
+	}
 	defer st.Close()
+	// A name given twice is deleted once.
+	var names []string
+	for _, name := range opts.Names {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	opts.Names = names
 	// Check every name first so that a typo deletes nothing.
 	for _, name := range opts.Names {
 		rec, err := st.Get(name)

@@ -29,6 +29,8 @@ type showOptions struct {
 	JSON      bool
 	Color     bool
 	Follow    bool
+	HTML      bool   // write the recording's page (package timeline)
+	Output    string // write the page to this file instead of stdout
 }
 
 func showCommand(stdio *IO) *cli.Command {
@@ -40,6 +42,8 @@ func showCommand(stdio *IO) *cli.Command {
 			storeFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line per event (per recording without NAME)"},
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "print a recording being recorded as it grows, until it ends"},
+			&cli.BoolFlag{Name: "html", Usage: "write the recording as one self-contained HTML page"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --html, write the page to `FILE` instead of stdout"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
@@ -55,12 +59,17 @@ func showCommand(stdio *IO) *cli.Command {
 				JSON:      c.Bool("json"),
 				Follow:    c.Bool("follow"),
 				Color:     colorFor(stdio.Out),
+				HTML:      c.Bool("html"),
+				Output:    c.String("output"),
 			})
 		},
 	}
 }
 
 func runShow(opts *showOptions) error {
+	if err := checkHTMLFlags(opts); err != nil {
+		return err
+	}
 	st, err := openStore(opts.StorePath, true)
 	if err != nil {
 		return err
@@ -81,6 +90,9 @@ func runShow(opts *showOptions) error {
 	rec, err := st.Get(opts.Name)
 	if err != nil {
 		return recordingError(err, opts.StorePath)
+	}
+	if opts.HTML {
+		return showHTML(st, opts)
 	}
 	var emit func(store.Event) error
 	if opts.JSON {

@@ -18,6 +18,8 @@ func openStore(path string, readOnly bool) (*store.Store, error) {
 	switch {
 	case errors.Is(err, store.ErrIsDir):
 		fix = "pass a file path with --store"
+	case errors.Is(err, store.ErrNotRegular):
+		fix = "pass the path of a store file, or a new file, with --store"
 	case errors.Is(err, store.ErrNotStore):
 		fix = "pass the path of an acptap store, or a new file, with --store"
 	case errors.Is(err, store.ErrLocked):

@@ -585,6 +585,12 @@ type Drift struct {
 // around the first character where they differ, and how many more there
 // are.
 func (d Drift) String() string {
+	return fmt.Sprintf("llm #%d: the request differs from the recording %s", d.Number, d.Between("recorded", "live"))
+}
+
+// Between describes where and how d's two requests differ, naming them a
+// and b: `at PATH: a "...", b "..." (and N more differences)`.
+func (d Drift) Between(a, b string) string {
 	c := excerpt.Pair(d.Recorded, d.Live)
 	more := ""
 	switch {
@@ -593,7 +599,7 @@ func (d Drift) String() string {
 	case d.More > 1:
 		more = fmt.Sprintf(" (and %d more differences)", d.More)
 	}
-	return fmt.Sprintf("llm #%d: the request differs from the recording at %s%s: recorded %s, live %s%s", d.Number, d.Path, c.Where(), c.A, c.B, more)
+	return fmt.Sprintf("at %s%s: %s %s, %s %s%s", d.Path, c.Where(), a, c.A, b, c.B, more)
 }
 
 // Report returns what has happened so far, once the request comparisons

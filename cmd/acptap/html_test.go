@@ -1,0 +1,86 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/acptap/acptap/internal/browsertest"
+)
+
+// closingBrowser runs the tests, then stops the browser of the HTML
+// tests, if they started one.
+type closingBrowser struct{ m *testing.M }
+
+func (c closingBrowser) Run() int {
+	defer browsertest.Close()
+	return c.m.Run()
+}
+
+// TestHTMLPagesInBrowser records the LLM-backed test agent through acptap
+// record (every lane: editor, agent, LLM, stderr), opens its show --html
+// page, then replays a changed agent with --html DIR and opens the failed
+// replay's page and the index, each in headless Chromium.
+func TestHTMLPagesInBrowser(t *testing.T) {
+	browsertest.Require(t)
+	upstream, _ := chatUpstream(t, false)
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	flags := []string{"--no-proxy-env", "--base-url", "OPENAI_BASE_URL=" + upstream.URL + "/v1"}
+	recordSession(t, dir, db, "typo", agentEnv(), flags, "--stderr-log", "--junk", "--read", "notes.txt")
+
+	page := filepath.Join(dir, "typo.html")
+	if _, errOut, code := runAcptap(t, dir, agentEnv(), "show", "--store", db, "--html", "-o", page, "typo"); code != 0 {
+		t.Fatalf("show --html: exit %d: %s", code, errOut)
+	}
+	pg := browsertest.Open(t, page)
+	lanes := browsertest.Eval[map[string]int](pg, `(() => { const n = {}; document.querySelectorAll('#spacer .row').forEach(r => { n[r.dataset.lane] = (n[r.dataset.lane] || 0) + 1; }); return n; })()`)
+	for _, l := range []string{"editor", "agent", "llm", "stderr"} {
+		if lanes[l] == 0 {
+			t.Errorf("no %s row in the recording's page; rows by lane %v", l, lanes)
+		}
+	}
+	pg.Do(chromedp.Click(chromedp.CSS(`#spacer .row[data-lane="llm"]`)))
+	if text := browsertest.Eval[string](pg, `document.querySelector('#detail').innerText`); !strings.Contains(text, "Response") || !strings.Contains(text, "raw stream") {
+		t.Errorf("the expanded exchange shows\n%s", text)
+	}
+	pg.Screenshot("show.png")
+
+	out := filepath.Join(t.TempDir(), "pages")
+	stdout, errOut, code := runAcptap(t, dir, agentEnv(), "replay", "--store", db, "--html", out, "typo", "--",
+		"testagent", "--stderr-log", "--read", "notes.txt", "--system", "Answer in French.")
+	if code != ExitDiverged {
+		t.Fatalf("replay of the changed agent: exit %d, want %d\n%s%s", code, ExitDiverged, stdout, errOut)
+	}
+	failed := browsertest.Open(t, filepath.Join(out, "typo.html"))
+	if got := browsertest.Eval[string](failed, `document.querySelector('h1 .status').textContent`); got != "FAIL" {
+		t.Errorf("the replay's page says %q, want FAIL", got)
+	}
+	if !browsertest.Eval[bool](failed, `(() => { const r = document.getElementById('first-divergence').getBoundingClientRect(); return document.getElementById('view-compare').classList.contains('on') && r.bottom > 0 && r.top < window.innerHeight; })()`) {
+		t.Errorf("the failed replay's page does not show its first divergence")
+	}
+	if n := browsertest.Eval[int](failed, `document.querySelectorAll('#first-divergence mark.diff, #first-divergence td.v:empty').length`); n == 0 {
+		t.Errorf("the first divergence is not marked")
+	}
+	if n := browsertest.Eval[int](failed, `document.querySelectorAll('details.request.differs[open] mark.diff').length`); n == 0 {
+		t.Errorf("the request drift (--system) is not marked")
+	}
+	failed.Screenshot("replay-failed.png")
+	failed.Do(chromedp.Click(chromedp.CSS(`#tab-timeline`)))
+	if n := browsertest.Eval[int](failed, `document.querySelectorAll('#spacer .row[data-lane="agent"]').length`); n == 0 {
+		t.Errorf("the replay run's timeline has no agent row")
+	}
+
+	index, err := os.ReadFile(filepath.Join(out, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(index), `<a href="typo.html">typo</a>`) || !strings.Contains(string(index), ">FAIL<") {
+		t.Errorf("the index lacks typo's FAIL and link:\n%s", index)
+	}
+	ix := browsertest.Open(t, filepath.Join(out, "index.html"))
+	ix.Screenshot("index.png")
+}

@@ -1,0 +1,304 @@
+package timeline
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/acptap/acptap/internal/acp"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/wire"
+	"github.com/acptap/acptap/store"
+)
+
+// Recording returns the page of a stored recording: every event of every
+// lane in recorded order, with the recording's turns, tool calls and
+// joined messages. A line longer than the store's frame limit, recorded
+// in pieces, is one row.
+func Recording(st *store.Store, name string) (*Page, error) {
+	rec, err := st.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	b := newBuilder()
+	if err := st.Events(name, b.add); err != nil {
+		return nil, err
+	}
+	p := &Page{Kind: "recording", Title: "acptap recording " + rec.Name, Info: info(rec), Timed: true}
+	b.finish(p)
+	return p, nil
+}
+
+// info is the header of a recording's page.
+func info(r store.Recording) []string {
+	out := []string{
+		"agent: " + strings.Join(r.Argv, " "),
+		fmt.Sprintf("recorded %s in %s: %d frames, %d LLM exchanges, %s", r.Created.UTC().Format("2006-01-02 15:04:05 UTC"), r.Cwd, r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond)),
+	}
+	switch {
+	case !r.Done:
+		out = append(out, "incomplete (still recording, or acptap was killed)")
+	case r.Error != "" && r.Frames == 0:
+		out = append(out, "failed: "+r.Error)
+	case r.Signal != "":
+		out = append(out, fmt.Sprintf("exit %d (%s)", r.ExitCode, r.Signal))
+	default:
+		out = append(out, fmt.Sprintf("exit %d", r.ExitCode))
+	}
+	return out
+}
+
+// builder turns store events into rows.
+type builder struct {
+	events  []Event
+	pending map[store.Lane]*pendingLine // a line recorded in pieces, by lane
+	number  int                         // complete LLM exchanges so far
+}
+
+type pendingLine struct {
+	first store.Event
+	data  []byte
+}
+
+func newBuilder() *builder {
+	return &builder{pending: map[store.Lane]*pendingLine{}}
+}
+
+// add is a store.Events callback.
+func (b *builder) add(e store.Event) error {
+	if e.Lane == store.LaneLLM {
+		b.events = append(b.events, b.exchangeEvent(e))
+		return nil
+	}
+	continued := e.Flags&store.FlagContinued != 0
+	data := e.Data
+	if p := b.pending[e.Lane]; p != nil {
+		p.data = append(p.data, e.Data...)
+		data, e = p.data, p.first
+	}
+	if continued {
+		if b.pending[e.Lane] == nil {
+			b.pending[e.Lane] = &pendingLine{first: e, data: append([]byte(nil), data...)}
+		}
+		return nil
+	}
+	delete(b.pending, e.Lane)
+	b.events = append(b.events, lineEvent(e.Seq, e.Offset, e.Lane, data))
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// lineEvent is the row of one stdio line.
+func lineEvent(seq uint64, at time.Duration, lane store.Lane, data []byte) Event {
+	ev := Event{Seq: seq, T: ms(at), Lane: lane.String()}
+	if utf8.Valid(data) {
+		ev.Raw = string(data)
+	} else {
+		ev.Raw, ev.B64 = base64.StdEncoding.EncodeToString(data), true
+	}
+	if lane == store.LaneStderr {
+		ev.Kind = "line"
+		ev.Summary = oneLine(string(data), 160)
+		return ev
+	}
+	m := acp.Parse(data)
+	ev.Kind = m.Kind.String()
+	ev.Method = m.Method
+	ev.Update = m.UpdateKind
+	if m.ID != nil {
+		ev.ID = acp.IDKey(m.ID)
+	}
+	switch m.Kind {
+	case acp.Request, acp.Notification:
+		ev.Summary = paramsSummary(m.Params)
+		ev.Err = m.UpdateKind == "tool_call_update" && toolStatus(m.Params) == "failed"
+	case acp.Response:
+		ev.Summary = resultSummary(m.Result)
+	case acp.Error:
+		ev.Summary = fmt.Sprintf("%d %s", m.ErrorCode, oneLine(m.ErrorMessage, 160))
+		ev.Err = true
+	default:
+		ev.Summary = oneLine(string(data), 160)
+	}
+	return ev
+}
+
+// exchangeEvent is the row of one LLM exchange; an unreadable one is a
+// row that says so.
+func (b *builder) exchangeEvent(e store.Event) Event {
+	ev := Event{Seq: e.Seq, T: ms(e.Offset), Lane: e.Lane.String(), Kind: "exchange"}
+	incomplete := e.Flags&store.FlagIncomplete != 0
+	if !incomplete {
+		b.number++
+	}
+	x, err := exchange.Unmarshal(e.Data)
+	if err != nil {
+		ev.Summary, ev.Err = "unreadable exchange: "+err.Error(), true
+		return ev
+	}
+	ex := newExchange(x)
+	ex.Incomplete = incomplete
+	if !incomplete {
+		ex.Number = b.number
+	}
+	ev.Exchange = ex
+	ev.Method = x.Method
+	ev.Summary, ev.Err = exchangeSummary(ex)
+	return ev
+}
+
+// newExchange is the page's form of a recorded exchange.
+func newExchange(x *exchange.Exchange) *Exchange {
+	ex := &Exchange{
+		Class: x.Class().String(), Method: x.Method, URL: x.URL, Status: x.Status,
+		RequestHeaders: x.RequestHeaders, RequestBody: x.RequestBody, ResponseHeaders: x.ResponseHeaders,
+		TTFB: ms(x.TTFB), Duration: ms(x.Duration), Error: x.Error,
+	}
+	rf := wire.RequestFormat(x.Method, x.URL)
+	ex.Model, ex.Stream = wire.RequestInfo(rf, x.URL, x.RequestBody)
+	for _, c := range x.Chunks {
+		ex.Chunks = append(ex.Chunks, Chunk{At: ms(c.At), Data: c.Data})
+	}
+	f := wire.Detect(x.Method, x.URL, x.ResponseHeaders)
+	if f != wire.Unknown {
+		ex.Format = f.String()
+	}
+	if f != wire.Unknown && x.Status != 0 {
+		if m, err := wire.Reassemble(f, x.Body()); err == nil || m.Events > 0 || m.Text != "" || len(m.ToolCalls) > 0 {
+			ex.Message = &m
+		}
+	}
+	return ex
+}
+
+// exchangeSummary is an exchange's one line, and whether it failed.
+func exchangeSummary(ex *Exchange) (string, bool) {
+	var b strings.Builder
+	if ex.Class == exchange.ClassHTTP.String() {
+		b.WriteString("http ")
+	}
+	fmt.Fprintf(&b, "%s %s", ex.Method, ex.URL)
+	failed := ex.Error != "" || ex.Status >= 400 || ex.Incomplete
+	switch {
+	case ex.Incomplete:
+		b.WriteString(" (in flight when the recording stopped)")
+	case ex.Status != 0:
+		fmt.Fprintf(&b, " → %d", ex.Status)
+	}
+	if m := ex.Message; m != nil {
+		failed = failed || len(m.Errors) > 0
+		switch {
+		case len(m.ToolCalls) > 0:
+			names := make([]string, len(m.ToolCalls))
+			for i, tc := range m.ToolCalls {
+				names[i] = tc.Name
+			}
+			b.WriteString(": calls " + strings.Join(names, ", "))
+		case m.Text != "":
+			b.WriteString(": " + oneLine(m.Text, 100))
+		}
+	}
+	if ex.Error != "" {
+		b.WriteString(": " + oneLine(ex.Error, 100))
+	}
+	return b.String(), failed
+}
+
+// paramsSummary picks the telling detail of a request's or notification's
+// params: the prompt, the message text, the tool call's title, the path,
+// the command.
+func paramsSummary(params json.RawMessage) string {
+	var p struct {
+		Path    string `json:"path"`
+		Command string `json:"command"`
+		Prompt  []struct {
+			Text string `json:"text"`
+		} `json:"prompt"`
+		Update struct {
+			Content json.RawMessage `json:"content"`
+			Title   string          `json:"title"`
+			Status  string          `json:"status"`
+		} `json:"update"`
+		ToolCall struct {
+			Title string `json:"title"`
+		} `json:"toolCall"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return ""
+	}
+	var text struct {
+		Text string `json:"text"`
+	}
+	parts := []string{}
+	switch {
+	case len(p.Prompt) > 0:
+		parts = append(parts, p.Prompt[0].Text)
+	case p.Path != "":
+		parts = append(parts, p.Path)
+	case p.Command != "":
+		parts = append(parts, p.Command)
+	case p.ToolCall.Title != "":
+		parts = append(parts, p.ToolCall.Title)
+	case p.Update.Title != "":
+		parts = append(parts, p.Update.Title)
+	case json.Unmarshal(p.Update.Content, &text) == nil && text.Text != "":
+		parts = append(parts, text.Text)
+	}
+	if p.Update.Status != "" {
+		parts = append(parts, "("+p.Update.Status+")")
+	}
+	return oneLine(strings.Join(parts, " "), 160)
+}
+
+// resultSummary picks the telling detail of a response.
+func resultSummary(result json.RawMessage) string {
+	var r struct {
+		SessionID  string `json:"sessionId"`
+		StopReason string `json:"stopReason"`
+		TerminalID string `json:"terminalId"`
+		Outcome    struct {
+			Outcome  string `json:"outcome"`
+			OptionID string `json:"optionId"`
+		} `json:"outcome"`
+		Content *string `json:"content"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return ""
+	}
+	switch {
+	case r.SessionID != "":
+		return "sessionId " + r.SessionID
+	case r.StopReason != "":
+		return "stopReason " + r.StopReason
+	case r.TerminalID != "":
+		return "terminalId " + r.TerminalID
+	case r.Outcome.Outcome != "":
+		return strings.TrimSpace(r.Outcome.Outcome + " " + r.Outcome.OptionID)
+	case r.Content != nil:
+		return oneLine(*r.Content, 160)
+	}
+	return ""
+}
+
+func toolStatus(params json.RawMessage) string {
+	var p struct {
+		Update struct {
+			Status string `json:"status"`
+		} `json:"update"`
+	}
+	_ = json.Unmarshal(params, &p) // a params of another shape has no status
+	return p.Update.Status
+}
+
+// oneLine is s on one line, cut to max runes.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	return string([]rune(s)[:max-1]) + "…"
+}

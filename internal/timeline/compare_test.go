@@ -1,0 +1,80 @@
+package timeline
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/acptap/acptap/internal/browsertest"
+	"github.com/acptap/acptap/replay"
+	"github.com/acptap/acptap/store"
+)
+
+// twoSamples stores the sample twice, asking about two cities: the agent
+// streams differ in the prompt's answer, the LLM requests in their
+// messages.
+func twoSamples(t *testing.T) (*store.Store, *replay.DiffResult) {
+	t.Helper()
+	st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sampleInto(t, st, "florence", "Florence")
+	sampleInto(t, st, "siena", "Siena")
+	res, err := replay.Diff(st, "florence", "siena", replay.DiffOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, res
+}
+
+// TestDiffGolden: the data of the page of two recordings compared.
+func TestDiffGolden(t *testing.T) {
+	st, res := twoSamples(t)
+	p, err := Diff(st, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Compare.First == nil || p.Compare.First.A < 0 || p.Compare.First.B < 0 {
+		t.Errorf("first divergence %+v, want it placed on both sides", p.Compare.First)
+	}
+	if n := len(p.Compare.Requests); n != 2 || len(p.Compare.Requests[0].Paths) == 0 {
+		t.Errorf("requests %+v, want 2, the first differing", p.Compare.Requests)
+	}
+	golden(t, "diff.json", p)
+}
+
+// TestDiffPageInBrowser: the comparison opens on its first divergence,
+// marked at the differing member, and the differing requests are open
+// with their differing spots marked.
+func TestDiffPageInBrowser(t *testing.T) {
+	st, res := twoSamples(t)
+	p, err := Diff(st, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := browsertest.Open(t, writePage(t, p))
+	checkFirstDivergence(t, pg, "Florence", "Siena")
+	if n := browsertest.Eval[int](pg, `document.querySelectorAll('details.request.differs[open] mark.diff').length`); n == 0 {
+		t.Errorf("no differing spot marked in the open requests")
+	}
+	pg.Screenshot("diff.png")
+}
+
+// checkFirstDivergence checks that the page shows its comparison, that
+// the first divergence's row is in view and marks the differing values,
+// left and right.
+func checkFirstDivergence(t *testing.T, pg *browsertest.Page, left, right string) {
+	t.Helper()
+	if !browsertest.Eval[bool](pg, `document.getElementById('view-compare').classList.contains('on')`) {
+		t.Errorf("the page does not open on the comparison")
+	}
+	inView := browsertest.Eval[bool](pg, `(() => { const r = document.getElementById('first-divergence').getBoundingClientRect(); return r.bottom > 0 && r.top < window.innerHeight; })()`)
+	if !inView {
+		t.Errorf("the first divergence is not scrolled into view")
+	}
+	marks := browsertest.Eval[[]string](pg, `[...document.querySelectorAll('#first-divergence mark.diff')].map(m => m.textContent)`)
+	if len(marks) != 2 || !contains(marks[0], left) || !contains(marks[1], right) {
+		t.Errorf("the first divergence marks %q, want the %s and %s values", marks, left, right)
+	}
+}

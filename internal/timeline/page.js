@@ -1,0 +1,475 @@
+// The page's script: renders the data embedded in #acptap-data. No
+// network, no libraries: the page must work from disk and as a CI
+// artifact.
+(function () {
+  'use strict';
+  window.acptapStartMs = performance.now();
+  var D = JSON.parse(document.getElementById('acptap-data').textContent);
+  var E = D.events || [];
+  var G = D.groups || [];
+  var T = D.tools || [];
+  var TURNS = D.turns || [];
+  var LANES = ['editor', 'agent', 'llm', 'stderr'];
+  var H = 22; // the height of a row, px: rows are laid out by index
+
+  function esc(s) {
+    return String(s).replace(/[&<>"]/g, function (c) {
+      return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c];
+    });
+  }
+  function h(tag, attrs, html) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) {
+      if (k === 'class') e.className = attrs[k]; else e.setAttribute(k, attrs[k]);
+    }
+    if (html !== undefined) e.innerHTML = html;
+    return e;
+  }
+  function pretty(v) { return JSON.stringify(v, null, 2); }
+  function parse(s) { try { return {ok: true, v: JSON.parse(s)}; } catch (e) { return {ok: false}; } }
+  function fmtT(ms) { return '+' + (ms / 1000).toFixed(3) + 's'; }
+
+  // JSON rendered with the values at some paths marked; paths are in the
+  // syntax of acptap's normalize package: $, .key or ["key"], [index].
+  function keyPath(k) { return /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) ? '.' + k : '[' + JSON.stringify(k) + ']'; }
+  function jsonHTML(v, marks, path, ind) {
+    var out = jsonInner(v, marks, path, ind);
+    return marks && marks[path] ? '<mark class="diff">' + out + '</mark>' : out;
+  }
+  function jsonInner(v, marks, path, ind) {
+    var pad = '  '.repeat(ind + 1), end = '  '.repeat(ind);
+    if (Array.isArray(v)) {
+      if (!v.length) return '[]';
+      return '[\n' + v.map(function (x, i) { return pad + jsonHTML(x, marks, path + '[' + i + ']', ind + 1); }).join(',\n') + '\n' + end + ']';
+    }
+    if (v && typeof v === 'object') {
+      var ks = Object.keys(v);
+      if (!ks.length) return '{}';
+      return '{\n' + ks.map(function (k) { return pad + esc(JSON.stringify(k)) + ': ' + jsonHTML(v[k], marks, path + keyPath(k), ind + 1); }).join(',\n') + '\n' + end + '}';
+    }
+    return esc(JSON.stringify(v));
+  }
+  function markSet(paths) { var m = {}; (paths || []).forEach(function (p) { m[p] = true; }); return m; }
+
+  // ---- header and tabs
+  var app = document.getElementById('app');
+  var header = h('header');
+  header.appendChild(h('h1', {}, (D.status ? '<span class="status ' + esc(D.status) + '">' + esc(D.status) + '</span>' : '') + esc(D.title)));
+  (D.info || []).forEach(function (l) { header.appendChild(h('p', {class: 'info'}, esc(l))); });
+  if (D.problems && D.problems.length) header.appendChild(h('ul', {class: 'problems', id: 'problems'}, D.problems.map(function (p) { return '<li>' + esc(p) + '</li>'; }).join('')));
+  if (D.warnings && D.warnings.length) header.appendChild(h('ul', {class: 'warnings'}, D.warnings.map(function (p) { return '<li>warning: ' + esc(p) + '</li>'; }).join('')));
+  app.appendChild(header);
+  var nav = h('nav', {class: 'tabs'});
+  var main = h('main');
+  app.appendChild(nav);
+  app.appendChild(main);
+  var views = {};
+  function tab(name, label) {
+    var b = h('button', {id: 'tab-' + name}, esc(label));
+    b.onclick = function () { show(name); };
+    nav.appendChild(b);
+    views[name] = {button: b, el: main.appendChild(h('div', {class: 'view', id: 'view-' + name}))};
+    return views[name].el;
+  }
+  var shown = null, onShow = {};
+  function show(name) {
+    for (var k in views) { views[k].button.classList.toggle('on', k === name); views[k].el.classList.toggle('on', k === name); }
+    shown = name;
+    if (onShow[name]) onShow[name]();
+  }
+
+  // ---- the sequence view
+  var state = {lanes: {editor: true, agent: true, llm: true, stderr: true}, kind: 'all', text: '', open: {}, sel: -1, rel: {}};
+  var rows = [];
+  var list, spacer, detail, countEl;
+  var hay = null; // lower-cased text of each event, made on the first text filter
+
+  function laneLabel(l) { return {editor: 'editor → agent', agent: 'agent → editor', llm: 'LLM', stderr: 'stderr'}[l]; }
+
+  function buildTimeline(root) {
+    var bar = root.appendChild(h('div', {class: 'toolbar'}));
+    LANES.forEach(function (l) {
+      var lab = h('label', {}, '<input type="checkbox" checked id="lane-' + l + '"> ' + esc(l));
+      lab.querySelector('input').onchange = function (ev) { state.lanes[l] = ev.target.checked; refilter(); };
+      bar.appendChild(lab);
+    });
+    var kinds = [['all', 'every kind'], ['request', 'requests'], ['notification', 'notifications'], ['response', 'responses'], ['err', 'errors'], ['junk', 'junk'], ['exchange', 'LLM exchanges']];
+    var seen = {};
+    E.forEach(function (e) { if (e.update) seen[e.update] = true; });
+    Object.keys(seen).sort().forEach(function (u) { kinds.push(['update:' + u, 'update ' + u]); });
+    var sel = h('select', {id: 'kind'}, kinds.map(function (k) { return '<option value="' + esc(k[0]) + '">' + esc(k[1]) + '</option>'; }).join(''));
+    sel.onchange = function () { state.kind = sel.value; refilter(); };
+    bar.appendChild(sel);
+    var q = h('input', {type: 'search', id: 'filter', placeholder: 'filter text'});
+    var timer = 0;
+    // Typing waits for a pause; clearing the filter is at once.
+    q.oninput = function () {
+      clearTimeout(timer);
+      var apply = function () { state.text = q.value.toLowerCase(); refilter(); };
+      if (q.value === '') apply(); else timer = setTimeout(apply, 120);
+    };
+    bar.appendChild(q);
+    var next = h('button', {id: 'next-error'}, 'next error');
+    next.onclick = nextError;
+    bar.appendChild(next);
+    countEl = bar.appendChild(h('span', {class: 'count', id: 'count'}));
+
+    var split = root.appendChild(h('div', {class: 'split'}));
+    var seq = split.appendChild(h('div', {class: 'seq'}));
+    seq.appendChild(h('div', {class: 'cols'}, '<span>seq</span><span>' + (D.timed ? 'time' : 'step') + '</span><span>turn</span>' +
+      LANES.map(function (l) { return '<span class="l-' + l + '">' + laneLabel(l) + '</span>'; }).join('')));
+    list = seq.appendChild(h('div', {id: 'list'}));
+    spacer = list.appendChild(h('div', {id: 'spacer'}));
+    detail = split.appendChild(h('div', {id: 'detail'}, '<p class="empty">Click a row to see it whole.</p>'));
+    var pending = false;
+    list.addEventListener('scroll', function () {
+      if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; render(); }); }
+    });
+    window.addEventListener('resize', render);
+    spacer.addEventListener('click', function (ev) {
+      var r = ev.target.closest('.row');
+      if (r) click(+r.dataset.r);
+    });
+    onShow.timeline = render;
+    refilter();
+  }
+
+  function matches(i) {
+    var e = E[i];
+    if (!state.lanes[e.lane]) return false;
+    var k = state.kind;
+    if (k === 'err' ? !e.err : k.indexOf('update:') === 0 ? e.update !== k.slice(7) : k !== 'all' && e.kind !== k) return false;
+    if (state.text) {
+      if (!hay) hay = E.map(function (e) { return ((e.method || '') + ' ' + (e.update || '') + ' ' + (e.summary || '') + ' ' + (e.raw || '')).toLowerCase(); });
+      return hay[i].indexOf(state.text) >= 0;
+    }
+    return true;
+  }
+
+  // rows lists what the list shows: an event, or a group of chunks
+  // (collapsed, or followed by its chunks when open).
+  function refilter() {
+    rows = [];
+    for (var i = 0; i < E.length; i++) {
+      var e = E[i];
+      if (e.group) {
+        var g = G[e.group - 1];
+        if (g.events[0] !== i) continue;
+        var members = g.events.filter(matches);
+        if (!members.length && !(state.text && state.lanes.agent && g.text.toLowerCase().indexOf(state.text) >= 0 && matchesKind(e))) continue;
+        rows.push({i: i, g: e.group - 1});
+        if (state.open[e.group - 1]) members.forEach(function (m) { rows.push({i: m, g: -1, child: true}); });
+        continue;
+      }
+      if (matches(i)) rows.push({i: i, g: -1});
+    }
+    countEl.textContent = rows.length + ' rows of ' + E.length + ' events';
+    render();
+  }
+  function matchesKind(e) { var k = state.kind; return k === 'all' || e.kind === k || k === 'update:' + e.update; }
+
+  function render() {
+    if (!list) return;
+    spacer.style.height = rows.length * H + 'px';
+    // Never more than a window's height of rows, whatever the layout.
+    var top = list.scrollTop, height = Math.min(list.clientHeight || 600, window.innerHeight || 1000);
+    var first = Math.max(0, Math.floor(top / H) - 15), last = Math.min(rows.length, Math.ceil((top + height) / H) + 15);
+    var html = [];
+    for (var r = first; r < last; r++) html.push(rowHTML(r));
+    spacer.innerHTML = html.join('');
+  }
+
+  function rowHTML(r) {
+    var row = rows[r], e = E[row.i];
+    var cls = 'row lane-' + e.lane + (e.err ? ' err' : '') + (row.child ? ' child' : '') + (state.sel === row.i && (row.g >= 0) === !!state.selGroup ? ' sel' : '') + (state.rel[row.i] ? ' rel' : '');
+    // The content starts in its lane's column and runs on to the right
+    // edge: a sequence view, with nothing cut at a column's width.
+    var cells = '<span class="c" style="grid-column:' + (4 + LANES.indexOf(e.lane)) + '/-1">' + cellHTML(row, e) + '</span>';
+    return '<div class="' + cls + '" data-r="' + r + '" data-i="' + row.i + '" data-lane="' + e.lane + '" style="top:' + r * H + 'px">' +
+      '<span class="n">' + e.seq + '</span><span class="t">' + (D.timed ? fmtT(e.t) : '#' + (row.i + 1)) + '</span><span class="tn">' + (e.turn ? 'T' + e.turn : '') + '</span>' + cells + '</div>';
+  }
+
+  function title(e) {
+    switch (e.kind) {
+      case 'request': return e.method;
+      case 'notification': return e.update || e.method;
+      case 'response': return 'result ' + e.id;
+      case 'error': return 'error ' + e.id;
+      case 'junk': return 'junk';
+      case 'exchange': return e.exchange && e.exchange.number ? 'llm #' + e.exchange.number : 'llm';
+      default: return '';
+    }
+  }
+  function cellHTML(row, e) {
+    if (row.g >= 0) {
+      var g = G[row.g];
+      return '<span class="tag">' + (state.open[row.g] ? '▾' : '▸') + ' ' + g.events.length + ' chunks</span><b>' + esc(g.update) + '</b>' + esc(g.text.replace(/\s+/g, ' ').slice(0, 200));
+    }
+    var t = title(e), tags = '';
+    // An exchange says which tool call's result it carries and which it
+    // asks for: the causal chain reads down the LLM column.
+    (e.tools || []).forEach(function (k) {
+      var tool = T[k];
+      if (tool.result === row.i) tags += '<span class="tag">↩ ' + esc(tool.title || tool.id) + '</span>';
+      if (tool.cause === row.i) tags += '<span class="tag">→ ' + esc(tool.title || tool.id) + '</span>';
+    });
+    return (t ? '<b>' + esc(t) + '</b>' : '') + tags + esc(e.summary || '');
+  }
+
+  function click(r) {
+    var row = rows[r];
+    if (!row) return;
+    if (row.g >= 0) {
+      state.open[row.g] = !state.open[row.g];
+      select(row.i, true);
+      refilter();
+      return;
+    }
+    select(row.i, false);
+  }
+
+  function related(i) {
+    var e = E[i], rel = {};
+    if (e.pair) rel[e.pair - 1] = true;
+    (e.tools || []).forEach(function (t) { T[t].events.forEach(function (j) { rel[j] = true; }); });
+    if (e.turn) {
+      var turn = TURNS[e.turn - 1];
+      if (i === turn.prompt || i === turn.answer) (turn.llm || []).forEach(function (j) { rel[j] = true; });
+      if (e.kind === 'exchange') rel[turn.prompt] = true;
+    }
+    if (e.group) G[e.group - 1].events.forEach(function (j) { rel[j] = true; });
+    delete rel[i];
+    return rel;
+  }
+
+  function select(i, group) {
+    state.sel = i;
+    state.selGroup = group;
+    state.rel = related(i);
+    render();
+    detail.innerHTML = '';
+    detail.appendChild(group ? groupDetail(G[E[i].group - 1]) : eventDetail(i));
+    detail.scrollTop = 0;
+  }
+
+  // jump shows event i: its group opened, the filters cleared if they hide
+  // it, scrolled into view and selected.
+  function jump(i) {
+    var e = E[i];
+    if (e.group) state.open[e.group - 1] = true;
+    refilter();
+    var r = rowOf(i);
+    if (r < 0) {
+      state.lanes = {editor: true, agent: true, llm: true, stderr: true};
+      LANES.forEach(function (l) { document.getElementById('lane-' + l).checked = true; });
+      state.kind = 'all'; document.getElementById('kind').value = 'all';
+      state.text = ''; document.getElementById('filter').value = '';
+      refilter();
+      r = rowOf(i);
+    }
+    if (r < 0) return;
+    if (r * H < list.scrollTop || (r + 1) * H > list.scrollTop + list.clientHeight) list.scrollTop = Math.max(0, r * H - list.clientHeight / 3);
+    select(i, false);
+  }
+  function rowOf(i) {
+    for (var r = 0; r < rows.length; r++) if (rows[r].i === i && rows[r].g < 0) return r;
+    return -1;
+  }
+
+  function nextError() {
+    var from = state.sel;
+    for (var r = 0; r < rows.length; r++) {
+      var row = rows[r];
+      if (row.i > from && E[row.i].err && row.g < 0) { jump(row.i); return; }
+    }
+    for (var j = from + 1; j < E.length; j++) if (E[j].err) { jump(j); return; }
+    countEl.textContent = 'no error after this row';
+  }
+
+  function link(i, text) { return '<a class="jump" data-jump="' + i + '">' + esc(text) + '</a>'; }
+  function evLabel(j) { var e = E[j]; return '#' + e.seq + ' ' + (e.lane === 'llm' ? '' : e.lane + ' ') + title(e) + (e.summary ? ' ' + e.summary.slice(0, 80) : ''); }
+  function wire(el) {
+    el.addEventListener('click', function (ev) {
+      var a = ev.target.closest('[data-jump]');
+      if (a) jump(+a.dataset.jump);
+    });
+    return el;
+  }
+
+  function linksHTML(i) {
+    var e = E[i], out = [];
+    if (e.turn) {
+      var turn = TURNS[e.turn - 1];
+      out.push('<p>turn ' + e.turn + ': ' + link(turn.prompt, 'session/prompt "' + (turn.text || '') + '"') + (turn.answer >= 0 ? ' → ' + link(turn.answer, turn.stop || 'answer') : ' (never answered)') + '</p>');
+      if ((i === turn.prompt || i === turn.answer) && turn.llm && turn.llm.length) {
+        out.push('<h3>LLM exchanges of the turn</h3><ul class="links">' + turn.llm.map(function (j) { return '<li>' + link(j, evLabel(j)) + '</li>'; }).join('') + '</ul>');
+      }
+    }
+    if (e.pair) out.push('<p>' + (e.kind === 'request' ? 'answered by ' : 'answers ') + link(e.pair - 1, evLabel(e.pair - 1)) + '</p>');
+    (e.tools || []).forEach(function (t) {
+      var tool = T[t], role = '';
+      if (tool.cause === i) role = ' (asked for by this exchange)';
+      if (tool.result === i) role = ' (this exchange carries its result)';
+      out.push('<h3>tool call ' + esc(tool.title || tool.id) + (tool.status ? ' (' + esc(tool.status) + ')' : '') + esc(role) + '</h3><ul class="links">' +
+        tool.events.map(function (j) { return '<li>' + (j === i ? esc(evLabel(j)) + ' (this)' : link(j, evLabel(j))) + '</li>'; }).join('') + '</ul>');
+    });
+    if (e.group) out.push('<p>' + link(G[e.group - 1].events[0], 'part of a message of ' + G[e.group - 1].events.length + ' chunks') + '</p>');
+    return out.join('');
+  }
+
+  function eventDetail(i) {
+    var e = E[i];
+    var d = wire(h('div', {class: 'detail-event', 'data-i': i}));
+    d.appendChild(h('h2', {}, '#' + e.seq + ' ' + (e.lane === 'llm' ? '' : esc(e.lane) + ' ') + esc(title(e)) + (D.timed ? ' <span class="info">' + fmtT(e.t) + '</span>' : '')));
+    d.appendChild(h('div', {class: 'links'}, linksHTML(i)));
+    if (e.exchange) { d.appendChild(exchangeDetail(e.exchange)); return d; }
+    if (e.b64) { d.appendChild(h('p', {}, 'not UTF-8; base64:')); d.appendChild(h('pre', {class: 'json'}, esc(e.raw))); return d; }
+    var p = parse(e.raw || '');
+    d.appendChild(h('pre', {class: 'json'}, p.ok ? jsonHTML(p.v, null, '$', 0) : esc(e.raw || '')));
+    return d;
+  }
+
+  function groupDetail(g) {
+    var d = wire(h('div', {class: 'detail-group'}));
+    d.appendChild(h('h2', {}, esc(g.update) + ', ' + g.events.length + ' chunks joined'));
+    d.appendChild(h('pre', {class: 'text'}, esc(g.text)));
+    d.appendChild(h('h3', {}, 'chunks'));
+    d.appendChild(h('ul', {class: 'links'}, g.events.map(function (j) { return '<li>' + link(j, evLabel(j)) + '</li>'; }).join('')));
+    return d;
+  }
+
+  function kv(pairs) {
+    return '<table class="kv">' + pairs.filter(function (p) { return p[1] !== undefined && p[1] !== '' && p[1] !== null; }).map(function (p) { return '<tr><td>' + esc(p[0]) + '</td><td>' + p[1] + '</td></tr>'; }).join('') + '</table>';
+  }
+  function headersHTML(hd) {
+    if (!hd) return '<p class="info">none</p>';
+    return kv(Object.keys(hd).sort().map(function (k) { return [k, esc(hd[k].join(', '))]; }));
+  }
+  function bodyText(b) { return typeof b === 'string' ? b : b && b.b64 ? '(base64) ' + b.b64 : ''; }
+
+  function exchangeDetail(x) {
+    var d = h('div', {class: 'exchange'});
+    var body = parse(bodyText(x.request_body));
+    var req = body.ok && body.v && typeof body.v === 'object' ? body.v : null;
+    var s = [];
+    s.push(kv([['request', esc(x.method + ' ' + x.url)], ['class', esc(x.class || '')], ['format', esc(x.format || '')], ['model', esc(x.model || '')], ['stream', x.stream ? 'yes' : 'no'],
+      ['status', x.incomplete ? 'in flight when the recording stopped' : esc(String(x.status))], ['TTFB', x.ttfb_ms + ' ms'], ['duration', x.duration_ms + ' ms'], ['error', esc(x.error || '')]]));
+    s.push('<h3>Request</h3>');
+    if (req) {
+      var sys = req.system || req.instructions || req.systemInstruction;
+      if (sys !== undefined) s.push('<details open><summary>system</summary><pre>' + (typeof sys === 'string' ? esc(sys) : jsonHTML(sys, null, '$', 0)) + '</pre></details>');
+      var msgs = req.messages || req.input || req.contents || req.prompt;
+      if (msgs !== undefined) s.push('<details open class="messages"><summary>messages (' + (Array.isArray(msgs) ? msgs.length : 1) + ')</summary><pre>' + jsonHTML(msgs, null, '$', 0) + '</pre></details>');
+      var tools = req.tools;
+      if (tools) {
+        var names = (Array.isArray(tools) ? tools : []).map(function (t) {
+          if (t.functionDeclarations) return t.functionDeclarations.map(function (f) { return f.name; }).join(', ');
+          return t.name || (t.function && t.function.name) || t.type || '?';
+        });
+        s.push('<details><summary>tools: ' + esc(names.join(', ')) + '</summary><pre>' + jsonHTML(tools, null, '$', 0) + '</pre></details>');
+      }
+    }
+    s.push('<details><summary>request headers (after redaction)</summary>' + headersHTML(x.request_headers) + '</details>');
+    s.push('<details><summary>request body</summary><pre>' + (req ? jsonHTML(req, null, '$', 0) : esc(bodyText(x.request_body))) + '</pre></details>');
+    if (x.recorded !== undefined || x.live !== undefined) {
+      s.push('<details open><summary>recorded and live request, normalized</summary><table class="side"><tr><th>recorded</th><th>live</th></tr><tr><td><pre>' +
+        jsonHTML(x.recorded, null, '$', 0) + '</pre></td><td><pre>' + jsonHTML(x.live, null, '$', 0) + '</pre></td></tr></table></details>');
+    }
+    s.push('<h3>Response</h3>');
+    var m = x.message;
+    if (m) {
+      if (m.text) s.push('<details open class="text"><summary>text</summary><pre>' + esc(m.text) + '</pre></details>');
+      if (m.reasoning) s.push('<details open><summary>reasoning</summary><pre>' + esc(m.reasoning) + '</pre></details>');
+      (m.tool_calls || []).forEach(function (tc) {
+        var a = parse(tc.arguments);
+        s.push('<details open><summary>tool call ' + esc(tc.name) + (tc.id ? ' ' + esc(tc.id) : '') + '</summary><pre>' + (a.ok ? jsonHTML(a.v, null, '$', 0) : esc(tc.arguments)) + '</pre></details>');
+      });
+      var u = m.usage || {};
+      s.push(kv([['stop reason', esc(m.stop_reason || '')], ['model', esc(m.model || '')], ['tokens in', String(u.input_tokens)], ['tokens out', String(u.output_tokens)], ['cached', String(u.cached_tokens)], ['reasoning tokens', String(u.reasoning_tokens)], ['total', String(u.total_tokens)], ['events', String(m.events)]]));
+      (m.errors || []).forEach(function (er) { s.push('<p class="problems">stream error: ' + esc(er) + '</p>'); });
+    } else if (x.chunks && x.chunks.length) {
+      s.push('<pre>' + esc(x.chunks.map(function (c) { return bodyText(c.data); }).join('')) + '</pre>');
+    }
+    s.push('<details><summary>response headers</summary>' + headersHTML(x.response_headers) + '</details>');
+    var chunks = x.chunks || [];
+    var shownChunks = chunks.slice(0, 2000);
+    s.push('<details class="raw"><summary>raw stream: ' + chunks.length + ' chunks</summary><table class="kv">' + shownChunks.map(function (c) {
+      return '<tr><td>+' + c.at_ms + ' ms</td><td><pre>' + esc(bodyText(c.data)) + '</pre></td></tr>';
+    }).join('') + '</table>' + (chunks.length > shownChunks.length ? '<p class="info">and ' + (chunks.length - shownChunks.length) + ' more</p>' : '') + '</details>');
+    d.innerHTML = s.join('');
+    return d;
+  }
+
+  // ---- the comparison
+  function buildCompare(root) {
+    var C = D.compare;
+    var box = root.appendChild(h('div', {class: 'cmp', id: 'compare'}));
+    var first = C.first;
+    if (first) {
+      var fm = box.appendChild(h('div', {class: 'firstmsg'}, '<b>first divergence:</b> ' + esc(first.message) + ' <button id="goto-first">show</button>'));
+      fm.querySelector('button').onclick = scrollFirst;
+    } else {
+      box.appendChild(h('p', {}, 'The normalized agent streams are the same.'));
+    }
+    box.appendChild(h('h2', {}, 'Agent output, normalized'));
+    var rowsHTML = [];
+    var R = C.rows || [];
+    for (var k = 0; k < R.length; k++) {
+      // A long run of equal values is folded, but never the first
+      // divergence's neighbourhood.
+      var run = k;
+      while (run < R.length && R[run].same && !isFirst(R[run])) run++;
+      if (run - k > 6) {
+        rowsHTML.push(cmpRow(R[k], k), cmpRow(R[k + 1], k + 1));
+        rowsHTML.push('<tr class="gap" data-from="' + (k + 2) + '" data-to="' + (run - 2) + '"><td colspan="4">… ' + (run - k - 4) + ' equal values (click to show) …</td></tr>');
+        rowsHTML.push(cmpRow(R[run - 2], run - 2), cmpRow(R[run - 1], run - 1));
+        k = run - 1;
+        continue;
+      }
+      rowsHTML.push(cmpRow(R[k], k));
+    }
+    var table = box.appendChild(h('table', {class: 'side', id: 'side'}, '<tr><th class="i">#</th><th>' + esc(C.left) + '</th><th class="i">#</th><th>' + esc(C.right) + '</th></tr>' + rowsHTML.join('')));
+    table.addEventListener('click', function (ev) {
+      var gap = ev.target.closest('tr.gap');
+      if (!gap) return;
+      var html = [];
+      for (var j = +gap.dataset.from; j < +gap.dataset.to; j++) html.push(cmpRow(R[j], j));
+      gap.insertAdjacentHTML('afterend', html.join(''));
+      gap.remove();
+    });
+    if (C.requests && C.requests.length) {
+      box.appendChild(h('h2', {}, 'LLM requests, normalized'));
+      C.requests.forEach(function (p) {
+        var marks = markSet(p.paths);
+        var differs = p.paths && p.paths.length;
+        var det = h('details', {class: 'request' + (differs ? ' differs' : ''), 'data-number': p.number});
+        if (differs) det.open = true;
+        det.innerHTML = '<summary>llm #' + p.number + ': ' + (differs ? esc(p.message || ('differs at ' + p.paths[0])) : 'the same') + '</summary>' +
+          '<table class="side"><tr><th>' + esc(C.left) + '</th><th>' + esc(C.right) + '</th></tr><tr><td class="v"><pre>' + jsonHTML(p.left, marks, '$', 0) + '</pre></td><td class="v"><pre>' + jsonHTML(p.right, marks, '$', 0) + '</pre></td></tr></table>';
+        box.appendChild(det);
+      });
+    }
+    var done = false;
+    onShow.compare = function () { if (!done) { done = true; scrollFirst(); } };
+  }
+  function isFirst(row) { var f = D.compare.first; return !!f && ((f.a >= 0 && row.a === f.a) || (f.b >= 0 && row.b === f.b)); }
+  function cmpRow(row, k) {
+    var C = D.compare, f = C.first, first = isFirst(row);
+    var marks = first ? markSet([f.path]) : null;
+    var cls = row.same ? 'eq' : row.a >= 0 && row.b >= 0 ? 'changed' : row.a >= 0 ? 'left' : 'right';
+    var cell = function (list, i) { return i >= 0 ? '<td class="i">' + i + '</td><td class="v"><pre>' + jsonHTML(list[i], marks, '$', 0) + '</pre></td>' : '<td class="i"></td><td class="v"></td>'; };
+    return '<tr class="' + cls + (first ? ' first' : '') + '"' + (first ? ' id="first-divergence"' : '') + ' data-k="' + k + '">' + cell(C.want, row.a) + cell(C.got, row.b) + '</tr>';
+  }
+  function scrollFirst() {
+    var f = document.getElementById('first-divergence');
+    if (f) f.scrollIntoView({block: 'center'});
+  }
+
+  // ---- assemble
+  if (D.kind !== 'diff') buildTimeline(tab('timeline', D.kind === 'replay' ? 'Replay run' : 'Timeline'));
+  if (D.compare) buildCompare(tab('compare', D.kind === 'diff' ? 'Comparison' : 'Recorded vs replayed'));
+  show(D.compare && (D.status === 'FAIL' || D.status === 'DIFFERENT' || D.kind === 'diff') ? 'compare' : 'timeline');
+  if (shown === 'timeline') render();
+  window.acptapReadyMs = performance.now();
+  document.body.setAttribute('data-ready', '1');
+})();

@@ -1,0 +1,155 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/normalize"
+	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/store"
+)
+
+// DiffOptions configure Diff. The zero value compares with the default
+// normalization, per stream, chunks joined.
+type DiffOptions struct {
+	// Rules are user normalization rules, applied before the rules
+	// `acptap calibrate` stored with either recording.
+	Rules      []normalize.Rule
+	NoCoalesce bool
+	Order      normalize.Order
+}
+
+// A DiffResult is how two recordings compare: their agent streams as a
+// replay compares a recording with its replay, A in the recording's place
+// and B in the replay's, and their LLM requests in order.
+type DiffResult struct {
+	A, B string
+	// Divergences are the agent streams' first difference
+	// (OutputDiffers), then each LLM request that differs (RequestDrift,
+	// Exchange the request's number in A, or in B for a request only B
+	// has); empty when the two compare equal.
+	Divergences []Divergence
+	// Diff is the unified diff of the normalized agent streams, as
+	// Result.Diff; Expected and Actual are the streams of A and B.
+	Diff             string
+	Expected, Actual []json.RawMessage
+	// Requests are the LLM requests (exchange.ClassLLM) of A and B,
+	// normalized, pair by pair in order, Number counting them from 1; a
+	// request one side lacks is normalize.Missing there.
+	Requests []RequestPair
+}
+
+// Equal reports whether the two recordings compare equal.
+func (r *DiffResult) Equal() bool { return len(r.Divergences) == 0 }
+
+// Diff compares recordings a and b of st with the normalization and the
+// per-stream comparison of a replay: paths under either recording's
+// directories are alike, and the rules calibrate stored with either
+// apply. It fails only when a recording cannot be read.
+func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
+	ra, err := load(st, a)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := load(st, b)
+	if err != nil {
+		return nil, err
+	}
+	rules := slices.Clip(opts.Rules)
+	for _, name := range []string{a, b} {
+		stored, err := StoredRules(st, name)
+		if err != nil {
+			return nil, err
+		}
+		rules = append(rules, stored...)
+	}
+	norms := normalizers{normalize.Options{
+		Cwd:        nonEmpty(slices.Concat(sessionCwds(ra.frames), []string{ra.meta.Cwd}, sessionCwds(rb.frames), []string{rb.meta.Cwd})...),
+		Home:       nonEmpty(ra.meta.Home, rb.meta.Home),
+		Tmp:        nonEmpty(ra.meta.Tmp, rb.meta.Tmp),
+		Rules:      rules,
+		NoCoalesce: opts.NoCoalesce,
+		Order:      opts.Order,
+	}}
+	res := &DiffResult{A: a, B: b}
+	c := normalize.Compare(transcript(norms.new(), ra.agent), transcript(norms.new(), rb.agent))
+	res.Expected, res.Actual = c.Want, c.Got
+	if c.Diff != nil {
+		res.Divergences = append(res.Divergences, outputDiffers(c.Diff))
+		res.Diff = unifiedDiff(a, b, pretty(c.Want), pretty(c.Got))
+	}
+	xa, xb := llmExchanges(ra), llmExchanges(rb)
+	for i := range max(len(xa), len(xb)) {
+		p := RequestPair{Number: i + 1, Recorded: normalize.Missing{}, Live: normalize.Missing{}}
+		switch {
+		case i >= len(xa):
+			p.Live = norms.new().Request(xb[i].Method, xb[i].URL, xb[i].RequestHeaders, xb[i].RequestBody)
+			res.Divergences = append(res.Divergences, Divergence{
+				Kind: RequestDrift, Lane: store.LaneLLM, Exchange: i + 1, Path: "$", Recorded: p.Recorded, Live: p.Live,
+				Message: fmt.Sprintf("llm request %d (%s %s) is in %s only", i+1, xb[i].Method, xb[i].URL, b),
+			})
+		case i >= len(xb):
+			p.Recorded = norms.new().Request(xa[i].Method, xa[i].URL, xa[i].RequestHeaders, xa[i].RequestBody)
+			res.Divergences = append(res.Divergences, Divergence{
+				Kind: RequestDrift, Lane: store.LaneLLM, Exchange: i + 1, Path: "$", Recorded: p.Recorded, Live: p.Live,
+				Message: fmt.Sprintf("llm request %d (%s %s) is in %s only", i+1, xa[i].Method, xa[i].URL, a),
+			})
+		default:
+			p.Recorded, p.Live = norms.requests(xa[i], xb[i])
+			if d, ok := drift(p.Recorded, p.Live); ok {
+				d.Number = i + 1
+				div := requestDrift(d)
+				div.Message = driftMessage(d, a, b)
+				res.Divergences = append(res.Divergences, div)
+			}
+		}
+		res.Requests = append(res.Requests, p)
+	}
+	return res, nil
+}
+
+// llmExchanges returns the exchanges of rec that went to its LLM, in
+// order: the http ones (registries, telemetry) are the agent's business.
+func llmExchanges(rec *recording) []*exchange.Exchange {
+	var out []*exchange.Exchange
+	for _, r := range rec.exchanges {
+		if r.Exchange.Class() == exchange.ClassLLM {
+			out = append(out, r.Exchange)
+		}
+	}
+	return out
+}
+
+// driftMessage is a request drift's line, in replay's words with the
+// recordings' names in place of recorded and live.
+func driftMessage(d llmserver.Drift, a, b string) string {
+	return fmt.Sprintf("llm request %d differs %s", d.Number, d.Between(a, b))
+}
+
+// WriteDiffReport writes the outcome of Diff in the words of a replay's
+// report (WriteReport): a SAME or DIFFERENT line with the first
+// difference, the others after "also:", then the diff of the agent
+// streams. Of opts, only Paint applies; DIFFERENT is painted as FAIL and
+// SAME as PASS.
+func WriteDiffReport(w io.Writer, res *DiffResult, opts ReportOptions) error {
+	paint := opts.Paint
+	if paint == nil {
+		paint = func(_ Part, s string) string { return s }
+	}
+	var b strings.Builder
+	if res.Equal() {
+		fmt.Fprintf(&b, "%s %s %s (%d agent values, %d LLM requests)\n", paint(PartPass, "SAME"), res.A, res.B, len(res.Expected), len(res.Requests))
+	} else {
+		fmt.Fprintf(&b, "%s %s %s: %s\n", paint(PartFail, "DIFFERENT"), res.A, res.B, res.Divergences[0].Message)
+		for _, d := range res.Divergences[1:] {
+			fmt.Fprintf(&b, "  also: %s\n", d.Message)
+		}
+		writeDiff(&b, res.Diff, paint)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
