@@ -108,8 +108,8 @@ func (w *Writer) PutBlob(name string, data []byte) error {
 // PutBlob stores data as the blob name of the named recording, a finished
 // one (or one whose recorder is gone), replacing a blob of that name, in
 // one transaction: the recording has the new blob or the old one, never a
-// part. The Store must be writable, and no Writer of it may be writing
-// the recording (ErrBusy). PutBlob does not keep data.
+// part. The Store must be writable, and no Writer, of any process, may be
+// writing the recording (ErrBusy). PutBlob does not keep data.
 func (s *Store) PutBlob(recordingName, name string, data []byte) error {
 	const op = "put blob in"
 	if err := ValidName(recordingName); err != nil {
@@ -133,6 +133,9 @@ func (s *Store) PutBlob(recordingName, name string, data []byte) error {
 			return err
 		}
 		if _, err := readKnownMeta(b, recordingName); err != nil {
+			return err
+		}
+		if err := s.notLive(recordingName); err != nil {
 			return err
 		}
 		return putBlob(tx, recordingName, name, len(data), chunks)

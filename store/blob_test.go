@@ -19,7 +19,7 @@ import (
 func checkBlobs(t *testing.T, s *Store, name string) {
 	t.Helper()
 	var names []string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := testDB{s}.View(func(tx *bolt.Tx) error {
 		b, err := recording(tx, name)
 		if err != nil {
 			return err
@@ -56,7 +56,7 @@ func checkBlobs(t *testing.T, s *Store, name string) {
 func chunkEncodings(t *testing.T, s *Store, rec, name string) []byte {
 	t.Helper()
 	var encs []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := testDB{s}.View(func(tx *bolt.Tx) error {
 		b, _ := recording(tx, rec)
 		return b.Bucket(blobsBucket).Bucket([]byte(name)).ForEach(func(k, v []byte) error {
 			if len(k) == 8 {
@@ -266,7 +266,7 @@ func TestBlobRefusesDamage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var saved map[string][]byte
-			err := s.db.Update(func(tx *bolt.Tx) error {
+			err := testDB{s}.Update(func(tx *bolt.Tx) error {
 				b, _ := recording(tx, "r")
 				bb := b.Bucket(blobsBucket).Bucket([]byte("b"))
 				saved = map[string][]byte{}
@@ -284,7 +284,7 @@ func TestBlobRefusesDamage(t *testing.T) {
 				t.Errorf("Blob: %v, want an error naming the blob with %q", err, tt.want)
 			}
 			// Repair, for the next case and the invariant checks.
-			err = s.db.Update(func(tx *bolt.Tx) error {
+			err = testDB{s}.Update(func(tx *bolt.Tx) error {
 				b, _ := recording(tx, "r")
 				bs := b.Bucket(blobsBucket)
 				if err := bs.DeleteBucket([]byte("b")); err != nil {

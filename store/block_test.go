@@ -29,7 +29,7 @@ type storedValue struct {
 func layout(t *testing.T, s *Store, name string) []storedValue {
 	t.Helper()
 	var vals []storedValue
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := testDB{s}.View(func(tx *bolt.Tx) error {
 		b, err := recording(tx, name)
 		if err != nil {
 			return err
@@ -65,10 +65,7 @@ func checkLayout(t *testing.T, s *Store, name string, want []storedValue) {
 func appendBatch(t *testing.T, s *Store, w *Writer, events ...Event) []Event {
 	t.Helper()
 	events = slices.Clone(events)
-	tx, err := s.db.Begin(true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	release := holdLock(t, s.path)
 	events[0].Seq = w.Append(events[0])
 	for {
 		w.mu.Lock()
@@ -82,9 +79,7 @@ func appendBatch(t *testing.T, s *Store, w *Writer, events ...Event) []Event {
 	for i := range events[1:] {
 		events[i+1].Seq = w.Append(events[i+1])
 	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if err := w.Flush(); err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
@@ -437,7 +432,7 @@ func putRecording(t *testing.T, s *Store, rec Recording, vals map[uint64][]byte)
 		t.Fatal(err)
 	}
 	defer enc.Close()
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = testDB{s}.Update(func(tx *bolt.Tx) error {
 		b, err := tx.Bucket(recordingsBucket).CreateBucket([]byte(rec.Name))
 		if err != nil {
 			return err

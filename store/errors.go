@@ -1,6 +1,9 @@
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned by this package, always wrapped with the store's path or
 // the recording's name; test for them with errors.Is.
@@ -11,11 +14,16 @@ var (
 	// ErrExists means a recording of that name exists already.
 	ErrExists = errors.New("recording already exists")
 
-	// ErrBusy means the recording is being written by a Writer of this Store.
+	// ErrBusy means the recording is being written by a Writer, of this
+	// Store or of another, in this process or another.
 	ErrBusy = errors.New("recording is being written")
 
-	// ErrLocked means another process held the store's lock for longer
-	// than Options.Timeout.
+	// ErrChanged means a recording was replaced, deleted or rewritten
+	// while EventsFrom read it.
+	ErrChanged = errors.New("recording changed while being read")
+
+	// ErrLocked means another process held the store file's lock for
+	// longer than Options.Timeout.
 	ErrLocked = errors.New("store is locked by another process")
 
 	// ErrNotStore means the file exists but is not an acptap store.
@@ -38,3 +46,7 @@ var (
 	// ErrClosed means the Store was closed or the Writer finished.
 	ErrClosed = errors.New("closed")
 )
+
+// errLiveHeld is ErrBusy said of a recording whose Writer is not this
+// Store's.
+var errLiveHeld = fmt.Errorf("%w by a recorder that is still running", ErrBusy)

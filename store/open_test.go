@@ -232,7 +232,7 @@ func TestUnknownRecordingFormat(t *testing.T) {
 		}
 	}
 	// As a newer acptap would write it.
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := (testDB{s}).Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(recordingsBucket).Bucket([]byte("future"))
 		rec, err := decodeMeta(b.Get(metaKey))
 		if err != nil {
@@ -290,7 +290,7 @@ func TestUnknownEventEncoding(t *testing.T) {
 	if err := w.Finish(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := (testDB{s}).Update(func(tx *bolt.Tx) error {
 		eb := tx.Bucket(recordingsBucket).Bucket([]byte("r")).Bucket(eventsBucket)
 		return eb.Put([]byte{0, 0, 0, 0, 0, 0, 0, 2}, []byte{blockEncoding + 1, 1, 1, 0, 0})
 	}); err != nil {

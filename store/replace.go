@@ -45,8 +45,8 @@ type Placed struct {
 // the counters recounted and Updated set to now; the rest of the metadata
 // is kept, but for Format, which becomes FormatVersion.
 //
-// The Store must be writable, and no Writer of it may be writing the
-// recording (ErrBusy).
+// The Store must be writable, and no Writer, of any process, may be
+// writing the recording (ErrBusy).
 func (s *Store) ReplaceLane(name string, lane Lane, frames []Placed) error {
 	const op = "update"
 	if err := ValidName(name); err != nil {
@@ -77,6 +77,9 @@ func (s *Store) ReplaceLane(name string, lane Lane, frames []Placed) error {
 		}
 		meta, err := readKnownMeta(b, name)
 		if err != nil {
+			return err
+		}
+		if err := s.notLive(name); err != nil {
 			return err
 		}
 		eb := b.Bucket(eventsBucket)

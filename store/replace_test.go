@@ -19,7 +19,7 @@ import (
 func rawValues(t *testing.T, s *Store, name string) map[uint64][]byte {
 	t.Helper()
 	vals := map[uint64][]byte{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := testDB{s}.View(func(tx *bolt.Tx) error {
 		b, err := recording(tx, name)
 		if err != nil {
 			return err

@@ -52,8 +52,11 @@ var (
 // (see FormatVersion). A store of a larger format is refused as a whole.
 const storeFormat = 1
 
-// defaultTimeout is used when Options.Timeout is zero.
-const defaultTimeout = time.Second
+// defaultTimeout is used when Options.Timeout is zero: long enough for
+// the longest transaction another acptap holds the lock for (a snapshot
+// of tens of MiB put as a blob), short enough to tell a user of a stuck
+// process rather than hang.
+const defaultTimeout = 10 * time.Second
 
 // Options configure Open. The zero value works.
 type Options struct {
@@ -61,9 +64,11 @@ type Options struct {
 	// missing or empty file is ErrNoStore rather than created.
 	ReadOnly bool
 
-	// Timeout is how long Open waits for a lock held by another process
-	// before it fails with ErrLocked. If zero, 1s is used; if negative,
-	// Open does not wait.
+	// Timeout is how long Open, and each operation of the Store after it,
+	// waits for the file's lock while another process holds it (for one
+	// transaction: see Store) before it fails with ErrLocked. If zero, 10s
+	// is used; if negative, they do not wait. A Writer's commits wait for
+	// as long as it takes.
 	Timeout time.Duration
 
 	// OnError, if not nil, is called when a Writer loses events: once when
@@ -74,10 +79,17 @@ type Options struct {
 }
 
 // Store is an open store file. Its methods are safe for concurrent use.
+//
+// Any number of Stores, in any number of processes, may use one file at
+// once, each writing its own recordings: a Store opens the bbolt file
+// only for each operation, and holds the file's lock, which is shared by
+// readers and exclusive for a writer, for that one transaction. A Writer
+// holds the lock only to commit a batch; a reader of a recording being
+// written sees what its Writer has committed.
 type Store struct {
-	db       *bolt.DB
 	path     string
 	readOnly bool
+	timeout  time.Duration // how long an operation waits for the file's lock; 0: not at all
 	onError  func(error)
 	closed   atomic.Bool // set once by Close; read without mu by the read paths
 
@@ -86,9 +98,9 @@ type Store struct {
 }
 
 // Open opens the store at path, creating it unless opts.ReadOnly; an
-// existing empty file becomes a store. A process that opens a store for
-// writing locks out every other; read-only opens share the lock. A nil
-// opts is the zero Options.
+// existing empty file becomes a store. It checks the file and lets go of
+// it: the Store opens the file again for each operation (see Store). A
+// nil opts is the zero Options.
 func Open(path string, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
@@ -111,19 +123,22 @@ func Open(path string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 
-	db, err := bolt.Open(path, 0o666, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
-	if err != nil {
-		return nil, openError(path, o.Timeout, err)
-	}
 	s := &Store{
-		db:       db,
 		path:     path,
 		readOnly: o.ReadOnly,
+		timeout:  max(o.Timeout, 0),
 		onError:  o.OnError,
 		writers:  make(map[string]*Writer),
 	}
-	if err := s.init(); err != nil {
-		db.Close()
+	db, err := openDB(path, !o.ReadOnly, !o.ReadOnly, s.timeout, nil)
+	if err != nil {
+		return nil, openError(path, s.timeout, err)
+	}
+	err = s.init(db)
+	if cerr := db.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("open store %s: %w", path, cerr)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -133,7 +148,7 @@ func Open(path string, opts *Options) (*Store, error) {
 func openError(path string, timeout time.Duration, err error) error {
 	var pe *fs.PathError
 	switch {
-	case errors.Is(err, berrors.ErrTimeout) && timeout < 0:
+	case errors.Is(err, berrors.ErrTimeout) && timeout <= 0:
 		return fmt.Errorf("open store %s: %w", path, ErrLocked)
 	case errors.Is(err, berrors.ErrTimeout):
 		return fmt.Errorf("open store %s: waited %v: %w", path, timeout, ErrLocked)
@@ -170,11 +185,11 @@ func looksLikeBbolt(path string) bool {
 }
 
 // init checks the store bucket and, when writable, creates the layout in a
-// file that has none yet. The View's answer stands in the Update: the
-// Store holds the file's exclusive lock and is not shared yet.
-func (s *Store) init() error {
+// file that has none yet. The View's answer stands in the Update: db holds
+// the file's exclusive lock.
+func (s *Store) init(db *bolt.DB) error {
 	var empty bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := db.View(func(tx *bolt.Tx) error {
 		var err error
 		empty, err = s.checkLayout(tx)
 		return err
@@ -182,7 +197,7 @@ func (s *Store) init() error {
 	if err != nil || !empty || s.readOnly {
 		return err
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucket(storeBucket)
 		if err != nil {
 			return err
@@ -220,8 +235,8 @@ func (s *Store) checkLayout(tx *bolt.Tx) (empty bool, err error) {
 	return false, nil
 }
 
-// Close finishes the Store's unfinished Writers and closes the file. It
-// returns their errors too. Calls after the first return nil.
+// Close finishes the Store's unfinished Writers. It returns their errors.
+// Calls after the first return nil.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed.Load() {
@@ -240,9 +255,6 @@ func (s *Store) Close() error {
 		if err := w.Finish(); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	if err := s.db.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close store %s: %w", s.path, err))
 	}
 	return errors.Join(errs...)
 }
@@ -277,6 +289,9 @@ func (s *Store) List() ([]Recording, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := s.setLive(recs); err != nil {
+		return nil, s.wrap("list", "", err)
+	}
 	slices.SortFunc(recs, func(a, b Recording) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
@@ -300,63 +315,164 @@ func (s *Store) Get(name string) (Recording, error) {
 		rec, err = readKnownMeta(b, name)
 		return err
 	})
-	return rec, err
+	if err != nil {
+		return Recording{}, err
+	}
+	recs := []Recording{rec}
+	if err := s.setLive(recs); err != nil {
+		return Recording{}, s.wrap("get", name, err)
+	}
+	return recs[0], nil
 }
 
 // Events calls fn with each event of the named recording, in Seq order,
-// and stops at fn's first error, which it returns. It reads one stored
-// value (an event, or a block of up to 256 KiB of frames) at a time inside
-// one read transaction: fn may keep an Event, but must not wait for a write
-// to this Store, which may wait for the transaction to end. The Data of
-// the frames of one block share an array: one kept Event keeps its block's.
+// and stops at fn's first error, which it returns. It is EventsFrom(name,
+// 1, fn).
 func (s *Store) Events(name string, fn func(Event) error) error {
-	if err := ValidName(name); err != nil {
-		return err
-	}
-	var fnErr error
-	err := s.view("read", name, func(tx *bolt.Tx) error {
-		b, err := recording(tx, name)
-		if err != nil {
-			return err
-		}
-		if _, err := readKnownMeta(b, name); err != nil {
-			return err
-		}
-		eb := b.Bucket(eventsBucket)
-		if eb == nil {
-			return errors.New("events bucket missing")
-		}
-		c := eb.Cursor()
-		var events []Event // reused from value to value
-		var next uint64    // the smallest Seq the next value may hold
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if len(k) != 8 || v == nil {
-				return fmt.Errorf("stray key %q among events", k)
-			}
-			seq := binary.BigEndian.Uint64(k)
-			if seq < next {
-				return fmt.Errorf("event %d: stored again after a frame block up to event %d", seq, next-1)
-			}
-			events, err = decodeValue(events[:0], seq, v)
-			if err != nil {
-				return fmt.Errorf("event %d: %w", seq, err)
-			}
-			next = events[len(events)-1].Seq + 1
-			for _, e := range events {
-				if fnErr = fn(e); fnErr != nil {
-					return fnErr
-				}
-			}
-		}
-		return nil
-	})
-	if fnErr != nil {
-		return fnErr
-	}
+	_, err := s.EventsFrom(name, 1, fn)
 	return err
 }
 
-// Delete removes the named recording. The file does not shrink; the space
+// Limits of one page of EventsFrom: the events it reads in one read
+// transaction, and keeps in memory, before it lets go of the file.
+const (
+	pageEvents = 4096
+	pageBytes  = 4 << 20
+)
+
+// EventsFrom calls fn with each event of the named recording whose Seq is
+// from or more, in Seq order, and stops at fn's first error, which it
+// returns. It reads the events in pages of a few thousand, each in a read
+// transaction of its own, and calls fn outside of any: fn may take its
+// time, and may write to the store, without keeping the file's lock from
+// other processes. A recording being written yields what was committed
+// when each page was read. If the recording is replaced, deleted or
+// rewritten (ReplaceLane) between two pages, EventsFrom fails with
+// ErrChanged or ErrNotFound. fn may keep an Event; the Data of the frames
+// of one block share an array: one kept Event keeps its block's.
+//
+// EventsFrom returns the recording's metadata as read with the last page,
+// as Get returns it: if it says Done, every event of the recording from
+// Seq from on was passed to fn.
+func (s *Store) EventsFrom(name string, from uint64, fn func(Event) error) (Recording, error) {
+	if err := ValidName(name); err != nil {
+		return Recording{}, err
+	}
+	from = max(from, 1)
+	var first, meta Recording // the metadata as of the first page, and the last
+	var page []Event
+	for {
+		page = page[:0]
+		var more bool
+		var pageErr error // a bad value, after the events of page
+		err := s.view("read", name, func(tx *bolt.Tx) error {
+			var err error
+			page, more, err = readPage(tx, name, from, page, &first, &meta)
+			if len(page) > 0 {
+				pageErr, err = err, nil
+			}
+			return err
+		})
+		if err != nil {
+			return Recording{}, err
+		}
+		for _, e := range page {
+			if err := fn(e); err != nil {
+				return Recording{}, err
+			}
+		}
+		if pageErr != nil {
+			return Recording{}, s.wrap("read", name, pageErr)
+		}
+		if !more {
+			recs := []Recording{meta}
+			if err := s.setLive(recs); err != nil {
+				return Recording{}, s.wrap("read", name, err)
+			}
+			return recs[0], nil
+		}
+		from = page[len(page)-1].Seq + 1
+		clear(page)
+	}
+}
+
+// readPage appends to page the events of the named recording from Seq
+// from on, up to the limits of a page, and reports whether more may
+// follow. *first is the recording's metadata as of the first page: a
+// later page checks that it reads the same recording, unrewritten; *last
+// is set to the metadata as of this page.
+func readPage(tx *bolt.Tx, name string, from uint64, page []Event, first, last *Recording) ([]Event, bool, error) {
+	b, err := recording(tx, name)
+	if err != nil {
+		return page, false, err
+	}
+	meta, err := readKnownMeta(b, name)
+	if err != nil {
+		return page, false, err
+	}
+	*last = meta
+	if first.Name == "" {
+		*first = meta
+	} else if !meta.Created.Equal(first.Created) || !meta.Updated.Equal(first.Updated) {
+		return page, false, ErrChanged
+	}
+	eb := b.Bucket(eventsBucket)
+	if eb == nil {
+		return page, false, errors.New("events bucket missing")
+	}
+	c := eb.Cursor()
+	k, v := c.Seek(seqKey(from))
+	if k == nil || binary.BigEndian.Uint64(k) > from {
+		// A frame block stored before from may reach into it.
+		var pk, pv []byte
+		if k == nil {
+			pk, pv = c.Last()
+		} else {
+			pk, pv = c.Prev()
+		}
+		switch {
+		case pk != nil && len(pv) > 0 && pv[0] == blockEncoding:
+			k, v = pk, pv
+		case k != nil:
+			k, v = c.Seek(seqKey(from))
+		}
+	}
+	size := 0
+	var next uint64 // the smallest Seq the next value may hold
+	for ; k != nil; k, v = c.Next() {
+		if len(page) >= pageEvents || size >= pageBytes {
+			return page, true, nil
+		}
+		if len(k) != 8 || v == nil {
+			return page, false, fmt.Errorf("stray key %q among events", k)
+		}
+		seq := binary.BigEndian.Uint64(k)
+		if seq < next {
+			return page, false, fmt.Errorf("event %d: stored again after a frame block up to event %d", seq, next-1)
+		}
+		start := len(page)
+		page, err = decodeValue(page, seq, v)
+		if err != nil {
+			return page, false, fmt.Errorf("event %d: %w", seq, err)
+		}
+		next = page[len(page)-1].Seq + 1
+		// Leave out the events of a block that starts before from.
+		n := start
+		for _, e := range page[start:] {
+			if e.Seq >= from {
+				size += len(e.Data)
+				page[n] = e
+				n++
+			}
+		}
+		clear(page[n:])
+		page = page[:n]
+	}
+	return page, false, nil
+}
+
+// Delete removes the named recording. It fails with ErrBusy while a
+// Writer, of any process, writes it. The file does not shrink; the space
 // is reused by later recordings.
 func (s *Store) Delete(name string) error {
 	if err := ValidName(name); err != nil {
@@ -371,13 +487,17 @@ func (s *Store) Delete(name string) error {
 		if _, err := recording(tx, name); err != nil {
 			return err
 		}
+		if err := s.notLive(name); err != nil {
+			return err
+		}
 		return tx.Bucket(recordingsBucket).DeleteBucket([]byte(name))
 	})
 }
 
 // Create starts a recording named rec.Name and returns its Writer. If the
 // name is taken, Create fails with ErrExists unless force, which replaces
-// the old recording. Create sets rec.Format, zeroes the counters and, if
+// the old recording; it fails with ErrBusy if a Writer, of any process,
+// is writing a recording of that name. Create sets rec.Format, zeroes the counters and, if
 // rec.Created is zero, sets it to now; it commits the metadata before it
 // returns, so the recording is listed even if the process dies right after.
 func (s *Store) Create(rec Recording, force bool) (*Writer, error) {
@@ -399,6 +519,12 @@ func (s *Store) Create(rec Recording, force bool) (*Writer, error) {
 	defer s.mu.Unlock()
 	if err := s.writable("create", name); err != nil {
 		return nil, err
+	}
+	// The live lock before the recording: a reader that finds it not
+	// Done and not locked may take it for interrupted.
+	live, err := lockLive(s.path, name)
+	if err != nil {
+		return nil, s.wrap("create", name, err)
 	}
 	err = s.update("create", name, func(tx *bolt.Tx) error {
 		rs, err := tx.CreateBucketIfNotExists(recordingsBucket)
@@ -425,9 +551,12 @@ func (s *Store) Create(rec Recording, force bool) (*Writer, error) {
 		return err
 	})
 	if err != nil {
+		if live != nil {
+			live.Close()
+		}
 		return nil, err
 	}
-	w := newWriter(s, rec)
+	w := newWriter(s, rec, live)
 	s.writers[name] = w
 	return w, nil
 }
@@ -458,17 +587,62 @@ func (s *Store) forget(w *Writer) {
 // errStoreClosed is ErrClosed said of a Store.
 var errStoreClosed = fmt.Errorf("store %w", ErrClosed)
 
-// view runs fn in a read transaction and adds context to any error.
+// view runs fn in a read transaction of its own and adds context to any
+// error.
 func (s *Store) view(op, name string, fn func(*bolt.Tx) error) error {
 	if s.closed.Load() {
 		return s.wrap(op, name, errStoreClosed)
 	}
-	return s.wrap(op, name, s.db.View(fn))
+	return s.wrap(op, name, s.withDB(false, s.timeout, func(db *bolt.DB) error { return db.View(fn) }))
 }
 
-// update runs fn in a write transaction and adds context to any error.
+// update runs fn in a write transaction of its own and adds context to
+// any error.
 func (s *Store) update(op, name string, fn func(*bolt.Tx) error) error {
-	return s.wrap(op, name, s.db.Update(fn))
+	return s.wrap(op, name, s.withDB(true, s.timeout, func(db *bolt.DB) error { return db.Update(fn) }))
+}
+
+// notLive fails with ErrBusy if a Writer of another Store, of this
+// process or another, writes the named recording. Called in a write
+// transaction, it holds: a Writer takes its live lock before it creates
+// its recording.
+func (s *Store) notLive(name string) error {
+	p, err := newLiveProbe(s.path)
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	live, err := p.live(name)
+	if err != nil {
+		return err
+	}
+	if live {
+		return errLiveHeld
+	}
+	return nil
+}
+
+// setLive sets Live of the recordings of recs that are not Done.
+func (s *Store) setLive(recs []Recording) error {
+	var p *liveProbe
+	for i := range recs {
+		if recs[i].Done {
+			continue
+		}
+		if p == nil {
+			var err error
+			if p, err = newLiveProbe(s.path); err != nil {
+				return err
+			}
+			defer p.close()
+		}
+		live, err := p.live(recs[i].Name)
+		if err != nil {
+			return err
+		}
+		recs[i].Live = live
+	}
+	return nil
 }
 
 // wrap adds the operation, the recording's name and the store's path to

@@ -62,7 +62,7 @@ func checkStoreFile(t *testing.T, path string) {
 		return
 	}
 	defer s.Close()
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = testDB{s}.View(func(tx *bolt.Tx) error {
 		for err := range tx.Check() {
 			t.Errorf("invariants: bbolt check: %v", err)
 		}
@@ -650,7 +650,7 @@ func TestCommitError(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Pull the recording from under the Writer.
-	if err := s.db.Update(func(tx *bolt.Tx) error {
+	if err := (testDB{s}).Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(recordingsBucket).DeleteBucket([]byte("doomed"))
 	}); err != nil {
 		t.Fatal(err)

@@ -132,8 +132,9 @@ type Recording struct {
 	Snapshot bool `json:"snapshot,omitempty"` // the blob SnapshotBlob holds the workspace, as record found it
 
 	// Set when the recording ends. While Done is false the recording is
-	// either still being written or was interrupted (acptap was killed);
-	// everything committed so far is readable either way.
+	// either still being written or was interrupted (acptap was killed),
+	// which Live tells apart; everything committed so far is readable
+	// either way.
 	Done     bool          `json:"done"`
 	ExitCode int           `json:"exit_code"`        // the agent's exit status, 128+n when killed by signal n
 	Signal   string        `json:"signal,omitempty"` // the signal that killed the agent, if any
@@ -147,4 +148,10 @@ type Recording struct {
 	// Updated is when Store.ReplaceLane last rewrote a lane of the
 	// recording (acptap replay --update); zero if never.
 	Updated time.Time `json:"updated,omitzero"`
+
+	// Live, set by List and Get and never stored, says that a Writer, of
+	// this process or another, is writing the recording now. A recording
+	// neither Done nor Live was interrupted: its recorder died; what it
+	// committed is readable all the same.
+	Live bool `json:"-"`
 }

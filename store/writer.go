@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -35,11 +36,18 @@ const (
 // unless lingerQuiet passes without a new event (the queue went idle, and
 // waiting longer would only delay what it has), the queue reaches
 // lingerEvents or lingerBytes, or Flush or Finish is waiting.
+//
+// Writers of other processes share the file's lock: when a commit had to
+// wait for it, the Writer lingers for up to four times that wait (at most
+// maxCommitInterval), so that busy Writers take the lock less often, and
+// leave it free more of the time for a Writer with a lone line to commit
+// and for readers (show --follow) to read.
 const (
-	commitInterval = 5 * time.Millisecond
-	lingerQuiet    = time.Millisecond
-	lingerEvents   = maxCommitEvents
-	lingerBytes    = 8 << 20
+	commitInterval    = 5 * time.Millisecond
+	maxCommitInterval = 50 * time.Millisecond
+	lingerQuiet       = time.Millisecond
+	lingerEvents      = maxCommitEvents
+	lingerBytes       = 8 << 20
 )
 
 // Writer appends events to one recording from many goroutines without
@@ -49,6 +57,7 @@ type Writer struct {
 	s    *Store
 	name string
 	done chan struct{} // closed when run returns
+	live *os.File      // holds the recording's live lock until Finish; nil where there is none (see lockLive)
 
 	finishOnce sync.Once
 
@@ -70,7 +79,8 @@ type Writer struct {
 	err           error     // guarded by mu: the first commit error; run has returned
 	lateReported  bool      // guarded by mu: an Append or Update after Finish was reported
 
-	timer *time.Timer // wakes run while it lingers; only run uses it, nil until then
+	timer  *time.Timer   // wakes run while it lingers; only run uses it, nil until then
+	waited time.Duration // how long the last commit waited for the file's lock; only run uses it
 
 	// Buffers reused from commit to commit; only run uses them.
 	vals  []value // the values of a transaction
@@ -79,12 +89,13 @@ type Writer struct {
 	body  []byte  // the uncompressed body of the block being encoded
 }
 
-func newWriter(s *Store, rec Recording) *Writer {
+func newWriter(s *Store, rec Recording, live *os.File) *Writer {
 	rec = rec.clone()
 	w := &Writer{
 		s:    s,
 		name: rec.Name,
 		done: make(chan struct{}),
+		live: live,
 		meta: rec,
 	}
 	w.wake.L = &w.mu
@@ -195,6 +206,11 @@ func (w *Writer) Finish() error {
 		w.mu.Unlock()
 		w.wake.Signal()
 		<-w.done
+		// After the last commit: a reader never sees the recording
+		// neither Done nor live while it ends.
+		if w.live != nil {
+			w.live.Close()
+		}
 		w.s.forget(w)
 	})
 	w.mu.Lock()
@@ -232,7 +248,7 @@ func (w *Writer) run(stored Recording) {
 		w.mu.Lock()
 		if w.hasWorkLocked() {
 			// It came while run committed: more is likely coming.
-			w.lingerLocked(started.Add(commitInterval))
+			w.lingerLocked(started.Add(max(commitInterval, min(4*w.waited, maxCommitInterval))))
 		}
 		for !w.hasWorkLocked() && !w.finishing {
 			w.wake.Wait()
@@ -363,8 +379,8 @@ func (w *Writer) commitBatch(batch []Event, stored *Recording, meta Recording) e
 // minus the kinds of the events they replaced.
 func (w *Writer) commit(events []Event, m Recording) (Recording, error) {
 	events = dropSuperseded(events)
-	// Compress before the transaction: the file's writer lock, which the
-	// Store's other Writers share, is held only for the B+tree's work.
+	// Compress before the transaction: the file's lock, which every
+	// Writer of every process shares, is held only for the B+tree's work.
 	vals, err := w.encode(events)
 	defer w.release(vals)
 	if err != nil {
@@ -375,39 +391,43 @@ func (w *Writer) commit(events []Event, m Recording) (Recording, error) {
 		keys = binary.BigEndian.AppendUint64(keys, vals[i].seq)
 	}
 	w.keys = keys
-	err = w.s.update("write", w.name, func(tx *bolt.Tx) error {
-		b, err := recording(tx, w.name)
-		if err != nil {
-			return err
-		}
-		eb := b.Bucket(eventsBucket)
-		if eb == nil {
-			return errors.New("events bucket missing")
-		}
-		// Seqs mostly grow: fill pages rather than split them in halves.
-		eb.FillPercent = 0.9
-		c := counts{frames: m.Frames, exchanges: m.Exchanges}
-		cur := eb.Cursor()
-		for i := range vals {
-			val := &vals[i]
-			if err := clearSpan(eb, cur, val.seq, val.seq+val.n-1, &c); err != nil {
+	// The wait for the lock has no limit: the events wait in memory
+	// while other processes commit, and none is dropped.
+	err = w.s.withDBWaited(true, waitForever, &w.waited, func(db *bolt.DB) error {
+		return db.Update(func(tx *bolt.Tx) error {
+			b, err := recording(tx, w.name)
+			if err != nil {
 				return err
 			}
-			// bbolt keeps the key and the value until the commit: both
-			// live in buffers that are reused only after it.
-			if err := eb.Put(keys[8*i:8*i+8:8*i+8], val.v); err != nil {
-				return fmt.Errorf("event %d: %w", val.seq, err)
+			eb := b.Bucket(eventsBucket)
+			if eb == nil {
+				return errors.New("events bucket missing")
 			}
-			c.add(val.kind, int(val.n))
-		}
-		m.Frames, m.Exchanges = c.frames, c.exchanges
-		v, err := encodeMeta(&m)
-		if err != nil {
-			return err
-		}
-		return b.Put(metaKey, v)
+			// Seqs mostly grow: fill pages rather than split them in halves.
+			eb.FillPercent = 0.9
+			c := counts{frames: m.Frames, exchanges: m.Exchanges}
+			cur := eb.Cursor()
+			for i := range vals {
+				val := &vals[i]
+				if err := clearSpan(eb, cur, val.seq, val.seq+val.n-1, &c); err != nil {
+					return err
+				}
+				// bbolt keeps the key and the value until the commit: both
+				// live in buffers that are reused only after it.
+				if err := eb.Put(keys[8*i:8*i+8:8*i+8], val.v); err != nil {
+					return fmt.Errorf("event %d: %w", val.seq, err)
+				}
+				c.add(val.kind, int(val.n))
+			}
+			m.Frames, m.Exchanges = c.frames, c.exchanges
+			v, err := encodeMeta(&m)
+			if err != nil {
+				return err
+			}
+			return b.Put(metaKey, v)
+		})
 	})
-	return m, err
+	return m, w.s.wrap("write", w.name, err)
 }
 
 // value is an encoded event value or frame block of a commit.

@@ -138,8 +138,13 @@ func runCalibrate(opts *calibrateOptions) error {
 func calibrateAll(st *store.Store, opts *calibrateOptions) ([]*calibrate.Result, error) {
 	// Check every name first: a typo is a usage error, not a failure.
 	for _, name := range opts.Names {
-		if _, err := st.Get(name); err != nil {
+		rec, err := st.Get(name)
+		if err != nil {
 			return nil, recordingError(err, opts.StorePath)
+		}
+		if rec.Live && !rec.Done {
+			// Its rules could not be stored: say so before the runs.
+			return nil, usageErrorf("recording %q in %s is being recorded; calibrate it once its acptap record has ended", name, opts.StorePath)
 		}
 	}
 	var results []*calibrate.Result

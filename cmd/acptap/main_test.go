@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/acptap/acptap/internal/testagent"
 	"github.com/acptap/acptap/internal/testeditor"
+	"github.com/acptap/acptap/store"
 )
 
 // TestMain makes the test binary double as acptap, the test agent, the
@@ -40,6 +42,7 @@ func TestMain(m *testing.M) {
 		},
 		"rawagent":  rawAgent,
 		"leakagent": leakAgent,
+		"busyagent": busyAgent,
 		"loadagent": loadAgent,
 	})
 }
@@ -61,6 +64,7 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exits":      cmdExits,
 			"onelineerr": cmdOneLineErr,
+			"waitlive":   cmdWaitLive,
 		},
 	})
 }
@@ -86,6 +90,32 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if got != want {
 		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
+}
+
+// cmdWaitLive waits until a recording is being recorded (created, its
+// recorder running), for scripts that start acptap record in the
+// background:
+//
+//	waitlive STORE NAME
+func cmdWaitLive(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitlive STORE NAME")
+	}
+	path := ts.MkAbs(args[0])
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if st, err := store.Open(path, &store.Options{ReadOnly: true}); err == nil {
+			rec, err := st.Get(args[1])
+			st.Close()
+			if err == nil && rec.Live {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("waitlive: %s in %s is not being recorded after a minute", args[1], path)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

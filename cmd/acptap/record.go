@@ -155,6 +155,8 @@ func recordError(err error, opts record.Options) error {
 		return usageErrorf("%v; pass another --name", err)
 	case errors.Is(err, store.ErrExists):
 		return usageErrorf("%v; pass --force to replace it, or another --name", err)
+	case errors.Is(err, store.ErrBusy):
+		return usageErrorf("%v; pass another --name", err)
 	}
 	var bu *record.BaseURLError
 	if errors.As(err, &bu) {

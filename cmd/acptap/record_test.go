@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -255,39 +254,6 @@ func TestRecordSurvivesSIGKILL(t *testing.T) {
 	out, err := exec.Command("acptap", "show", "--store", db).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "incomplete") {
 		t.Errorf("show after SIGKILL = %q, %v; want the recording listed as incomplete", out, err)
-	}
-}
-
-func TestStoreLockedByAnotherProcess(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "s.db")
-	cmd, stdin, _ := startRecording(t, db, "holder")
-	for _, args := range [][]string{
-		{"show", "--store", db},
-		{"record", "--store", db, "--name", "second", "--", "cat"},
-		{"rm", "--store", db, "holder"},
-	} {
-		c := exec.Command("acptap", args...)
-		var stdout, stderr bytes.Buffer
-		c.Stdout, c.Stderr = &stdout, &stderr
-		err := c.Run()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != ExitUsage {
-			t.Errorf("acptap %s: %v, want exit %d", args[0], err, ExitUsage)
-		}
-		if msg := stderr.String(); !strings.Contains(msg, "another acptap process") || strings.Count(msg, "\n") != 1 {
-			t.Errorf("acptap %s: stderr = %q, want one line about another acptap process", args[0], msg)
-		}
-		if stdout.Len() != 0 {
-			t.Errorf("acptap %s: stdout = %q, want nothing", args[0], stdout.String())
-		}
-	}
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("holder: %v", err)
-	}
-	out, err := exec.Command("acptap", "show", "--store", db).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "holder") || strings.Contains(string(out), "second") {
-		t.Errorf("show after the holder ended = %q, %v; want only holder listed", out, err)
 	}
 }
 

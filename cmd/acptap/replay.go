@@ -274,12 +274,12 @@ func runReplay(opts *replayOptions) error {
 	if err != nil {
 		return err
 	}
-	// The store stays open during the replays: read-only with a shared
-	// lock, unless --update.
+	// The store's file is locked only for each read (and, with --update,
+	// write) of it: recorders record into it while the replays run.
 	defer src.Close()
 	if opts.Update {
 		// The read-only open said whether there is a store; --update
-		// writes to it, which locks other processes out while it runs.
+		// writes to it.
 		if err := src.writable(); err != nil {
 			return err
 		}
@@ -293,8 +293,12 @@ func runReplay(opts *replayOptions) error {
 	}
 	// Check every name first: a typo is a usage error, not a divergence.
 	for _, name := range names {
-		if _, err := st.Get(name); err != nil {
+		rec, err := st.Get(name)
+		if err != nil {
 			return recordingError(err, opts.StorePath)
+		}
+		if opts.Update && rec.Live && !rec.Done {
+			return usageErrorf("recording %q in %s is being recorded; replay --update it once its acptap record has ended", name, opts.StorePath)
 		}
 	}
 	if opts.Select.any() {

@@ -50,8 +50,12 @@ func runRm(opts *rmOptions) error {
 	opts.Names = names
 	// Check every name first so that a typo deletes nothing.
 	for _, name := range opts.Names {
-		if _, err := st.Get(name); err != nil {
+		rec, err := st.Get(name)
+		if err != nil {
 			return recordingError(err, opts.StorePath)
+		}
+		if rec.Live && !rec.Done {
+			return usageErrorf("recording %q in %s is being recorded; wait for its acptap record to end (or stop it), then rm it", name, opts.StorePath)
 		}
 	}
 	for _, name := range opts.Names {

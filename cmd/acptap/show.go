@@ -28,6 +28,7 @@ type showOptions struct {
 	Name      string
 	JSON      bool
 	Color     bool
+	Follow    bool
 	HTML      bool   // write the recording's page (package timeline)
 	Output    string // write the page to this file instead of stdout
 }
@@ -40,18 +41,23 @@ func showCommand(stdio *IO) *cli.Command {
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line per event (per recording without NAME)"},
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "print a recording being recorded as it grows, until it ends"},
 			&cli.BoolFlag{Name: "html", Usage: "write the recording as one self-contained HTML page"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --html, write the page to `FILE` instead of stdout"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
-				return usageErrorf("too many arguments %q; usage: acptap show [--json] [NAME]", c.Args().Slice())
+				return usageErrorf("too many arguments %q; usage: acptap show [--json] [--follow] [NAME]", c.Args().Slice())
+			}
+			if c.Bool("follow") && c.NArg() == 0 {
+				return usageErrorf("--follow needs the NAME of a recording; usage: acptap show --follow [--json] NAME")
 			}
 			return runShow(&showOptions{
 				IO:        stdio,
 				StorePath: c.String("store"),
 				Name:      c.Args().First(),
 				JSON:      c.Bool("json"),
+				Follow:    c.Bool("follow"),
 				Color:     colorFor(stdio.Out),
 				HTML:      c.Bool("html"),
 				Output:    c.String("output"),
@@ -118,7 +124,18 @@ func runShow(opts *showOptions) error {
 			return err
 		}
 	}
-	if err := st.Events(opts.Name, emit); err != nil {
+	if opts.Follow {
+		err = follow(st, rec, emit, out)
+		if err == nil && !opts.JSON && !rec.Done {
+			if rec, err = st.Get(opts.Name); err == nil {
+				fmt.Fprintf(out, "recording %s ended: %d frames, %d LLM exchanges, %s, %s\n",
+					rec.Name, rec.Frames, rec.Exchanges, rec.Duration.Round(time.Millisecond), status(rec))
+			}
+		}
+	} else {
+		err = st.Events(opts.Name, emit)
+	}
+	if err != nil {
 		return recordingError(err, opts.StorePath)
 	}
 	return nil
@@ -134,6 +151,7 @@ type recordingJSON struct {
 	Exchanges  int       `json:"exchanges"`
 	DurationMs int64     `json:"duration_ms"`
 	Done       bool      `json:"done"`
+	State      string    `json:"state"` // recording, interrupted or done
 	ExitCode   int       `json:"exit_code"`
 	Signal     string    `json:"signal,omitempty"`
 	Error      string    `json:"error,omitempty"`
@@ -150,7 +168,7 @@ func listJSON(w io.Writer, recs []store.Recording) error {
 		if err := enc.Encode(recordingJSON{
 			Name: r.Name, Created: r.Created, Argv: r.Argv, Cwd: r.Cwd,
 			Frames: r.Frames, Exchanges: r.Exchanges, DurationMs: r.Duration.Milliseconds(),
-			Done: r.Done, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
+			Done: r.Done, State: state(r), ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
 			Version: r.Version, Format: r.Format, Snapshot: r.Snapshot, Updated: r.Updated,
 		}); err != nil {
 			return err
@@ -173,11 +191,25 @@ func listTable(w io.Writer, recs []store.Recording) error {
 	return tw.Flush()
 }
 
-// status says how a recording ended.
+// state says whether a recording is being recorded, was interrupted (its
+// recorder died) or is done.
+func state(r store.Recording) string {
+	switch {
+	case r.Done:
+		return "done"
+	case r.Live:
+		return "recording"
+	}
+	return "interrupted"
+}
+
+// status says how a recording ended, or that it has not.
 func status(r store.Recording) string {
 	switch {
+	case !r.Done && r.Live:
+		return "recording"
 	case !r.Done:
-		return "incomplete (recording, or acptap was killed)"
+		return "interrupted (incomplete: its acptap record was killed)"
 	case r.Error != "" && r.Frames == 0:
 		return "failed: " + r.Error
 	case r.Signal != "":

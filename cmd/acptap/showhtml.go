@@ -18,6 +18,8 @@ func checkHTMLFlags(opts *showOptions) error {
 		return usageErrorf("-o %s without --html; pass --html to write the page, or leave -o out", opts.Output)
 	case opts.HTML && opts.JSON:
 		return usageErrorf("both --html and --json given; pass one of them")
+	case opts.HTML && opts.Follow:
+		return usageErrorf("both --html and --follow given; pass one of them")
 	case opts.HTML && opts.Name == "":
 		return usageErrorf("--html needs a recording; usage: acptap show --html NAME [-o FILE]")
 	}

@@ -24,6 +24,8 @@ func openStore(path string, readOnly bool) (*store.Store, error) {
 		fix = "pass the path of an acptap store, or a new file, with --store"
 	case errors.Is(err, store.ErrLocked):
 		fix = "another acptap process is using it; wait for it to end or pass another --store"
+		// (Recorders share a store: this is a process that held the lock
+		// for a whole transaction longer than the timeout.)
 	case errors.Is(err, store.ErrUnknownFormat):
 		fix = "it was written by a newer acptap; upgrade acptap"
 	case errors.Is(err, store.ErrNoStore):
@@ -44,6 +46,10 @@ func recordingError(err error, storePath string) error {
 		return usageErrorf("%v; list the recordings with: acptap show --store %s", err, storePath)
 	case errors.Is(err, store.ErrUnknownFormat):
 		return usageErrorf("%v; it was written by a newer acptap; upgrade acptap", err)
+	case errors.Is(err, store.ErrBusy):
+		return usageErrorf("%v; wait for its acptap record to end (or stop it)", err)
+	case errors.Is(err, store.ErrChanged):
+		return usageErrorf("%v; run the command again", err)
 	}
 	return usageErrorf("%v", err)
 }
