@@ -168,6 +168,12 @@ type claudeSession struct {
 // replays.
 func (l *lab) recordClaude(name string, r route, sc claudeScenario, opts fakeanthropic.Options) *claudeSession {
 	l.t.Helper()
+	// Set before the fake starts, which copies its options.
+	opts.TurnDelay, opts.AwaitTitle = claudeTurnDelay, true
+	// claude-agent-acp announces a Bash call ("Terminal") when its block
+	// starts, unless the call's complete input reaches it first, which
+	// it sometimes did when the input followed at once.
+	opts.ToolInputDelay = 300 * time.Millisecond
 	var fake *fakeanthropic.Listener
 	if r.tls {
 		var err error
@@ -178,11 +184,6 @@ func (l *lab) recordClaude(name string, r route, sc claudeScenario, opts fakeant
 		fake = fakeanthropic.Start(opts)
 	}
 	defer fake.Close()
-	opts.TurnDelay, opts.AwaitTitle = claudeTurnDelay, true
-	// claude-agent-acp announces a Bash call ("Terminal") when its block
-	// starts, unless the call's complete input reaches it first, which
-	// it sometimes did when the input followed at once.
-	opts.ToolInputDelay = 300 * time.Millisecond
 	cs := &claudeSession{scenario: sc}
 	cs.session = l.record(take{
 		name:        name,
