@@ -26,15 +26,7 @@ func (Missing) String() string { return "(missing)" }
 // The path is in the syntax of path rules: $ for the root, .key or
 // ["key"], and [index], as in $[3].params.update.content.text.
 func FirstDifference(a, b any) (path string, av, bv any, ok bool) {
-	pa, okA := plainView(a)
-	pb, okB := plainView(b)
-	if !okA || !okB {
-		if reflect.DeepEqual(a, b) {
-			return "", nil, nil, false
-		}
-		return "$", a, b, true
-	}
-	walkDifferences(nil, pa, pb, func(p []step, x, y any) bool {
+	walkDifferences(nil, a, b, func(p []step, x, y any) bool {
 		path, av, bv, ok = formatPath(p), x, y, true
 		return false
 	})
@@ -54,16 +46,8 @@ type Mismatch struct {
 // side lacks a member or element, or the types differ, that is one
 // difference: what is inside is not compared.
 func Mismatches(a, b any) []Mismatch {
-	pa, okA := plainView(a)
-	pb, okB := plainView(b)
-	if !okA || !okB {
-		if reflect.DeepEqual(a, b) {
-			return nil
-		}
-		return []Mismatch{{"$", a, b}}
-	}
 	var out []Mismatch
-	walkDifferences(nil, pa, pb, func(p []step, x, y any) bool {
+	walkDifferences(nil, a, b, func(p []step, x, y any) bool {
 		out = append(out, Mismatch{formatPath(p), x, y})
 		return true
 	})
@@ -71,9 +55,22 @@ func Mismatches(a, b any) []Mismatch {
 }
 
 // walkDifferences calls fn with the path and values of each difference of
-// two plain values, in order, until fn returns false; it reports whether
-// it went through. fn must not keep path, which is reused.
+// two values, in order, until fn returns false; it reports whether it
+// went through. fn must not keep path, which is reused.
+//
+// A value of a type other than decode's (see plainView) is made plain
+// where the walk meets it, not up front: a walk does not enter a part two
+// values share, and the parts of normalized requests mostly are shared.
+// Two values that cannot be made plain are compared by reflect.DeepEqual.
 func walkDifferences(path []step, a, b any, fn func(path []step, a, b any) bool) bool {
+	if !plainKind(a) || !plainKind(b) {
+		pa, okA := plainView(a)
+		pb, okB := plainView(b)
+		if !okA || !okB {
+			return reflect.DeepEqual(a, b) || fn(path, a, b)
+		}
+		return walkDifferences(path, pa, pb, fn)
+	}
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
@@ -146,6 +143,16 @@ func walkDifferences(path []step, a, b any, fn func(path []step, a, b any) bool)
 		return true
 	}
 	return fn(path, a, b)
+}
+
+// plainKind reports whether v's own type, not looking inside it, is one
+// of decode's.
+func plainKind(v any) bool {
+	switch v.(type) {
+	case nil, bool, string, json.Number, Missing, map[string]any, []any:
+		return true
+	}
+	return false
 }
 
 // formatPath returns a path in the syntax of path rules.

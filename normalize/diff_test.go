@@ -80,3 +80,17 @@ func TestMismatches(t *testing.T) {
 		t.Errorf("Mismatches of two non-JSON values = %#v, want one at $", d)
 	}
 }
+
+// TestDifferencesOfMixedValues checks that values of other types than
+// decode's, deep inside plain ones, are compared as their JSON.
+func TestDifferencesOfMixedValues(t *testing.T) {
+	a := map[string]any{"n": float64(2), "raw": json.RawMessage(`{"x":[1,2]}`), "s": []string{"a"}}
+	b := map[string]any{"n": json.Number("2.0"), "raw": map[string]any{"x": []any{json.Number("1"), json.Number("3")}}, "s": []any{"a"}}
+	got := Mismatches(a, b)
+	if len(got) != 1 || got[0].Path != "$.raw.x[1]" || got[0].A != json.Number("2") || got[0].B != json.Number("3") {
+		t.Errorf("Mismatches = %+v, want one at $.raw.x[1]: 2 vs 3", got)
+	}
+	if got := Mismatches([]any{func() {}}, []any{func() {}}); len(got) != 1 || got[0].Path != "$[0]" {
+		t.Errorf("Mismatches of two funcs = %+v, want one at $[0]", got)
+	}
+}

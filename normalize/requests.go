@@ -180,12 +180,12 @@ func partKey(key string, raw []byte, inUsage bool) uint64 {
 // with the parts r remembers. ok is false for a body that is not a JSON
 // object, which the caller normalizes as usual.
 func (n *Normalizer) bodyParts(b []byte, r *Requests) (any, bool) {
-	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' || !jsonscan.Valid(b) {
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, false
 	}
 	// As decoding into a map does: the last of equal keys wins.
 	members := map[string][]byte{}
-	jsonscan.Members(b, func(k, v []byte) bool {
+	valid := jsonscan.ValidMembers(b, func(k, v []byte) bool {
 		var key string
 		if bytes.IndexByte(k, '\\') < 0 {
 			key = string(k[1 : len(k)-1])
@@ -195,6 +195,9 @@ func (n *Normalizer) bodyParts(b []byte, r *Requests) (any, bool) {
 		members[key] = v
 		return true
 	})
+	if !valid {
+		return nil, false
+	}
 	out := make(map[string]any, len(members))
 	for _, k := range sortedKeys(members) {
 		nk := n.str(k, fromWire)

@@ -84,6 +84,15 @@ func Marshal(e *Exchange) ([]byte, error) {
 // recording: rewriting a recording's agent lane (replay --update) makes it
 // the current format and keeps its exchanges as they were written.
 func Unmarshal(data []byte) (*Exchange, error) {
+	if e, ok := decodeFast(data); ok {
+		return e, nil
+	}
+	return unmarshalJSON(data)
+}
+
+// unmarshalJSON is Unmarshal by encoding/json, the reference decodeFast
+// must agree with.
+func unmarshalJSON(data []byte) (*Exchange, error) {
 	var e Exchange
 	// The outer End, shallower than Exchange's, takes the "end" field:
 	// nil when there is none.

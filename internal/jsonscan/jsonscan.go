@@ -3,7 +3,8 @@
 // Valid accepts exactly what encoding/json's Valid accepts, nesting depth
 // included, but skips the text of strings a run at a time rather than a
 // byte at a time. Members and Elements walk the top level of an object or
-// an array of text already known to be valid.
+// an array of text already known to be valid; ValidMembers checks text
+// and walks its top-level object in one pass.
 package jsonscan
 
 import (
@@ -21,6 +22,51 @@ func Valid(b []byte) bool {
 	s.space()
 	if !s.value(0) {
 		return false
+	}
+	s.space()
+	return s.i == len(b)
+}
+
+// ValidMembers reports whether b is one JSON value, as Valid does, and
+// when that value is an object, calls fn with the raw key (quotes
+// included) and the raw value of each of its members, in order, as the
+// check reaches them: one pass over b where Valid and then Members make
+// two. fn may have been called by the time an error later in b is found,
+// so a caller keeps what fn saw only when ValidMembers returns true. fn
+// returning false ends the calls, not the check.
+func ValidMembers(b []byte, fn func(key, value []byte) bool) bool {
+	s := scanner{b: b}
+	s.space()
+	if s.i >= len(b) || b[s.i] != '{' {
+		if !s.value(0) {
+			return false
+		}
+	} else {
+		calling := true
+		ok := s.container(1, '}', func() bool {
+			from := s.i
+			if s.i >= len(b) || b[s.i] != '"' || !s.str() {
+				return false
+			}
+			key := b[from:s.i]
+			s.space()
+			if s.i >= len(b) || b[s.i] != ':' {
+				return false
+			}
+			s.i++
+			s.space()
+			from = s.i
+			if !s.value(1) {
+				return false
+			}
+			if calling {
+				calling = fn(key, b[from:s.i])
+			}
+			return true
+		})
+		if !ok {
+			return false
+		}
 	}
 	s.space()
 	return s.i == len(b)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -35,6 +36,7 @@ func FuzzValid(f *testing.F) {
 		if got, want := Valid(b), json.Valid(b); got != want {
 			t.Fatalf("Valid(%q) = %v, want %v", b, got, want)
 		}
+		checkValidMembers(t, b)
 		if !json.Valid(b) {
 			return
 		}
@@ -113,6 +115,46 @@ func k2last(keys []string, k string, i int) []byte {
 		}
 	}
 	return nil
+}
+
+// checkValidMembers checks that ValidMembers says what json.Valid says of
+// b and, of valid b, yields what Members yields.
+func checkValidMembers(t *testing.T, b []byte) {
+	t.Helper()
+	var got []string
+	valid := ValidMembers(b, func(k, v []byte) bool {
+		got = append(got, string(k)+"="+string(v))
+		return true
+	})
+	if want := json.Valid(b); valid != want {
+		t.Fatalf("ValidMembers(%q) = %v, want %v", b, valid, want)
+	}
+	if !valid {
+		return
+	}
+	var want []string
+	Members(b, func(k, v []byte) bool {
+		want = append(want, string(k)+"="+string(v))
+		return true
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("ValidMembers(%q) yields %q, Members %q", b, got, want)
+	}
+}
+
+func TestValidMembers(t *testing.T) {
+	for _, s := range samples {
+		checkValidMembers(t, []byte(s))
+	}
+	// fn is no longer called once it returns false, but the check goes on.
+	var n int
+	b := []byte(`{"a":1,"b":2,"c":3} x`)
+	if ValidMembers(b, func(k, v []byte) bool { n++; return false }) {
+		t.Errorf("ValidMembers(%q) = true, want false", b)
+	}
+	if n != 1 {
+		t.Errorf("ValidMembers called fn %d times after it returned false, want 1", n)
+	}
 }
 
 func TestSplit(t *testing.T) {

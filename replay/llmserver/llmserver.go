@@ -229,7 +229,8 @@ func New(opts Options) (*Server, error) {
 		if class == exchange.ClassHTTP {
 			queues, key = s.http, s.httpKey(x.Method, x.URL)
 		} else {
-			key = requestKey(x.Method, recordedPath(x.URL), requestModel(wire.Detect(x.Method, x.URL, nil), x.URL, x.RequestBody), structuredOutput(x.RequestBody))
+			model, structured := requestFacts(wire.Detect(x.Method, x.URL, nil), x.URL, x.RequestBody)
+			key = requestKey(x.Method, recordedPath(x.URL), model, structured)
 		}
 		q := queues[key]
 		if q == nil {
@@ -307,7 +308,8 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	body, encoding, decodeErr := decodeRequestBody(req.Header, raw)
 	format := wire.Detect(req.Method, req.URL.String(), nil)
-	key := requestKey(req.Method, req.URL.Path, requestModel(format, req.URL.String(), body), structuredOutput(body))
+	model, structured := requestFacts(format, req.URL.String(), body)
+	key := requestKey(req.Method, req.URL.Path, model, structured)
 
 	s.mu.Lock()
 	q := s.queues[key]

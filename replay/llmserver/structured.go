@@ -3,8 +3,6 @@ package llmserver
 import (
 	"encoding/json"
 	"strings"
-
-	"github.com/acptap/acptap/internal/jsonscan"
 )
 
 // structuredOutput reports whether a JSON request body asks the model
@@ -13,6 +11,12 @@ import (
 // text.format of a JSON type, Gemini's generationConfig responseMimeType
 // application/json or response schema, Ollama's format.
 func structuredOutput(body []byte) bool {
+	return scanBody(body).structured()
+}
+
+// structured reports whether the members say the request asks for
+// structured output (see structuredOutput).
+func (m bodyMembers) structured() bool {
 	var req struct {
 		OutputConfig struct {
 			Format json.RawMessage `json:"format"`
@@ -35,7 +39,7 @@ func structuredOutput(body []byte) bool {
 	// A body that is not JSON, or has a field of another type, asks for
 	// nothing this can tell. Only the members read are decoded: a request
 	// that carries a whole conversation is scanned, not decoded.
-	if json.Unmarshal(structuredMembers(body), &req) != nil {
+	if m.structuredObject == nil || json.Unmarshal(m.structuredObject, &req) != nil {
 		return false
 	}
 	jsonType := func(t string) bool { return strings.HasPrefix(t, "json") }
@@ -56,26 +60,3 @@ func present(v json.RawMessage) bool {
 // structuredKeys are the top-level members structuredOutput reads, in
 // lower case: encoding/json matches them ignoring case.
 var structuredKeys = map[string]bool{"output_config": true, "response_format": true, "text": true, "generationconfig": true, "format": true}
-
-// structuredMembers returns a JSON object of body's top-level members that
-// structuredOutput reads, or body itself when it is not a valid object.
-func structuredMembers(body []byte) []byte {
-	if !jsonscan.Valid(body) {
-		return body
-	}
-	small := []byte{'{'}
-	ok := jsonscan.Members(body, func(k, v []byte) bool {
-		var key string
-		if json.Unmarshal(k, &key) == nil && structuredKeys[strings.ToLower(key)] {
-			if len(small) > 1 {
-				small = append(small, ',')
-			}
-			small = append(append(append(small, k...), ':'), v...)
-		}
-		return true
-	})
-	if !ok {
-		return body
-	}
-	return append(small, '}')
-}

@@ -22,6 +22,11 @@ func TestStructuredOutput(t *testing.T) {
 		{"a turn", `{"model":"m","messages":[],"tools":[{"name":"Bash"}],"stream":true}`, false},
 		{"not JSON", `model=m`, false},
 		{"odd types", `{"model":"m","text":"hello"}`, false},
+		{"key in other case", `{"model":"m","FORMAT":"json"}`, true},
+		{"escaped key", `{"model":"m","\u0066ormat":"json"}`, true},
+		{"invalid after the member", `{"format":"json",`, false},
+		{"text after the object", `{"format":"json"} x`, false},
+		{"not an object", `["format","json"]`, false},
 	} {
 		if got := structuredOutput([]byte(tt.body)); got != tt.want {
 			t.Errorf("%s: structuredOutput(%s) = %v, want %v", tt.name, tt.body, got, tt.want)
