@@ -180,21 +180,27 @@ func (s *scanner) str() bool {
 	b := s.b
 	s.i++ // '"'
 	for {
-		// Eight bytes at a time while none of them is a quote, a
-		// backslash or a control character.
-		for s.i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[s.i:])) {
-			s.i += 8
-		}
-		for s.i < len(b) && b[s.i] >= 0x20 && b[s.i] != '"' && b[s.i] != '\\' {
-			s.i++
-		}
-		if s.i >= len(b) || b[s.i] < 0x20 {
+		// The string's text runs to the next quote unless a backslash
+		// comes first; both are found with IndexByte, which looks at
+		// many bytes at a time, and the run is then checked for control
+		// characters eight bytes at a time.
+		q := bytes.IndexByte(b[s.i:], '"')
+		if q < 0 {
 			return false
 		}
+		run := b[s.i : s.i+q]
+		if e := bytes.IndexByte(run, '\\'); e >= 0 {
+			run = run[:e]
+		}
+		if !noControl(run) {
+			return false
+		}
+		s.i += len(run)
 		if b[s.i] == '"' {
 			s.i++
 			return true
 		}
+		// A backslash.
 		if s.i+1 >= len(b) {
 			return false
 		}
@@ -217,23 +223,29 @@ func (s *scanner) str() bool {
 	}
 }
 
+// noControl reports whether no byte of b is below 0x20.
+func noControl(b []byte) bool {
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
+		// A byte below 0x20 sets its high bit (Bit Twiddling Hacks:
+		// "determine if a word has a byte less than n").
+		if (w-ones*0x20) & ^w & highs != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c < 0x20 {
+			return false
+		}
+	}
+	return true
+}
+
 const (
 	ones  = 0x0101010101010101
 	highs = 0x8080808080808080
 )
-
-// plain8 reports whether none of the eight bytes of w is '"', '\\' or
-// below 0x20, with the "determine if a word has a byte less than n" and
-// "has a zero byte" tests of Bit Twiddling Hacks, which are exact about
-// whether any byte is one.
-func plain8(w uint64) bool {
-	low := (w - ones*0x20) & ^w    // a byte below 0x20 sets its high bit
-	quote := (w ^ ones*'"') - ones // a zero byte (a quote) borrows
-	quote &= ^(w ^ ones*'"')       //   and sets its high bit
-	bs := (w ^ ones*'\\') - ones
-	bs &= ^(w ^ ones*'\\')
-	return (low|quote|bs)&highs == 0
-}
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'

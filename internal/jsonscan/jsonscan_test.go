@@ -2,7 +2,6 @@ package jsonscan
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -179,15 +178,23 @@ func TestSplit(t *testing.T) {
 	}
 }
 
-// TestPlain8 tries every byte at every position of a word of plain ones.
-func TestPlain8(t *testing.T) {
-	for pos := range 8 {
-		for c := range 256 {
-			w := []byte("aZ~ \x7f\x80\xffa")
-			w[pos] = byte(c)
-			want := !(c < 0x20 || c == '"' || c == '\\')
-			if got := plain8(binary.LittleEndian.Uint64(w)); got != want {
-				t.Errorf("plain8(%q) = %v, want %v", w, got, want)
+// TestNoControl tries every byte at every position of a run of plain
+// ones, of every length up to 17 (the word-at-a-time part and the rest).
+func TestNoControl(t *testing.T) {
+	for n := 1; n <= 17; n++ {
+		for pos := range n {
+			for c := range 256 {
+				b := []byte(strings.Repeat("aZ~ \x7f\x80\xff\"\\", 3)[:n])
+				b[pos] = byte(c)
+				want := true
+				for _, x := range b {
+					if x < 0x20 {
+						want = false
+					}
+				}
+				if got := noControl(b); got != want {
+					t.Errorf("noControl(%q) = %v, want %v", b, got, want)
+				}
 			}
 		}
 	}
