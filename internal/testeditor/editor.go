@@ -67,9 +67,11 @@ type Options struct {
 	// numbers counting from 0.
 	StringIDs bool
 	// ExitWait is how long to wait for the agent to exit once its stdin is
-	// closed before sending SIGTERM, and again before SIGKILL; zero means
-	// DefaultExitWait.
+	// closed before sending SIGTERM; zero means DefaultExitWait.
 	ExitWait time.Duration
+	// TermWait is how long to wait after SIGTERM before SIGKILL; zero
+	// means ExitWait.
+	TermWait time.Duration
 }
 
 // Transcript is what happened in a Run.
@@ -168,6 +170,10 @@ func Run(ctx context.Context, opts Options) (*Transcript, error) {
 	if exitWait <= 0 {
 		exitWait = DefaultExitWait
 	}
+	termWait := opts.TermWait
+	if termWait <= 0 {
+		termWait = exitWait
+	}
 
 	e := &editor{opts: opts, tr: tr}
 	if err := e.start(); err != nil {
@@ -182,7 +188,7 @@ func Run(ctx context.Context, opts Options) (*Transcript, error) {
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("gave up waiting for %s: %w", waiting, context.Cause(ctx))
 	}
-	e.shutdown(exitWait)
+	e.shutdown(exitWait, termWait)
 	if errors.Is(err, errOutputClosed) {
 		if tr.Signal == "" {
 			err = fmt.Errorf("the agent exited with status %d while the editor waited for %s", tr.ExitCode, waiting)
@@ -585,13 +591,13 @@ func fileError(err error) *acp.ResponseError {
 // shutdown closes the agent's stdin and waits for it to exit, sending
 // SIGTERM and then SIGKILL each after wait, while still handling its
 // messages; then it reads what remains of its output.
-func (e *editor) shutdown(wait time.Duration) {
+func (e *editor) shutdown(wait, termWait time.Duration) {
 	e.turn = -1
 	e.stdin.Close()
 	if !e.pumpUntil(e.exited, wait) {
 		e.tr.Signal = "SIGTERM"
 		e.cmd.Process.Signal(syscall.SIGTERM)
-		if !e.pumpUntil(e.exited, wait) {
+		if !e.pumpUntil(e.exited, termWait) {
 			e.tr.Signal = "SIGKILL"
 			e.cmd.Process.Kill()
 			e.pumpUntil(e.exited, -1)

@@ -41,7 +41,8 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //	--cancel-after N   send session/cancel after N session/update notifications of the first turn
 //	--cancel-after-text N  send session/cancel after N agent_message_chunk notifications of the first turn
 //	--timeout D        give up after D overall (default 30s; 0 for never)
-//	--exit-wait D      after closing the agent's stdin, wait D for it to exit before SIGTERM, and D again before SIGKILL (default 5s)
+//	--exit-wait D      after closing the agent's stdin, wait D for it to exit before SIGTERM (default 5s)
+//	--term-wait D      after SIGTERM, wait D for the agent to exit before SIGKILL (default: --exit-wait)
 //	--string-ids       use UUID strings as request ids
 //	--transcript FILE  write the transcript to FILE as NDJSON
 //
@@ -60,7 +61,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cancelAfter := fs.Int("cancel-after", 0, "send session/cancel after `N` session/update notifications of the first turn")
 	cancelAfterText := fs.Int("cancel-after-text", 0, "send session/cancel after `N` agent_message_chunk notifications of the first turn")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long overall; 0 for never")
-	exitWait := fs.Duration("exit-wait", DefaultExitWait, "how long to wait for the agent to exit after closing its stdin (and after SIGTERM)")
+	exitWait := fs.Duration("exit-wait", DefaultExitWait, "how long to wait for the agent to exit after closing its stdin")
+	termWait := fs.Duration("term-wait", 0, "how long to wait for the agent to exit after SIGTERM (default: --exit-wait)")
 	stringIDs := fs.Bool("string-ids", false, "use UUID strings as request ids")
 	transcript := fs.String("transcript", "", "write the transcript to `FILE` as NDJSON")
 	if err := fs.Parse(args); err != nil {
@@ -73,8 +75,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "testeditor: no agent command; usage: testeditor [flags] -- AGENT [ARGS...]")
 		return 2
 	}
-	if *cancelAfter < 0 || *cancelAfterText < 0 || *timeout < 0 || *exitWait < 0 {
-		fmt.Fprintln(stderr, "testeditor: --cancel-after, --cancel-after-text, --timeout and --exit-wait must not be negative")
+	if *cancelAfter < 0 || *cancelAfterText < 0 || *timeout < 0 || *exitWait < 0 || *termWait < 0 {
+		fmt.Fprintln(stderr, "testeditor: --cancel-after, --cancel-after-text, --timeout, --exit-wait and --term-wait must not be negative")
 		return 2
 	}
 	fromStdin := false
@@ -123,6 +125,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		CancelAfterText: *cancelAfterText,
 		StringIDs:       *stringIDs,
 		ExitWait:        *exitWait,
+		TermWait:        *termWait,
 	})
 	for _, t := range tr.Turns {
 		if t.StopReason != "" {

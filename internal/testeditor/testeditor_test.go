@@ -188,7 +188,9 @@ func TestMainAgentExits(t *testing.T) {
 func TestMainReportsStubbornAgent(t *testing.T) {
 	asAgent(t)
 	t.Chdir(t.TempDir())
-	code, _, stderr := runMain(t, "", "--exit-wait", "100ms", "--", self(t), "--ignore-eof")
+	// The agent ignores EOF but not SIGTERM, which it may take a while
+	// to act on when the machine is busy: it gets a minute.
+	code, _, stderr := runMain(t, "", "--exit-wait", "100ms", "--term-wait", "1m", "--", self(t), "--ignore-eof")
 	if code != 0 {
 		t.Errorf("Main = %d, want 0: every turn ended", code)
 	}
