@@ -96,7 +96,10 @@ func TestRecordPassesBytesThroughAndShowsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command("acptap", "record", "--store", db, "--name", "bytes", "--", "rawagent", outFile, inFile)
+	// The agent ends once it has written its output and read all its
+	// input, which takes a while on a busy machine: a long grace, so
+	// that acptap does not stop it first (exit 143).
+	cmd := exec.Command("acptap", "record", "--store", db, "--name", "bytes", "--grace", "1m", "--", "rawagent", outFile, inFile)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
