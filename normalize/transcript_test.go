@@ -384,3 +384,39 @@ func TestStatusFirst(t *testing.T) {
 		t.Errorf("difference %+v, want the content when the status is the same", d)
 	}
 }
+
+// TestCancelledTurnCutShort checks that in a turn both sides answered
+// cancelled, the last run of message or thought chunks may go on for
+// longer on either side, and nothing else may differ.
+func TestCancelledTurnCutShort(t *testing.T) {
+	turn := func(reason string, chunks ...string) []string {
+		lines := []string{sessionNew(1, "sess_aaaaaaaaaaaa")}
+		for _, c := range chunks {
+			lines = append(lines, c)
+		}
+		return append(lines, answer(2, reason))
+	}
+	s := "sess_aaaaaaaaaaaa"
+	for _, tt := range []struct {
+		name      string
+		want, got []string
+		equal     bool
+	}{
+		{"longer replayed", turn("cancelled", msgChunk(s, "Yo"), msgChunk(s, "u ")), turn("cancelled", msgChunk(s, "Yo"), msgChunk(s, "u "), msgChunk(s, "sa")), true},
+		{"longer recorded", turn("cancelled", thoughtChunk(s, "Thinking about it")), turn("cancelled", thoughtChunk(s, "Think")), true},
+		{"another text", turn("cancelled", msgChunk(s, "You ")), turn("cancelled", msgChunk(s, "Yes ")), false},
+		{"not cancelled", turn("end_turn", msgChunk(s, "You ")), turn("end_turn", msgChunk(s, "You sa")), false},
+		{"cancelled on one side", turn("cancelled", msgChunk(s, "You ")), turn("end_turn", msgChunk(s, "You sa")), false},
+		{"another kind of content", turn("cancelled", msgChunk(s, "You ")),
+			turn("cancelled", sessionUpdate(s, `{"sessionUpdate":"agent_message_chunk","content":{"type":"image","text":"You sa"}}`)), false},
+		{"a run before the last", turn("cancelled", msgChunk(s, "You "), toolCall(s, "call_1", "Read"), msgChunk(s, "x")),
+			turn("cancelled", msgChunk(s, "You sa"), toolCall(s, "call_1", "Read"), msgChunk(s, "x")), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Compare(transcriptOf(Options{}, tt.want...), transcriptOf(Options{}, tt.got...))
+			if got := c.Diff == nil; got != tt.equal {
+				t.Errorf("equal = %v, want %v (difference %+v)", got, tt.equal, c.Diff)
+			}
+		})
+	}
+}
