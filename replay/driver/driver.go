@@ -289,7 +289,11 @@ func (r *run) progress() bool {
 	for {
 		if r.inflight == nil && len(r.queue) > 0 {
 			w := r.queue[0]
-			r.queue = slices.Delete(r.queue, 0, 1)
+			// Popped by reslicing, not by moving the rest down: a
+			// recording whose editor frames wait for nothing queues them
+			// all at once. append reallocates once the front is used up.
+			r.queue[0] = write{}
+			r.queue = r.queue[1:]
 			r.inflight = &w
 			if w.step {
 				r.start = time.Now()
