@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,19 +13,55 @@ import (
 )
 
 // The benchmarks below compare, in one run, a bare pipe to an agent with
-// the same agent behind `acptap record`. The agent is cat(1): it echoes
-// each line, so every byte crosses acptap twice (editor→agent, agent→editor)
-// and is recorded twice. scripts/bench prints the ratios.
+// the same agent behind `acptap record`, and behind a Python line tee that
+// appends every line of both directions to a file (the fair anchor of a
+// recorder that frames lines; skipped without python3). The agent is
+// cat(1): it echoes each line, so every byte crosses acptap twice
+// (editor→agent, agent→editor) and is recorded twice. scripts/bench prints
+// the ratios.
 
-// stdioTarget starts the echo agent either bare or under acptap record and
-// returns its stdin and stdout.
-func stdioTarget(b *testing.B, viaAcptap bool) (io.WriteCloser, *bufio.Reader, func()) {
+// stdioPaths are the ways to the echo agent, in the order they run.
+var stdioPaths = []string{"pipe", "acptap", "python-tee"}
+
+// pythonTee runs its arguments as a child and copies its stdin to the
+// child's and the child's stdout to its own, a line at a time, appending
+// each line to the file $TEE_FILE first.
+const pythonTee = `
+import os, subprocess, sys, threading
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+log = open(os.environ["TEE_FILE"], "ab", buffering=0)
+lock = threading.Lock()
+def copy(src, dst, tag):
+    for line in iter(src.readline, b""):
+        with lock:
+            log.write(tag + line)
+        dst.write(line)
+        dst.flush()
+    dst.close()
+up = threading.Thread(target=copy, args=(sys.stdin.buffer, child.stdin, b">"))
+up.start()
+copy(child.stdout, sys.stdout.buffer, b"<")
+up.join()
+sys.exit(child.wait())
+`
+
+// stdioTarget starts the echo agent by path and returns its stdin and
+// stdout.
+func stdioTarget(b *testing.B, path string) (io.WriteCloser, *bufio.Reader, func()) {
 	b.Helper()
 	var cmd *exec.Cmd
-	if viaAcptap {
+	switch path {
+	case "acptap":
 		db := filepath.Join(b.TempDir(), "bench.db")
 		cmd = exec.Command("acptap", "record", "--store", db, "--name", "bench", "--grace", "5s", "--", "cat")
-	} else {
+	case "python-tee":
+		python, err := exec.LookPath("python3")
+		if err != nil {
+			b.Skip("python-tee: python3 is not installed")
+		}
+		cmd = exec.Command(python, "-c", pythonTee, "cat")
+		cmd.Env = append(os.Environ(), "TEE_FILE="+filepath.Join(b.TempDir(), "tee.log"))
+	default:
 		cmd = exec.Command("cat")
 	}
 	stdin, err := cmd.StdinPipe()
@@ -48,9 +85,9 @@ func stdioTarget(b *testing.B, viaAcptap bool) (io.WriteCloser, *bufio.Reader, f
 	return stdin, bufio.NewReaderSize(stdout, 64<<10), stop
 }
 
-func benchmarkThroughput(b *testing.B, viaAcptap bool) {
+func benchmarkThroughput(b *testing.B, path string) {
 	line := append(bytes.Repeat([]byte("x"), 1023), '\n')
-	stdin, stdout, stop := stdioTarget(b, viaAcptap)
+	stdin, stdout, stop := stdioTarget(b, path)
 	defer stop()
 	b.SetBytes(int64(len(line)))
 	b.ResetTimer()
@@ -81,13 +118,14 @@ func benchmarkThroughput(b *testing.B, viaAcptap bool) {
 
 // BenchmarkStdioThroughput moves 1 KiB lines through the echo agent.
 func BenchmarkStdioThroughput(b *testing.B) {
-	b.Run("pipe", func(b *testing.B) { benchmarkThroughput(b, false) })
-	b.Run("acptap", func(b *testing.B) { benchmarkThroughput(b, true) })
+	for _, path := range stdioPaths {
+		b.Run(path, func(b *testing.B) { benchmarkThroughput(b, path) })
+	}
 }
 
-func benchmarkPingPong(b *testing.B, viaAcptap bool) {
+func benchmarkPingPong(b *testing.B, path string) {
 	req := []byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"sess_0123456789","prompt":[{"type":"text","text":"hello"}]}}` + "\n")
-	stdin, stdout, stop := stdioTarget(b, viaAcptap)
+	stdin, stdout, stop := stdioTarget(b, path)
 	defer stop()
 	rtts := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -110,6 +148,7 @@ func benchmarkPingPong(b *testing.B, viaAcptap bool) {
 // BenchmarkStdioPingPong measures the round trip of one request line and
 // its echo, one at a time.
 func BenchmarkStdioPingPong(b *testing.B) {
-	b.Run("pipe", func(b *testing.B) { benchmarkPingPong(b, false) })
-	b.Run("acptap", func(b *testing.B) { benchmarkPingPong(b, true) })
+	for _, path := range stdioPaths {
+		b.Run(path, func(b *testing.B) { benchmarkPingPong(b, path) })
+	}
 }

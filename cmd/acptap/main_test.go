@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 		"leakagent": leakAgent,
 		"busyagent": busyAgent,
 		"loadagent": loadAgent,
+		// The tap benchmarks' processes (tap_bench_test.go).
+		"reverseproxy": reverseProxyMain,
+		"urlagent":     urlAgentMain,
 	})
 }
 

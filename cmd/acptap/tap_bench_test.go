@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The benchmarks below put acptap's LLM tap side by side with its peers,
+// each in a process of its own as acptap is: the client and the upstream
+// are the benchmark's, the path between them is a child process. The
+// paths are: direct (no process between), acptap (acptap record's
+// base-URL route, recording into a store), reverseproxy (Go's
+// httputil.ReverseProxy flushing at once, in a child process: the fair
+// anchor, the least a Go proxy in acptap's layout costs), and, when
+// mitmdump is installed, mitmproxy in reverse mode, streaming bodies
+// (mitmproxy-stream) and by default, buffering them (mitmproxy).
+// scripts/bench runs them, -count rounds interleaving the paths, and
+// prints medians and ratios against direct.
+
+// tapPaths are the paths of the tap benchmarks, in the order they run.
+var tapPaths = []string{"direct", "acptap", "reverseproxy", "mitmproxy-stream", "mitmproxy"}
+
+// reverseProxyMain is the "reverseproxy" command of the test binary: an
+// httputil.ReverseProxy to $UPSTREAM on a loopback port, whose URL it
+// prints, serving until its stdin closes.
+func reverseProxyMain() {
+	u, err := url.Parse(os.Getenv("UPSTREAM"))
+	if err != nil || u.Host == "" {
+		fmt.Fprintf(os.Stderr, "reverseproxy: UPSTREAM=%q: want an http URL\n", os.Getenv("UPSTREAM"))
+		os.Exit(2)
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		FlushInterval: -1,
+		Transport:     &http.Transport{MaxIdleConns: 100, MaxIdleConnsPerHost: 64, DisableCompression: true},
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reverseproxy:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("http://%s\n", l.Addr())
+	go http.Serve(l, rp)
+	io.Copy(io.Discard, os.Stdin)
+}
+
+// urlAgentMain is the "urlagent" command of the test binary, an agent for
+// acptap record that prints the base URL it was given and waits for its
+// stdin to close.
+func urlAgentMain() {
+	fmt.Println(os.Getenv("OPENAI_BASE_URL"))
+	io.Copy(io.Discard, os.Stdin)
+}
+
+// startPath starts the process of path between the benchmark and
+// upstream and returns the URL that reaches upstream through it; ok is
+// false when the path cannot run here (mitmdump not installed).
+func startPath(b *testing.B, path, upstream string) (string, bool) {
+	b.Helper()
+	var cmd *exec.Cmd
+	switch path {
+	case "direct":
+		return upstream, true
+	case "acptap":
+		db := filepath.Join(b.TempDir(), "bench.db")
+		cmd = exec.Command("acptap", "record", "--store", db, "--name", "bench", "--no-proxy-env",
+			"--base-url", "OPENAI_BASE_URL="+upstream, "--", "urlagent")
+	case "reverseproxy":
+		cmd = exec.Command("reverseproxy")
+		cmd.Env = append(os.Environ(), "UPSTREAM="+upstream)
+	case "mitmproxy-stream", "mitmproxy":
+		mitm, err := exec.LookPath("mitmdump")
+		if err != nil {
+			return "", false
+		}
+		port := freePort(b)
+		args := []string{"--mode", "reverse:" + upstream, "--listen-host", "127.0.0.1", "--listen-port", port, "-q"}
+		if path == "mitmproxy-stream" {
+			args = append(args, "--set", "stream_large_bodies=1")
+		}
+		cmd = exec.Command(mitm, args...)
+		cmd.Env = append(os.Environ(), "HOME="+b.TempDir())
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+		u := "http://127.0.0.1:" + port
+		waitListening(b, "127.0.0.1:"+port)
+		return u, true
+	default:
+		b.Fatalf("unknown path %q", path)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("%s: %v", path, err)
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("%s: reading its URL: %v", path, err)
+	}
+	return strings.TrimSpace(line), true
+}
+
+// freePort returns a loopback port nothing listens on, for a program that
+// wants one named.
+func freePort(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+}
+
+// waitListening waits for a program to listen on addr.
+func waitListening(b *testing.B, addr string) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("nothing listens on %s after 30s", addr)
+}
+
+// tapSSEEvent is one SSE event of the benchmark streams, of the size of a
+// chat completion chunk.
+var tapSSEEvent = []byte("data: " + `{"choices":[{"index":0,"delta":{"content":"token"}}],"obfuscation":"abcdef"}` + "\n\n")
+
+// BenchmarkTapSSE measures an SSE stream's time to first event and its
+// per-event latency through each path, each by round trip: the upstream
+// sends the first event at once and each further event when the client
+// asks for it, so the time from asking to reading is what the path adds to
+// an event. One op is one event. A buffering path (mitmproxy by default)
+// holds the stream until it ends: it gets streams of 20 events 25 ms
+// apart, each counted as its 20 ops, and only its time to first event is
+// reported.
+func BenchmarkTapSSE(b *testing.B) {
+	const eventsPerStream = 100
+	next := make(chan bool) // true: send an event; false: end the stream
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(tapSSEEvent)
+		w.(http.Flusher).Flush()
+		if r.URL.Query().Get("timed") != "" {
+			for range 19 {
+				time.Sleep(25 * time.Millisecond)
+				w.Write(tapSSEEvent)
+				w.(http.Flusher).Flush()
+			}
+			return
+		}
+		for {
+			select {
+			case more := <-next:
+				if !more {
+					return
+				}
+				w.Write(tapSSEEvent)
+				w.(http.Flusher).Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	defer upstream.Close()
+	for _, path := range tapPaths {
+		b.Run(path, func(b *testing.B) {
+			base, ok := startPath(b, path, upstream.URL)
+			if !ok {
+				b.Skipf("%s: mitmdump is not installed", path)
+			}
+			client := benchHTTPClient(b)
+			buffering := path == "mitmproxy"
+			var ttfbs, lats []time.Duration
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				u := base + "/v1/chat/completions"
+				if buffering {
+					u += "?timed=1"
+				}
+				start := time.Now()
+				resp, err := client.Get(u)
+				if err != nil {
+					b.Fatal(err)
+				}
+				br := bufio.NewReader(resp.Body)
+				readSSEEvent(b, br)
+				ttfbs = append(ttfbs, time.Since(start))
+				done++
+				if buffering {
+					done += 19
+				}
+				for i := 1; !buffering && i < eventsPerStream && done < b.N; i++ {
+					t0 := time.Now()
+					next <- true
+					readSSEEvent(b, br)
+					lats = append(lats, time.Since(t0))
+					done++
+				}
+				if !buffering {
+					next <- false
+				}
+				io.Copy(io.Discard, br)
+				resp.Body.Close()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(durationPercentile(ttfbs, 50)), "ttfb-ns")
+			if len(lats) > 0 {
+				b.ReportMetric(float64(durationPercentile(lats, 50)), "event-p50-ns")
+				b.ReportMetric(float64(durationPercentile(lats, 99)), "event-p99-ns")
+			}
+		})
+	}
+}
+
+// BenchmarkTapRequests measures 1 KiB JSON POSTs answered with 1 KiB, 32
+// at a time, through each path.
+func BenchmarkTapRequests(b *testing.B) {
+	reqBody := []byte(`{"model":"gpt-5-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 960) + `"}]}`)
+	respBody := []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("y", 900) + `"},"finish_reason":"stop"}]}`)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", fmt.Sprint(len(respBody)))
+		w.Write(respBody)
+	}))
+	defer upstream.Close()
+	for _, path := range tapPaths {
+		b.Run(path, func(b *testing.B) {
+			base, ok := startPath(b, path, upstream.URL)
+			if !ok {
+				b.Skipf("%s: mitmdump is not installed", path)
+			}
+			client := benchHTTPClient(b)
+			u := base + "/v1/chat/completions"
+			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := client.Post(u, "application/json", bytes.NewReader(reqBody))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					n, _ := io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || n != int64(len(respBody)) {
+						b.Errorf("got %s with %d bytes", resp.Status, n)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
+
+// benchHTTPClient is a keep-alive client with room for concurrent
+// requests.
+func benchHTTPClient(b *testing.B) *http.Client {
+	tr := &http.Transport{MaxIdleConns: 100, MaxIdleConnsPerHost: 64, DisableCompression: true}
+	b.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// readSSEEvent reads one event, up to its blank line.
+func readSSEEvent(b *testing.B, br *bufio.Reader) {
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			b.Fatalf("reading the stream: %v", err)
+		}
+		if len(line) == 1 {
+			return
+		}
+	}
+}
+
+// durationPercentile returns the p-th percentile of ds.
+func durationPercentile(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100]
+}
