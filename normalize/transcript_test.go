@@ -390,10 +390,7 @@ func TestStatusFirst(t *testing.T) {
 // longer on either side, and nothing else may differ.
 func TestCancelledTurnCutShort(t *testing.T) {
 	turn := func(reason string, chunks ...string) []string {
-		lines := []string{sessionNew(1, "sess_aaaaaaaaaaaa")}
-		for _, c := range chunks {
-			lines = append(lines, c)
-		}
+		lines := append([]string{sessionNew(1, "sess_aaaaaaaaaaaa")}, chunks...)
 		return append(lines, answer(2, reason))
 	}
 	s := "sess_aaaaaaaaaaaa"
