@@ -647,7 +647,9 @@ func FuzzSSE(f *testing.F) {
 		for rem, i := in, 0; len(rem) > 0; i++ {
 			n := len(rem)
 			if len(cuts) > 0 {
-				n = min(n, int(cuts[i%len(cuts)]))
+				// At least a byte: cuts of 0 made this loop endless
+				// (found by the fuzzer, which ran out of memory).
+				n = min(n, max(1, int(cuts[i%len(cuts)])))
 			}
 			chunks = append(chunks, rem[:n])
 			rem = rem[n:]
