@@ -69,7 +69,8 @@ type answer struct {
 // be sent, and which recorded answers serve which agent requests (see
 // Driver for the rules). It is read-only once made.
 type plan struct {
-	frames  []Frame
+	src     Source // the recording's frames, read again by Run
+	n       int    // how many there are
 	junk    []bool // frames that are not JSON-RPC messages
 	steps   []step // the last is the end of the recording
 	anchors []anchor
@@ -80,9 +81,10 @@ type plan struct {
 	methods map[respKey]string // editor request → its method
 }
 
-func newPlan(frames []Frame) *plan {
+func newPlan(src Source) (*plan, error) {
 	p := &plan{
-		frames:  frames,
+		src:     src,
+		n:       src.Len(),
 		answers: make(map[reqKey]answer),
 		reqs:    make(map[reqKey]int),
 		resps:   make(map[respKey]int),
@@ -97,6 +99,7 @@ func newPlan(frames []Frame) *plan {
 		sentAt      = make(map[respKey]int)   // editor request → the step that sent it
 		total       = make(map[noteKey]int)   // notifications awaited so far (see counted)
 		at          []map[noteKey]int         // total when each step was recorded
+		atTotal     map[noteKey]int           // the last copy of total in at, nil if total changed since
 	)
 	newStep := func(frame int) {
 		st := step{frame: frame, anchors: len(p.anchors)}
@@ -119,11 +122,20 @@ func newPlan(frames []Frame) *plan {
 				st.pending = slices.Clone(pending)
 			}
 		}
-		at = append(at, maps.Clone(total))
+		// Steps share a copy of total while it does not change: most
+		// recordings have many more frames than notification kinds.
+		if atTotal == nil {
+			atTotal = maps.Clone(total)
+		}
+		at = append(at, atTotal)
 		p.steps = append(p.steps, st)
 	}
-	p.junk = make([]bool, len(frames))
-	for i, f := range frames {
+	p.junk = make([]bool, p.n)
+	for i := range p.n {
+		f, err := src.Frame(i)
+		if err != nil {
+			return nil, fmt.Errorf("reading frame %d of the recording: %w", i, err)
+		}
 		m := acp.Parse(f.Data)
 		p.junk[i] = m.Kind == acp.Junk
 		if f.Dir == FromAgent {
@@ -149,6 +161,7 @@ func newPlan(frames []Frame) *plan {
 			case acp.Notification:
 				if k, n := noteOf(m); counted(k) {
 					total[k] += n
+					atTotal = nil
 				}
 			}
 			continue
@@ -170,8 +183,8 @@ func newPlan(frames []Frame) *plan {
 			p.methods[k] = m.Method
 		}
 	}
-	newStep(len(frames))
-	return p
+	newStep(p.n)
+	return p, nil
 }
 
 // counted reports whether notifications of kind k are awaited: all but
@@ -200,10 +213,14 @@ func noteOf(m acp.Message) (noteKey, int) {
 
 // subject names the step of frame i for errors.
 func (p *plan) subject(i int) string {
-	if i == len(p.frames) {
+	if i == p.n {
 		return "the end of the recording"
 	}
-	return fmt.Sprintf("frame %d (%s)", i, describe(p.frames[i].Data))
+	f, err := p.src.Frame(i)
+	if err != nil {
+		return fmt.Sprintf("frame %d", i)
+	}
+	return fmt.Sprintf("frame %d (%s)", i, describe(f.Data))
 }
 
 // describe names a line for errors: "session/prompt id=3",
