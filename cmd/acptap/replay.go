@@ -442,6 +442,8 @@ func replayOne(ctx context.Context, src *source, name string, opts *replayOption
 		switch {
 		case errors.Is(err, replay.ErrNoCommand):
 			err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
+		case errors.Is(err, replay.ErrSpool):
+			err = fmt.Errorf("%w; set TMPDIR to a writable directory with room for the recording", err)
 		case errors.As(err, &nf) && nf.Recorded == "":
 			err = fmt.Errorf("%w; pass an agent that exists after --", err)
 		case errors.As(err, &nf) && nf.Recorded != nf.Program:
