@@ -213,18 +213,7 @@ func (n *Normalizer) build(lines Lines, emit func(any) json.RawMessage, keep boo
 	}
 	t := &Transcript{Order: ByStream}
 	cum := map[stateKey]json.RawMessage{}
-	seg := &turnFrames{lines: lines}
-	names := map[string]string{} // stream and state names, one string each
-	intern := func(s string) string {
-		if s == "" || s == JunkStream {
-			return s
-		}
-		if u, ok := names[s]; ok {
-			return u
-		}
-		names[s] = s
-		return s
-	}
+	seg := &turnFrames{lines: lines, index: map[class]uint32{}}
 	for i := range lines.Len() {
 		f, err := lines.Frame(i)
 		if err != nil {
@@ -232,8 +221,7 @@ func (n *Normalizer) build(lines Lines, emit func(any) json.RawMessage, keep boo
 		}
 		v := parseLine(f.Line)
 		c := classify(v)
-		c.stream, c.state = intern(c.stream), intern(c.state)
-		seg.frames = append(seg.frames, placed{side: f.Side, class: c})
+		seg.add(f.Side, c)
 		if keep {
 			seg.values = append(seg.values, v)
 		}
@@ -309,13 +297,32 @@ type turnFrames struct {
 	start  int      // the index in lines of its first frame
 	frames []placed // its frames' sides and classes
 	values []any    // its frames decoded; nil to read them again
+	// classes are the classes of the frames of every turn so far, each
+	// once, index their positions: a turn of a million frames holds 8
+	// bytes of each.
+	classes []class
+	index   map[class]uint32
 }
 
 // placed is a frame of a turnFrames: its side and where it goes.
 type placed struct {
 	side  Side
-	class class
+	class uint32 // in classes
 }
+
+// add adds a frame of side and class c.
+func (s *turnFrames) add(side Side, c class) {
+	k, ok := s.index[c]
+	if !ok {
+		k = uint32(len(s.classes))
+		s.classes = append(s.classes, c)
+		s.index[c] = k
+	}
+	s.frames = append(s.frames, placed{side: side, class: k})
+}
+
+// class returns the class of frame i.
+func (s *turnFrames) class(i int) class { return s.classes[s.frames[i].class] }
 
 // value returns frame i of the turnFrames, decoded.
 func (s *turnFrames) value(i int) (any, error) {
@@ -423,17 +430,18 @@ type streamKey struct{ name, session string }
 // that lead the turn to the previous turn, the last of done.
 func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum map[stateKey]json.RawMessage, done []Turn) (Turn, error) {
 	frames := seg.frames
-	turn := Turn{Answered: len(frames) > 0 && frames[len(frames)-1].class.answer}
+	turn := Turn{Answered: len(frames) > 0 && seg.class(len(frames)-1).answer}
 
 	// The streams, in order of their first frame, keyed as written.
 	var order []string
 	groups := map[string][]int{}
 	firstRequest := -1 // the index of the first request or response
 	for i, f := range frames {
-		if f.class.requests && firstRequest < 0 {
+		c := seg.classes[f.class]
+		if c.requests && firstRequest < 0 {
 			firstRequest = i
 		}
-		if c := f.class; c.stream != "" {
+		if c.stream != "" {
 			if _, ok := groups[c.stream]; !ok {
 				order = append(order, c.stream)
 			}
@@ -444,7 +452,7 @@ func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum m
 	// requests and responses, the streams, the state notifications.
 	var requests []json.RawMessage
 	for i, f := range frames {
-		if f.class.requests {
+		if seg.classes[f.class].requests {
 			v, err := seg.value(i)
 			if err != nil {
 				return Turn{}, err
@@ -478,7 +486,7 @@ func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum m
 	var leading []state
 	var states []state
 	for i, f := range frames {
-		if f.class.state == "" {
+		if seg.classes[f.class].state == "" {
 			lead = false
 			continue
 		}

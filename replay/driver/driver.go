@@ -385,10 +385,10 @@ func (r *run) ready(st step) bool {
 	if r.cursor < st.anchors {
 		return false
 	}
-	if st.notes == nil || r.turnOver(st) {
+	if st.mid == nil || r.turnOver(st) {
 		return true
 	}
-	for k, n := range st.notes {
+	for k, n := range st.mid.notes {
 		if r.turnProgress(st, k) < n {
 			return false
 		}
@@ -399,13 +399,13 @@ func (r *run) ready(st step) bool {
 // turnProgress returns how much of notification kind k the live agent sent
 // since step st's turn began.
 func (r *run) turnProgress(st step, k noteKey) int {
-	return r.total[k] - r.at[st.since][k]
+	return r.total[k] - r.at[st.mid.since][k]
 }
 
 // turnOver reports whether the live agent has answered every editor
 // request that was pending when st was recorded.
 func (r *run) turnOver(st step) bool {
-	for _, k := range st.pending {
+	for _, k := range st.mid.pending {
 		if r.liveResp[k.id] < k.n {
 			return false
 		}
@@ -601,18 +601,18 @@ func (r *run) missing(st step) []string {
 	for _, m := range methods {
 		out = append(out, fmt.Sprintf("%d more %s %s", more[m], m, plural(more[m], "request", "requests")))
 	}
-	if st.notes == nil || r.turnOver(st) {
+	if st.mid == nil || r.turnOver(st) {
 		return out
 	}
-	keys := make([]noteKey, 0, len(st.notes))
-	for k := range st.notes {
+	keys := make([]noteKey, 0, len(st.mid.notes))
+	for k := range st.mid.notes {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b noteKey) int {
 		return cmp.Or(cmp.Compare(a.method, b.method), cmp.Compare(a.update, b.update))
 	})
 	for _, k := range keys {
-		n := st.notes[k] - r.turnProgress(st, k)
+		n := st.mid.notes[k] - r.turnProgress(st, k)
 		switch {
 		case n <= 0:
 		case k.chunk():

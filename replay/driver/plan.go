@@ -47,10 +47,15 @@ func (k noteKey) chunk() bool { return strings.HasSuffix(k.update, "_chunk") }
 // A step is an editor frame sent in recorded order, or the end of the
 // recording.
 type step struct {
-	frame   int // index in the recording; len(recording) for the end
-	anchors int // the step waits for anchors[:anchors]
+	frame   int      // index in the recording; len(recording) for the end
+	anchors int      // the step waits for anchors[:anchors]
+	mid     *midTurn // what a frame sent mid-turn waits for; nil for nothing more
+}
+
+// midTurn is what a step sent mid-turn waits for besides its anchors.
+type midTurn struct {
 	// notes are the notifications awaited since step since was sent, the
-	// start of the turn the frame interrupts; nil for none.
+	// start of the turn the frame interrupts.
 	notes map[noteKey]int
 	since int
 	// pending are the editor requests unanswered when the frame was
@@ -106,20 +111,21 @@ func newPlan(src Source) (*plan, error) {
 		if len(pending) > 0 {
 			// The turn began when the first of the unanswered requests
 			// was sent.
-			st.since = sentAt[pending[0]]
+			mid := &midTurn{since: sentAt[pending[0]]}
 			for _, k := range pending[1:] {
-				st.since = min(st.since, sentAt[k])
+				mid.since = min(mid.since, sentAt[k])
 			}
 			for k, n := range total {
-				if d := n - at[st.since][k]; d > 0 {
-					if st.notes == nil {
-						st.notes = make(map[noteKey]int)
+				if d := n - at[mid.since][k]; d > 0 {
+					if mid.notes == nil {
+						mid.notes = make(map[noteKey]int)
 					}
-					st.notes[k] = d
+					mid.notes[k] = d
 				}
 			}
-			if st.notes != nil {
-				st.pending = slices.Clone(pending)
+			if mid.notes != nil {
+				mid.pending = slices.Clone(pending)
+				st.mid = mid
 			}
 		}
 		// Steps share a copy of total while it does not change: most
