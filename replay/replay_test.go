@@ -44,6 +44,7 @@ func TestRunEqual(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rec.close()
 	res := replayIt(t, st, "typo", runOptions(t))
 	if !res.Equal() {
 		t.Fatalf("replay diverged: %v\n%s", res.Divergences, res.Diff)

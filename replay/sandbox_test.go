@@ -65,10 +65,12 @@ func TestSandboxWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer snap.close()
 	plain, err := load(st, "plain")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer plain.close()
 	seed := dirWith(t, "seed.txt", "from --workspace")
 	for _, tc := range []struct {
 		name      string
@@ -122,6 +124,7 @@ func TestSandboxWorkspaceErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer lost.close()
 	// Sandboxes are made in TMPDIR: one of the test's own shows what is
 	// left.
 	tmp := t.TempDir()
