@@ -30,7 +30,7 @@ type agentConfig struct {
 	timeout time.Duration
 	pathMap map[string]string
 	// keep keeps the agent's lines in memory (agentRun.kept) and the
-	// driver's record of the run (driver.Options.Discard unset).
+	// driver's timeline.
 	keep bool
 }
 
@@ -61,10 +61,12 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	// The lines are kept here, if at all: the driver keeps no copy.
 	drv, err := driver.NewFrom(cfg.frames, driver.Options{
-		Timeout: cfg.timeout,
-		PathMap: cfg.pathMap,
-		Discard: !cfg.keep,
+		Timeout:    cfg.timeout,
+		PathMap:    cfg.pathMap,
+		Discard:    true,
+		NoTimeline: !cfg.keep,
 	})
 	if err != nil {
 		return nil, err

@@ -38,7 +38,7 @@ func (res *Result) timeline(rec *recording, sb *sandbox, drv *driver.Result) {
 			editors++
 		}
 	}
-	res.Timeline = make([]Step, 0, len(drv.Timeline)+len(res.Live)-len(drv.Live))
+	res.Timeline = make([]Step, 0, len(drv.Timeline)+len(res.Live)-drv.Received)
 	for _, st := range drv.Timeline {
 		if st.Dir == driver.FromEditor {
 			st.Index = ordinal[st.Index]
@@ -46,7 +46,7 @@ func (res *Result) timeline(rec *recording, sb *sandbox, drv *driver.Result) {
 		res.Timeline = append(res.Timeline, Step(st))
 	}
 	// The lines the driver left: those after the end of the recording.
-	for i := len(drv.Live); i < len(res.Live); i++ {
+	for i := drv.Received; i < len(res.Live); i++ {
 		res.Timeline = append(res.Timeline, Step{driver.FromAgent, i})
 	}
 	// The sandbox's directories go back to the recorded ones: the first

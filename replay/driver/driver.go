@@ -69,10 +69,10 @@ type Options struct {
 	// NewFrom reads them from a Source instead.
 	Recorded []Frame
 
-	// Discard makes Run keep neither the lines it exchanged (Result.Live
-	// and Result.Sent) nor its Timeline, so that what it holds does not
-	// grow with the session.
-	Discard bool
+	// Discard makes Run keep none of the lines it exchanged (Result.Live
+	// and Result.Sent), and NoTimeline no Timeline, so that what it
+	// holds does not grow with the session.
+	Discard, NoTimeline bool
 
 	// Timeout is how long Run waits for the agent while the agent sends
 	// nothing and reads nothing; then it fails with a *WaitError wrapping
@@ -133,10 +133,11 @@ type Options struct {
 // substitutions. Lines that are not JSON-RPC messages are sent as they
 // were (editor) or collected and never awaited (agent).
 type Driver struct {
-	plan    *plan
-	timeout time.Duration
-	paths   *pathMap
-	discard bool
+	plan       *plan
+	timeout    time.Duration
+	paths      *pathMap
+	discard    bool
+	noTimeline bool
 }
 
 // New prepares to play opts.Recorded.
@@ -154,10 +155,11 @@ func NewFrom(src Source, opts Options) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{
-		plan:    p,
-		timeout: opts.Timeout,
-		paths:   newPathMap(opts.PathMap),
-		discard: opts.Discard,
+		plan:       p,
+		timeout:    opts.Timeout,
+		paths:      newPathMap(opts.PathMap),
+		discard:    opts.Discard,
+		noTimeline: opts.NoTimeline,
 	}
 	if d.timeout <= 0 {
 		d.timeout = DefaultTimeout
@@ -174,7 +176,7 @@ type Result struct {
 	// Timeline is the order in which Run started writing recorded editor
 	// frames and received the agent's lines (see Step). Error responses
 	// to unrecorded agent requests are not in it. Nil with
-	// Options.Discard.
+	// Options.NoTimeline.
 	Timeline []Step
 
 	// Received is how many lines Run received, kept or not.
@@ -353,7 +355,7 @@ func (r *run) progress() bool {
 				}
 				r.at = append(r.at, r.atTotal)
 			}
-			if w.frame >= 0 && !r.d.discard {
+			if w.frame >= 0 && !r.d.noTimeline {
 				r.res.Timeline = append(r.res.Timeline, Step{FromEditor, w.frame})
 			}
 			r.writes <- append(w.data[:len(w.data):len(w.data)], '\n')
@@ -424,6 +426,8 @@ func (r *run) seenAnchor(a anchor) bool {
 func (r *run) receive(line []byte) {
 	if !r.d.discard {
 		r.res.Live = append(r.res.Live, line)
+	}
+	if !r.d.noTimeline {
 		r.res.Timeline = append(r.res.Timeline, Step{FromAgent, r.res.Received})
 	}
 	r.res.Received++

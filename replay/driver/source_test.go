@@ -35,8 +35,8 @@ func (s *source) Frame(i int) (driver.Frame, error) {
 
 // TestNewFromDiscard checks that a Driver reading its frames from a
 // Source plays the session as one given them in memory, and that with
-// Discard it keeps neither the lines nor the timeline but counts what it
-// received.
+// Discard and NoTimeline it keeps neither the lines nor the timeline but
+// counts what it received.
 func TestNewFromDiscard(t *testing.T) {
 	ws := workspace(t)
 	args := []string{"--read", "notes.txt", "--junk"}
@@ -46,7 +46,7 @@ func TestNewFromDiscard(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &source{frames: frames}
-	d, err := driver.NewFrom(src, driver.Options{Discard: true, PathMap: map[string]string{ws: t.TempDir()}})
+	d, err := driver.NewFrom(src, driver.Options{Discard: true, NoTimeline: true, PathMap: map[string]string{ws: t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestNewFromDiscard(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Live != nil || got.Sent != nil || got.Timeline != nil {
-		t.Errorf("with Discard: %d live lines, %d sent, %d steps kept; want none", len(got.Live), len(got.Sent), len(got.Timeline))
+		t.Errorf("with Discard and NoTimeline: %d live lines, %d sent, %d steps kept; want none", len(got.Live), len(got.Sent), len(got.Timeline))
 	}
 	if got.Received != len(want.Live) || want.Received != len(want.Live) {
 		t.Errorf("Received = %d with Discard, %d without; want %d, the lines of the run without", got.Received, want.Received, len(want.Live))
