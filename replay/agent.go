@@ -107,6 +107,9 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 			if compared(l.Data) {
 				run.compared = append(run.compared, live.len())
 			}
+			// A buffered write to a file, which does not wait on the
+			// driver: the pipe from the agent holds what comes
+			// meanwhile.
 			live.add(l.Data)
 			if cfg.keep {
 				run.kept = append(run.kept, l.Data)

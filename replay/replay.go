@@ -119,9 +119,11 @@ type Options struct {
 	// differs), and Update cannot use it. The replay then holds neither
 	// the recording's frames nor the agent's output in memory, but reads
 	// them back from a temporary file as it plays and compares them, on
-	// digests first: its memory is bounded by the largest turn's index
-	// and the largest value, not by the recording's size. Plain `acptap
-	// replay` sets it; --update and --html do not.
+	// digests first: what it holds grows with the frames of the largest
+	// turn (an index of some bytes per frame) and the largest value, not
+	// with the bytes of the frames. The recorded LLM exchanges are still
+	// held whole. Plain `acptap replay` sets it; --update and --html do
+	// not.
 	Discard bool
 	// CA intercepts TLS for agents that reach the LLM by HTTPS_PROXY. If
 	// nil, the tap's default (proxy.Config.CA).
