@@ -116,14 +116,14 @@ type Options struct {
 	Order normalize.Order
 	// Discard leaves out of the Result what grows with the session: Live,
 	// Timeline, Expected and Actual (Diff is still made when the output
-	// differs), and Update cannot use it. The replay then holds neither
-	// the recording's frames nor the agent's output in memory, but reads
-	// them back from a temporary file as it plays and compares them, on
-	// digests first: what it holds grows with the frames of the largest
-	// turn (an index of some bytes per frame) and the largest value, not
-	// with the bytes of the frames. The recorded LLM exchanges are still
-	// held whole. Plain `acptap replay` sets it; --update and --html do
-	// not.
+	// differs), and Update cannot use it. A replay always spools the
+	// recording's frames and the agent's output to temporary files and
+	// reads them back as it plays and compares them; with Discard it
+	// holds neither in memory and compares digests first, so that what it
+	// holds grows with the frames of the largest turn (an index of some
+	// bytes per frame) and the largest value, not with the bytes of the
+	// frames. The recorded LLM exchanges are still held whole. Plain
+	// `acptap replay` sets it; --update and --html do not.
 	Discard bool
 	// CA intercepts TLS for agents that reach the LLM by HTTPS_PROXY. If
 	// nil, the tap's default (proxy.Config.CA).
