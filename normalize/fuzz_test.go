@@ -38,8 +38,8 @@ func addStreamSeeds(f *testing.F) {
 
 // FuzzIdempotent checks that normalizing twice equals normalizing once, for
 // one frame, for a stream (the lines of the input) in both orders with and
-// without coalescing, and for an LLM request body; and that the output is
-// JSON.
+// without coalescing, and for an LLM request body; that the output is
+// JSON; and that ReadTranscript of a stream lists what Transcript does.
 func FuzzIdempotent(f *testing.F) {
 	addStreamSeeds(f)
 	for _, s := range []string{"", "\xff\xfe", "/w/ws/tmp/x", "<cwd>/home/u/a", `{"a":"{\"pid\":1}"}`, "build 12026-11-29T10:00:00Z",
@@ -69,6 +69,13 @@ func FuzzIdempotent(f *testing.F) {
 				once, twice := joinLines(onceVals), joinLines(New(o).Stream(agentFrames(onceVals)))
 				if !bytes.Equal(twice, once) {
 					t.Fatalf("Stream (%v, NoCoalesce %v) of %q:\nonce  %s\ntwice %s", order, noCoalesce, data, once, twice)
+				}
+				read, err := New(o).ReadTranscript(&reader{frames: frames})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := joinLines(read.Values()); !bytes.Equal(got, once) {
+					t.Fatalf("ReadTranscript (%v, NoCoalesce %v) of %q:\n got %s\nwant %s", order, noCoalesce, data, got, once)
 				}
 			}
 		}

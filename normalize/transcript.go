@@ -3,6 +3,8 @@ package normalize
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -143,25 +145,101 @@ type State struct {
 // Under Strict, the frames stay in order, in one stream, adjacent chunks
 // joined.
 func (n *Normalizer) Transcript(frames []Frame) *Transcript {
+	// Frames in memory are decoded once and kept for their turn; they
+	// cannot fail to be read.
+	t, _ := n.build(frameSlice(frames), encode, true)
+	return t
+}
+
+// Lines are the frames of a stream read by index, such as lines spooled
+// to a file, for ReadTranscript and DigestTranscript.
+type Lines interface {
+	// Len returns how many frames there are.
+	Len() int
+	// Frame returns frame i, 0 <= i < Len(). Its Line is not kept past
+	// the call.
+	Frame(i int) (Frame, error)
+}
+
+// frameSlice is Lines in memory.
+type frameSlice []Frame
+
+func (s frameSlice) Len() int                   { return len(s) }
+func (s frameSlice) Frame(i int) (Frame, error) { return s[i], nil }
+
+// ReadTranscript is Transcript of the frames of lines, read a turn at a
+// time: of a turn it keeps where each frame goes (its stream and its
+// position), not the frame, and reads the frames again to normalize
+// them in Transcript's order, so that what it holds is the transcript and
+// the index of one turn, not the lines. It fails with the first error of
+// lines.Frame.
+func (n *Normalizer) ReadTranscript(lines Lines) (*Transcript, error) {
+	return n.build(lines, encode, false)
+}
+
+// DigestTranscript is ReadTranscript with every value replaced by a
+// digest of it: a JSON string holding 128 bits of the SHA-256 of the
+// value's canonical JSON. Two digest transcripts of Normalizers with the
+// same options Compare equal only if the transcripts would (the
+// converse holds unless two values differ in bytes but not as JSON
+// values): a comparison that holds 24 bytes per value, which a caller
+// makes again with ReadTranscript to explain a difference. Placeholders
+// are numbered as Transcript numbers them.
+func (n *Normalizer) DigestTranscript(lines Lines) (*Transcript, error) {
+	return n.build(lines, digest, false)
+}
+
+// digest returns a normalized value's digest, as DigestTranscript has it.
+func digest(v any) json.RawMessage {
+	sum := sha256.Sum256(encode(v))
+	b := make([]byte, 0, 24)
+	b = append(b, '"')
+	b = base64.RawURLEncoding.AppendEncode(b, sum[:16])
+	return append(b, '"')
+}
+
+// build makes the transcript of lines, each value made by emit from its
+// normalized form. With keep, the frames of a turn are kept decoded until
+// the turn is normalized, else read again.
+func (n *Normalizer) build(lines Lines, emit func(any) json.RawMessage, keep bool) (*Transcript, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.order == Strict {
-		return &Transcript{Order: Strict, Turns: []Turn{{Streams: []Stream{{Values: n.strict(frames)}}}}}
+		values, err := n.strict(lines, emit)
+		if err != nil {
+			return nil, err
+		}
+		return &Transcript{Order: Strict, Turns: []Turn{{Streams: []Stream{{Values: values}}}}}, nil
 	}
 	t := &Transcript{Order: ByStream}
-	var seg []decoded
 	cum := map[stateKey]json.RawMessage{}
-	for _, f := range frames {
-		d := decoded{side: f.Side, v: parseLine(f.Line)}
-		d.class = classify(d.v)
-		seg = append(seg, d)
-		if d.class.answer {
-			t.Turns = append(t.Turns, n.turn(seg, cum, t.Turns))
-			seg = nil
+	seg := &turnFrames{lines: lines, index: map[class]uint32{}}
+	for i := range lines.Len() {
+		f, err := lines.Frame(i)
+		if err != nil {
+			return nil, err
+		}
+		v := parseLine(f.Line)
+		c := classify(v)
+		seg.add(f.Side, c)
+		if keep {
+			seg.values = append(seg.values, v)
+		}
+		if c.answer {
+			turn, err := n.turn(seg, emit, cum, t.Turns)
+			if err != nil {
+				return nil, err
+			}
+			t.Turns = append(t.Turns, turn)
+			seg.start, seg.frames, seg.values = i+1, seg.frames[:0], nil
 		}
 	}
-	t.Turns = append(t.Turns, n.turn(seg, cum, t.Turns))
-	return t
+	turn, err := n.turn(seg, emit, cum, t.Turns)
+	if err != nil {
+		return nil, err
+	}
+	t.Turns = append(t.Turns, turn)
+	return t, nil
 }
 
 // Values returns the transcript as a list of JSON values: turn by turn,
@@ -212,11 +290,50 @@ func (turn *Turn) requests() ([]json.RawMessage, json.RawMessage) {
 // requests reports whether s is the requests and responses of its turn.
 func (s *Stream) requests() bool { return s.Name == RequestsStream && s.Session == "" }
 
-// decoded is a frame of Transcript, decoded.
-type decoded struct {
+// turnFrames are the frames of one turn being read: where each goes, and
+// the frames decoded if they are kept, else where to read them again.
+type turnFrames struct {
+	lines  Lines
+	start  int      // the index in lines of its first frame
+	frames []placed // its frames' sides and classes
+	values []any    // its frames decoded; nil to read them again
+	// classes are the classes of the frames of every turn so far, each
+	// once, index their positions: a turn of a million frames holds 8
+	// bytes of each.
+	classes []class
+	index   map[class]uint32
+}
+
+// placed is a frame of a turnFrames: its side and where it goes.
+type placed struct {
 	side  Side
-	v     any
-	class class
+	class uint32 // in classes
+}
+
+// add adds a frame of side and class c.
+func (s *turnFrames) add(side Side, c class) {
+	k, ok := s.index[c]
+	if !ok {
+		k = uint32(len(s.classes))
+		s.classes = append(s.classes, c)
+		s.index[c] = k
+	}
+	s.frames = append(s.frames, placed{side: side, class: k})
+}
+
+// class returns the class of frame i.
+func (s *turnFrames) class(i int) class { return s.classes[s.frames[i].class] }
+
+// value returns frame i of the turnFrames, decoded.
+func (s *turnFrames) value(i int) (any, error) {
+	if s.values != nil {
+		return s.values[i], nil
+	}
+	f, err := s.lines.Frame(s.start + i)
+	if err != nil {
+		return nil, err
+	}
+	return parseLine(f.Line), nil
 }
 
 // A class says where a frame goes in a turn, judged on the frame as
@@ -292,11 +409,11 @@ func updateStream(kind, toolCall string) string {
 	return "session/update " + kind
 }
 
-// An item is a value of a stream being built: a normalized value, or a
-// message chunk whose text is not normalized yet.
+// An item is a value of a stream being built: a normalized value, as
+// emitted, or a message chunk whose text is not normalized yet.
 type item struct {
 	at    int // the frame's index in its turn
-	v     any
+	v     json.RawMessage
 	chunk *chunk
 }
 
@@ -311,18 +428,20 @@ type streamKey struct{ name, session string }
 // turn normalizes the frames of one turn, updating cum, the session's
 // state as it stands, and adding the candidates of the state notifications
 // that lead the turn to the previous turn, the last of done.
-func (n *Normalizer) turn(frames []decoded, cum map[stateKey]json.RawMessage, done []Turn) Turn {
-	turn := Turn{Answered: len(frames) > 0 && frames[len(frames)-1].class.answer}
+func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum map[stateKey]json.RawMessage, done []Turn) (Turn, error) {
+	frames := seg.frames
+	turn := Turn{Answered: len(frames) > 0 && seg.class(len(frames)-1).answer}
 
 	// The streams, in order of their first frame, keyed as written.
 	var order []string
 	groups := map[string][]int{}
 	firstRequest := -1 // the index of the first request or response
 	for i, f := range frames {
-		if f.class.requests && firstRequest < 0 {
+		c := seg.classes[f.class]
+		if c.requests && firstRequest < 0 {
 			firstRequest = i
 		}
-		if c := f.class; c.stream != "" {
+		if c.stream != "" {
 			if _, ok := groups[c.stream]; !ok {
 				order = append(order, c.stream)
 			}
@@ -331,55 +450,66 @@ func (n *Normalizer) turn(frames []decoded, cum map[stateKey]json.RawMessage, do
 	}
 	// Everything but chunk texts is normalized in this order: the
 	// requests and responses, the streams, the state notifications.
-	var requests []any
-	for _, f := range frames {
-		if f.class.requests {
-			requests = append(requests, n.frame(f.side, f.v))
+	var requests []json.RawMessage
+	for i, f := range frames {
+		if seg.classes[f.class].requests {
+			v, err := seg.value(i)
+			if err != nil {
+				return Turn{}, err
+			}
+			requests = append(requests, emit(n.frame(f.side, v)))
 		}
 	}
-	items := make([]item, 0, len(frames))
+	// The streams again, keyed as normalized: a user rule may have made
+	// two keys one.
+	var keys []streamKey
+	byKey := map[streamKey][]item{}
 	for _, g := range order {
 		for _, i := range groups[g] {
-			items = append(items, n.item(i, frames[i]))
+			v, err := seg.value(i)
+			if err != nil {
+				return Turn{}, err
+			}
+			it, k := n.item(i, frames[i].side, v, emit)
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], it)
 		}
 	}
+	// A state notification, normalized: its key and its value.
+	type state struct {
+		k stateKey
+		v json.RawMessage
+	}
 	lead := true // the state notifications before anything else
-	var leading []item
-	var states []item
+	var leading []state
+	var states []state
 	for i, f := range frames {
-		if f.class.state == "" {
+		if seg.classes[f.class].state == "" {
 			lead = false
 			continue
 		}
-		it := item{at: i, v: n.frame(f.side, f.v)}
-		states = append(states, it)
+		d, err := seg.value(i)
+		if err != nil {
+			return Turn{}, err
+		}
+		v := n.frame(f.side, d)
+		st := state{stateKeyOf(v), emit(v)}
+		states = append(states, st)
 		if lead {
-			leading = append(leading, it)
+			leading = append(leading, st)
 		}
 	}
 
-	// The streams again, keyed as normalized: a user rule may have made
-	// two keys one. Then chunk runs are joined and their texts
-	// normalized.
-	var keys []streamKey
-	byKey := map[streamKey][]item{}
-	for _, it := range items {
-		k := keyOf(it)
-		if _, ok := byKey[k]; !ok {
-			keys = append(keys, k)
-		}
-		byKey[k] = append(byKey[k], it)
-	}
+	// Chunk runs are joined and their texts normalized.
 	for _, k := range keys {
 		its := byKey[k]
 		slices.SortStableFunc(its, func(a, b item) int { return cmp.Compare(a.at, b.at) })
-		turn.Streams = append(turn.Streams, Stream{Name: k.name, Session: k.session, Values: n.join(its)})
+		turn.Streams = append(turn.Streams, Stream{Name: k.name, Session: k.session, Values: n.join(its, emit)})
 	}
 	if len(requests) > 0 {
-		s := Stream{Name: RequestsStream}
-		for _, v := range requests {
-			s.Values = append(s.Values, encode(v))
-		}
+		s := Stream{Name: RequestsStream, Values: requests}
 		// In order of first frames, as the other streams are.
 		at := 0
 		for _, k := range keys {
@@ -394,27 +524,27 @@ func (n *Normalizer) turn(frames []decoded, cum map[stateKey]json.RawMessage, do
 	// turn may end the previous one.
 	if len(done) > 0 {
 		prev := &done[len(done)-1]
-		for _, it := range leading {
-			k := stateKeyOf(it.v)
+		for _, st := range leading {
+			k := st.k
 			j := slices.IndexFunc(prev.State, func(s State) bool { return s.key() == k })
 			if j < 0 {
 				prev.State = append(prev.State, State{Kind: k.kind, Session: k.session})
 				j = len(prev.State) - 1
 			}
 			if prev.State[j].Late == nil {
-				prev.State[j].Late = encode(it.v)
+				prev.State[j].Late = st.v
 			}
 		}
 		sortState(prev.State)
 	}
-	for _, it := range states {
-		cum[stateKeyOf(it.v)] = encode(it.v)
+	for _, st := range states {
+		cum[st.k] = st.v
 	}
 	for k, v := range cum {
 		turn.State = append(turn.State, State{Kind: k.kind, Session: k.session, Value: v})
 	}
 	sortState(turn.State)
-	return turn
+	return turn, nil
 }
 
 func sortState(s []State) {
@@ -423,25 +553,27 @@ func sortState(s []State) {
 	})
 }
 
-// item normalizes frame f, the i-th of its turn, deferring the text of a
-// message chunk.
-func (n *Normalizer) item(i int, f decoded) item {
+// item normalizes decoded frame v of side, the i-th of its turn,
+// deferring the text of a message chunk, and returns it with the key of
+// its stream.
+func (n *Normalizer) item(i int, side Side, v any, emit func(any) json.RawMessage) (item, streamKey) {
 	if n.coalesce {
-		if c, ok := n.startChunk(f.side, f.v); ok {
-			return item{at: i, chunk: c}
+		if c, ok := n.startChunk(side, v); ok {
+			return item{at: i, chunk: c}, keyOf(c.rest)
 		}
 	}
-	return item{at: i, v: n.frame(f.side, f.v)}
+	v = n.frame(side, v)
+	return item{at: i, v: emit(v)}, keyOf(v)
 }
 
 // join returns the values of a stream's items, runs of chunks alike but
 // for their text joined, and their texts normalized.
-func (n *Normalizer) join(items []item) []json.RawMessage {
+func (n *Normalizer) join(items []item, emit func(any) json.RawMessage) []json.RawMessage {
 	out := make([]json.RawMessage, 0, len(items))
 	var group *chunk
 	flush := func() {
 		if group != nil {
-			out = append(out, encode(n.finishChunk(group)))
+			out = append(out, emit(n.finishChunk(group)))
 			group = nil
 		}
 	}
@@ -456,19 +588,15 @@ func (n *Normalizer) join(items []item) []json.RawMessage {
 			continue
 		}
 		flush()
-		out = append(out, encode(it.v))
+		out = append(out, it.v)
 	}
 	flush()
 	return out
 }
 
-// keyOf returns the key of a stream item, normalized: its stream's name
-// and session.
-func keyOf(it item) streamKey {
-	v := it.v
-	if it.chunk != nil {
-		v = it.chunk.rest
-	}
+// keyOf returns the key of the stream of a normalized value (of a chunk,
+// without its text): its stream's name and session.
+func keyOf(v any) streamKey {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return streamKey{name: JunkStream}
@@ -505,16 +633,20 @@ func display(v any) string {
 }
 
 // strict normalizes frames in their order, joining adjacent chunks.
-func (n *Normalizer) strict(frames []Frame) []json.RawMessage {
-	out := make([]json.RawMessage, 0, len(frames))
+func (n *Normalizer) strict(lines Lines, emit func(any) json.RawMessage) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, lines.Len())
 	var group *chunk
 	flush := func() {
 		if group != nil {
-			out = append(out, encode(n.finishChunk(group)))
+			out = append(out, emit(n.finishChunk(group)))
 			group = nil
 		}
 	}
-	for _, f := range frames {
+	for i := range lines.Len() {
+		f, err := lines.Frame(i)
+		if err != nil {
+			return nil, err
+		}
 		v := parseLine(f.Line)
 		if n.coalesce {
 			if c, ok := n.startChunk(f.Side, v); ok {
@@ -533,10 +665,10 @@ func (n *Normalizer) strict(frames []Frame) []json.RawMessage {
 		// every run.
 		v = n.frame(f.Side, v)
 		flush()
-		out = append(out, encode(v))
+		out = append(out, emit(v))
 	}
 	flush()
-	return out
+	return out, nil
 }
 
 // sameJSON reports whether two canonical JSON values are equal; nil is

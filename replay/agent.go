@@ -26,15 +26,23 @@ type agentConfig struct {
 
 	// The driver's options: the recorded frames to play, how long to
 	// wait for the agent, the recorded paths and the sandbox's.
-	frames  []driver.Frame
+	frames  driver.Source
 	timeout time.Duration
 	pathMap map[string]string
+	// keep keeps the agent's lines in memory (agentRun.kept) and the
+	// driver's timeline.
+	keep bool
 }
 
 // agentRun is what happened when the agent ran.
 type agentRun struct {
-	// live is every line the agent wrote on stdout, in order, each whole.
-	live [][]byte
+	// live is every line the agent wrote on stdout, in order, each whole,
+	// spooled; compared are those of them that take part in the
+	// comparison (see compared), by index. The caller closes live.
+	live     *spool
+	compared []int
+	// kept are the lines of live in memory, with agentConfig.keep.
+	kept [][]byte
 	// drive is the driver's result; driveErr is why the editor side could
 	// not follow the recording (see driver.Driver.Run), nil if it could.
 	drive    driver.Result
@@ -45,13 +53,29 @@ type agentRun struct {
 // runAgent starts the agent, plays the recorded editor side on its stdin
 // with a driver.Driver, closes its stdin once the driver is done and
 // returns when the agent has exited (stdiotap stops it after the grace).
-// It fails, wrapping ErrStart, only if the agent cannot be started: how
-// the agent behaved is in the agentRun.
+// It fails, wrapping ErrStart, if the agent cannot be started, or with
+// ErrSpool if its output cannot be spooled: how the agent behaved is in
+// the agentRun.
 func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	stderr := cfg.stderr
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	// The lines are kept here, if at all: the driver keeps no copy.
+	drv, err := driver.NewFrom(cfg.frames, driver.Options{
+		Timeout:    cfg.timeout,
+		PathMap:    cfg.pathMap,
+		Discard:    true,
+		NoTimeline: !cfg.keep,
+	})
+	if err != nil {
+		return nil, err
+	}
+	live, err := newSpool()
+	if err != nil {
+		return nil, err
+	}
+	run := &agentRun{live: live}
 	// OnLine must not block: lines go through an unbounded queue to the
 	// driver.
 	stdinR, stdinW := io.Pipe()
@@ -80,18 +104,23 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 				l.Data = append(partial, l.Data...)
 				partial = nil
 			}
+			if compared(l.Data) {
+				run.compared = append(run.compared, live.len())
+			}
+			// A buffered write to a file, which does not wait on the
+			// driver: the pipe from the agent holds what comes
+			// meanwhile.
+			live.add(l.Data)
+			if cfg.keep {
+				run.kept = append(run.kept, l.Data)
+			}
 			q.push(l.Data)
 		},
 	})
 	if err != nil {
+		live.close()
 		return nil, fmt.Errorf("%w: %w", ErrStart, err)
 	}
-	drv := driver.New(driver.Options{
-		Recorded: cfg.frames,
-		Timeout:  cfg.timeout,
-		PathMap:  cfg.pathMap,
-	})
-	run := &agentRun{}
 	exited := make(chan struct{})
 	var waitErr error
 	go func() {
@@ -109,16 +138,18 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	if waitErr != nil {
 		fmt.Fprintf(stderr, "replay: agent: %v\n", waitErr)
 	}
-	run.live = q.all()
+	if err := live.flush(); err != nil {
+		live.close()
+		return nil, err
+	}
 	return run, nil
 }
 
 // lineQueue passes the agent's lines from stdiotap's callback, which must
-// not block, to the driver, and keeps them all for the comparison.
+// not block, to the driver, letting go of each once passed.
 type lineQueue struct {
 	mu     sync.Mutex // guards the fields below
-	lines  [][]byte   // every line pushed
-	sent   int        // lines handed to feed's channel
+	lines  [][]byte   // the lines pushed and not yet handed to feed's channel
 	closed bool
 	ready  chan struct{} // signalled (non-blocking) on push and close
 }
@@ -146,21 +177,15 @@ func (q *lineQueue) signal() {
 	}
 }
 
-func (q *lineQueue) all() [][]byte {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.lines
-}
-
 // feed sends the queued lines to out in order, closing out once the queue
 // is closed and drained, until stop is closed.
 func (q *lineQueue) feed(out chan<- []byte, stop <-chan struct{}) {
 	for {
 		q.mu.Lock()
 		var next []byte
-		have := q.sent < len(q.lines)
+		have := len(q.lines) > 0
 		if have {
-			next = q.lines[q.sent]
+			next = q.lines[0]
 		}
 		done := !have && q.closed
 		q.mu.Unlock()
@@ -172,7 +197,8 @@ func (q *lineQueue) feed(out chan<- []byte, stop <-chan struct{}) {
 			select {
 			case out <- next:
 				q.mu.Lock()
-				q.sent++
+				q.lines[0] = nil
+				q.lines = q.lines[1:]
 				q.mu.Unlock()
 			case <-stop:
 				return

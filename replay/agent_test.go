@@ -22,7 +22,22 @@ func recorded(t *testing.T, s session) *recording {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(rec.close)
 	return rec
+}
+
+// spooled returns the lines of a spool.
+func spooled(t *testing.T, s *spool) [][]byte {
+	t.Helper()
+	var lines [][]byte
+	for i := range s.len() {
+		l, err := s.line(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
+	}
+	return lines
 }
 
 // agentRunConfig is the agentConfig of a run of the test agent with args
@@ -37,6 +52,7 @@ func agentRunConfig(t *testing.T, rec *recording, args ...string) agentConfig {
 		frames:  rec.frames,
 		timeout: 20 * time.Second,
 		pathMap: map[string]string{rec.meta.Cwd: dir},
+		keep:    true,
 	}
 }
 
@@ -48,6 +64,7 @@ func runIt(t *testing.T, cfg agentConfig) *agentRun {
 	if err != nil {
 		t.Fatalf("runAgent: %v", err)
 	}
+	t.Cleanup(run.live.close)
 	return run
 }
 
@@ -64,18 +81,19 @@ func TestRunAgent(t *testing.T) {
 	if run.exit.Code != 0 || run.exit.Signal != 0 {
 		t.Errorf("the agent ended with %v, want exit status 0", run.exit)
 	}
-	if len(run.live) != len(rec.agent) {
-		t.Errorf("%d live lines, want the %d recorded", len(run.live), len(rec.agent))
+	lines := spooled(t, run.live)
+	if len(lines) != len(rec.agent) {
+		t.Errorf("%d live lines, want the %d recorded", len(lines), len(rec.agent))
 	}
-	if !slices.EqualFunc(run.drive.Live, run.live, slices.Equal) {
-		t.Errorf("the driver saw %d lines, runAgent kept %d", len(run.drive.Live), len(run.live))
+	if run.drive.Received != len(lines) || !slices.EqualFunc(run.kept, lines, slices.Equal) || run.drive.Live != nil {
+		t.Errorf("the driver saw %d lines (keeping %d), runAgent kept %d and spooled %d", run.drive.Received, len(run.drive.Live), len(run.kept), len(lines))
 	}
 	if !strings.Contains(stderr.String(), "testagent: ") {
 		t.Errorf("the agent's stderr did not reach the config's: %q", stderr.String())
 	}
 	// The recorded cwd was mapped to the run's directory, which the
 	// agent was started in.
-	live := string(slices.Concat(run.live...))
+	live := string(slices.Concat(lines...))
 	if !strings.Contains(live, cfg.dir) || strings.Contains(live, rec.meta.Cwd) {
 		t.Errorf("the agent mentions the recorded cwd %s or not its own %s: was the session's cwd mapped?", rec.meta.Cwd, cfg.dir)
 	}
@@ -92,11 +110,12 @@ func TestRunAgentLongLines(t *testing.T) {
 	if run.driveErr != nil {
 		t.Fatalf("the editor side failed: %v", run.driveErr)
 	}
-	if len(run.live) != len(rec.agent) {
-		t.Fatalf("%d live lines, want the %d recorded", len(run.live), len(rec.agent))
+	lines := spooled(t, run.live)
+	if len(lines) != len(rec.agent) {
+		t.Fatalf("%d live lines, want the %d recorded", len(lines), len(rec.agent))
 	}
 	long := 0
-	for _, l := range run.live {
+	for _, l := range lines {
 		if !json.Valid(l) {
 			t.Errorf("live line %q is not a whole JSON line", l)
 		}
@@ -119,8 +138,8 @@ func TestRunAgentExitsAtOnce(t *testing.T) {
 	if !errors.As(run.driveErr, &we) || !errors.Is(we, driver.ErrOutputClosed) {
 		t.Errorf("driveErr = %v, want a *driver.WaitError for the agent's output ending", run.driveErr)
 	}
-	if len(run.live) != 0 {
-		t.Errorf("live lines %q, want none", run.live)
+	if lines := spooled(t, run.live); len(lines) != 0 {
+		t.Errorf("live lines %q, want none", lines)
 	}
 }
 

@@ -32,9 +32,9 @@ func TestJudgeHTTP(t *testing.T) {
 		Kind: HTTPUnrequested, Lane: store.LaneLLM, Exchange: 3,
 		Message: "llm #3, an http exchange (POST https://telemetry.example/v1/events?api_key=%5BREDACTED%5D), was recorded but never requested",
 	}
-	ev := evidence{recorded: stream("ses_1", "Hello"), live: stream("ses_2", "Hello"), llm: report, normalizer: newNormalizer}
+	ev := evidence{recorded: memLines(stream("ses_1", "Hello")), live: memLines(stream("ses_2", "Hello")), llm: report, normalizer: newNormalizer}
 
-	v := judge(ev)
+	v := judged(t, ev)
 	if got, want := kinds(v.divergences), []Kind{RequestUnanswered}; !slices.Equal(got, want) {
 		t.Errorf("divergences %v, want %v: the LLM's only", got, want)
 	}
@@ -43,7 +43,7 @@ func TestJudgeHTTP(t *testing.T) {
 	}
 
 	ev.strictHTTP = true
-	v = judge(ev)
+	v = judged(t, ev)
 	if !slices.EqualFunc(v.divergences[1:], []Divergence{unanswered, unrequested}, divergenceEqual) || v.divergences[0].Kind != RequestUnanswered {
 		t.Errorf("under strict, divergences %+v, want the LLM's, then %+v and %+v", v.divergences, unanswered, unrequested)
 	}

@@ -11,8 +11,12 @@ import (
 // evidence is what a replay's verdict is drawn from.
 type evidence struct {
 	// recorded and live are the agent's stdout lines in the recording
-	// and in the replay.
-	recorded, live [][]byte
+	// and in the replay, blank lines left out.
+	recorded, live normalize.Lines
+	// keep asks for the normalized streams in the verdict, whether they
+	// differ or not; without, they are compared on digests first and
+	// listed only when they differ.
+	keep bool
 	// driveErr is the editor side's error (see agentRun), nil if none.
 	driveErr error
 	// llm is the LLM server's report.
@@ -37,17 +41,18 @@ type verdict struct {
 	// diff is the unified diff of the pretty normalized streams, "" when
 	// the agent's output is the same.
 	diff             string
-	expected, actual []json.RawMessage // the normalized streams, listed for the diff (normalize.Comparison)
+	expected, actual []json.RawMessage // the normalized streams, listed for the diff (normalize.Comparison); nil if equal unless evidence.keep
 }
 
 // judge compares the agent's normalized output with the recorded and
 // collects every divergence, first the agent's output's, which the
-// reports show first.
-func judge(ev evidence) verdict {
+// reports show first. It fails only if the lines cannot be read.
+func judge(ev evidence) (verdict, error) {
 	var v verdict
-	want := transcript(ev.normalizer(), ev.recorded)
-	ev.recorded = nil // normalized: the lines can go, if the caller let go of them
-	c := normalize.Compare(want, transcript(ev.normalizer(), ev.live))
+	c, err := compareOutput(ev.normalizer, ev.recorded, ev.live, ev.keep)
+	if err != nil {
+		return verdict{}, err
+	}
 	v.expected, v.actual = c.Want, c.Got
 	if c.Diff != nil {
 		v.divergences = append(v.divergences, outputDiffers(c.Diff))
@@ -72,21 +77,38 @@ func judge(ev evidence) verdict {
 		}
 	}
 	v.judgeHTTP(ev.llm, ev.strictHTTP)
-	return v
+	return v, nil
 }
 
-// transcript normalizes agent stdout lines (blank lines dropped: they
-// carry nothing and agents differ in emitting them) and arranges them for
-// comparison.
-func transcript(n *normalize.Normalizer, lines [][]byte) *normalize.Transcript {
-	frames := make([]normalize.Frame, 0, len(lines))
-	for _, l := range lines {
-		if len(bytes.TrimSpace(l)) == 0 {
-			continue
+// compareOutput compares two agent streams, each normalized by a fresh
+// normalizer, reading their lines a turn at a time. Unless keep, it
+// compares their digests first (normalize.DigestTranscript), which holds
+// 24 bytes per value, and returns an empty Comparison when they are
+// equal; else, and when they differ, it compares the values, for the
+// diff.
+func compareOutput(normalizer func() *normalize.Normalizer, recorded, live normalize.Lines, keep bool) (normalize.Comparison, error) {
+	if !keep {
+		want, err := normalizer().DigestTranscript(recorded)
+		if err != nil {
+			return normalize.Comparison{}, err
 		}
-		frames = append(frames, normalize.Frame{Side: normalize.Agent, Line: l})
+		got, err := normalizer().DigestTranscript(live)
+		if err != nil {
+			return normalize.Comparison{}, err
+		}
+		if normalize.Compare(want, got).Diff == nil {
+			return normalize.Comparison{}, nil
+		}
 	}
-	return n.Transcript(frames)
+	want, err := normalizer().ReadTranscript(recorded)
+	if err != nil {
+		return normalize.Comparison{}, err
+	}
+	got, err := normalizer().ReadTranscript(live)
+	if err != nil {
+		return normalize.Comparison{}, err
+	}
+	return normalize.Compare(want, got), nil
 }
 
 // pretty renders a normalized stream as indented JSON, one value after

@@ -25,10 +25,34 @@ func stream(sessionID, text string) [][]byte {
 
 func newNormalizer() *normalize.Normalizer { return normalize.New(normalize.Options{}) }
 
+// judged judges ev twice, keeping the normalized streams and comparing
+// digests first, and checks that both find the same: it returns the
+// verdict that keeps them.
+func judged(t *testing.T, ev evidence) verdict {
+	t.Helper()
+	ev.keep = true
+	kept, err := judge(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.keep = false
+	digested, err := judge(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(digested.divergences, kept.divergences) || !reflect.DeepEqual(digested.warnings, kept.warnings) || digested.diff != kept.diff {
+		t.Errorf("judged on digests first:\n%+v\n%s\nwant what the values give:\n%+v\n%s", digested.divergences, digested.diff, kept.divergences, kept.diff)
+	}
+	if kept.diff == "" && (digested.expected != nil || digested.actual != nil) {
+		t.Errorf("equal on digests, yet %d expected and %d actual values listed", len(digested.expected), len(digested.actual))
+	}
+	return kept
+}
+
 func TestJudgeEqual(t *testing.T) {
 	// Other ids, chunks cut elsewhere and a blank line: the same output.
 	live := append(stream("ses_2", "Hel"), []byte(""), []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_2","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"lo"}}}}`))
-	v := judge(evidence{recorded: stream("ses_1", "Hello"), live: live, normalizer: newNormalizer})
+	v := judged(t, evidence{recorded: memLines(stream("ses_1", "Hello")), live: memLines(live), normalizer: newNormalizer})
 	if len(v.divergences) != 0 || len(v.warnings) != 0 || v.diff != "" {
 		t.Errorf("verdict %+v, want no divergence, warning or diff", v)
 	}
@@ -38,7 +62,7 @@ func TestJudgeEqual(t *testing.T) {
 }
 
 func TestJudgeOutput(t *testing.T) {
-	v := judge(evidence{recorded: stream("ses_1", "Hello"), live: stream("ses_2", "Bonjour"), normalizer: newNormalizer})
+	v := judged(t, evidence{recorded: memLines(stream("ses_1", "Hello")), live: memLines(stream("ses_2", "Bonjour")), normalizer: newNormalizer})
 	want := Divergence{
 		Kind: OutputDiffers, Lane: store.LaneAgent,
 		Path: "$[1].params.update.content.text", Recorded: "Hello", Live: "Bonjour",
@@ -56,7 +80,7 @@ func TestJudgeOutput(t *testing.T) {
 
 	// A line the replay lacks: the recorded value, summed up, and
 	// nothing.
-	v = judge(evidence{recorded: stream("ses_1", "Hello"), live: stream("ses_2", "Hello")[:1], normalizer: newNormalizer})
+	v = judged(t, evidence{recorded: memLines(stream("ses_1", "Hello")), live: memLines(stream("ses_2", "Hello")[:1]), normalizer: newNormalizer})
 	if len(v.divergences) != 1 || v.divergences[0].Message != `agent output differs in agent message is missing (1 update recorded, the first agent_message_chunk "Hello")` {
 		t.Errorf("missing line: divergences %v", v.divergences)
 	}
@@ -100,13 +124,13 @@ func TestJudgeOrder(t *testing.T) {
 	raced := turnOutput("ses_2", "call_9z8y7x6w5v4u", "n", "p", "i", "d", "c1", "c2", "a", "u")
 	byStream := func() *normalize.Normalizer { return normalize.New(normalize.Options{}) }
 	strict := func() *normalize.Normalizer { return normalize.New(normalize.Options{Order: normalize.Strict}) }
-	if v := judge(evidence{recorded: recorded, live: raced, normalizer: byStream}); len(v.divergences) != 0 || v.diff != "" {
+	if v := judged(t, evidence{recorded: memLines(recorded), live: memLines(raced), normalizer: byStream}); len(v.divergences) != 0 || v.diff != "" {
 		t.Errorf("per stream: divergences %v, want none", messagesOf(v.divergences))
 	}
-	if v := judge(evidence{recorded: recorded, live: raced, normalizer: byStream}); !slices.EqualFunc(v.expected, v.actual, slices.Equal) {
+	if v := judged(t, evidence{recorded: memLines(recorded), live: memLines(raced), normalizer: byStream}); !slices.EqualFunc(v.expected, v.actual, slices.Equal) {
 		t.Errorf("per stream: equal streams listed apart:\n%s\n%s", v.expected, v.actual)
 	}
-	v := judge(evidence{recorded: recorded, live: raced, normalizer: strict})
+	v := judged(t, evidence{recorded: memLines(recorded), live: memLines(raced), normalizer: strict})
 	want := `agent output differs at $[3]: expected agent_message_chunk "c1 c2 ", got tool_call_update (completed); ` +
 		`the recorded $[3] moved: it is $[4] in the replay; the replayed $[3] is $[4] in the recording`
 	if len(v.divergences) != 1 || v.divergences[0].Message != want || v.diff == "" {
@@ -135,7 +159,7 @@ func TestJudgeOrder(t *testing.T) {
 			[]string{"n", "p", "i", "c1", "c2", "d", "u"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v := judge(evidence{recorded: recorded, live: turnOutput("ses_2", "call_9z8y7x6w5v4u", tc.live...), normalizer: byStream})
+			v := judged(t, evidence{recorded: memLines(recorded), live: memLines(turnOutput("ses_2", "call_9z8y7x6w5v4u", tc.live...)), normalizer: byStream})
 			if len(v.divergences) != 1 || v.divergences[0].Message != tc.want {
 				t.Errorf("divergences\n%q\nwant\n%q", messagesOf(v.divergences), tc.want)
 			}
@@ -145,7 +169,7 @@ func TestJudgeOrder(t *testing.T) {
 		})
 	}
 	// A tool call added is named in the replay's terms.
-	v = judge(evidence{recorded: turnOutput("ses_1", "x", "n", "c1", "a"), live: turnOutput("ses_2", "call_9z8y7x6w5v4u", "n", "p", "c1", "a"), normalizer: byStream})
+	v = judged(t, evidence{recorded: memLines(turnOutput("ses_1", "x", "n", "c1", "a")), live: memLines(turnOutput("ses_2", "call_9z8y7x6w5v4u", "n", "p", "c1", "a")), normalizer: byStream})
 	if want := `agent output differs in turn 1, tool call <toolCallId:1> was added (1 update, the first tool_call "Read notes.txt" (pending))`; len(v.divergences) != 1 || v.divergences[0].Message != want {
 		t.Errorf("a tool call added: divergences %q, want %q", messagesOf(v.divergences), want)
 	}
@@ -162,8 +186,8 @@ func TestJudgeEverything(t *testing.T) {
 		Drift: []llmserver.Drift{{Number: 1, Path: "$.body.model", Recorded: "gpt-5", Live: "gpt-4"}},
 	}
 	ev := evidence{
-		recorded:   stream("ses_1", "Hello"),
-		live:       stream("ses_2", "Bonjour"),
+		recorded:   memLines(stream("ses_1", "Hello")),
+		live:       memLines(stream("ses_2", "Bonjour")),
 		driveErr:   errors.Join(missing, wait),
 		llm:        report,
 		normalizer: newNormalizer,
@@ -182,7 +206,7 @@ func TestJudgeEverything(t *testing.T) {
 	}
 	for _, mode := range []RequestMode{RequestsWarn, RequestsFail} {
 		ev.requests = mode
-		v := judge(ev)
+		v := judged(t, ev)
 		kinds, messages := kinds(v.divergences), messagesOf(v.divergences)
 		wantWarnings := []Divergence{drift}
 		if mode == RequestsFail {

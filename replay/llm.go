@@ -28,7 +28,7 @@ type normalizers struct {
 func newNormalizers(rec *recording, sb *sandbox, opts *Options) normalizers {
 	o := normalize.Options{
 		// Found once: new is called twice per LLM request.
-		Cwd:        nonEmpty(append(sessionCwds(rec.frames), rec.meta.Cwd, sb.work)...),
+		Cwd:        nonEmpty(append(slices.Clone(rec.cwds), rec.meta.Cwd, sb.work)...),
 		Home:       nonEmpty(rec.meta.Home, sb.home),
 		Tmp:        nonEmpty(rec.meta.Tmp, sb.tmp),
 		Rules:      append(slices.Clip(opts.Rules), rec.rules...),

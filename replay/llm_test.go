@@ -13,7 +13,6 @@ import (
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testkit"
-	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
 )
@@ -206,9 +205,7 @@ func TestStartLLMFaults(t *testing.T) {
 func TestCompareRequests(t *testing.T) {
 	rec := &recording{
 		meta: store.Recording{Cwd: "/rec/project", Home: "/home/u"},
-		frames: []driver.Frame{
-			{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/rec/session","mcpServers":[]}}`)},
-		},
+		cwds: addSessionCwd(nil, []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/rec/session","mcpServers":[]}}`)),
 	}
 	sb := &sandbox{work: "/sb/work", home: "/sb/home", tmp: "/sb/tmp"}
 	n := newNormalizers(rec, sb, &Options{})

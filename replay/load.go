@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,29 +20,43 @@ import (
 
 // recording is what a replay reads of a stored recording.
 type recording struct {
-	meta      store.Recording
-	frames    []driver.Frame // editor and agent frames in recorded order, Continued pieces joined
-	agent     [][]byte       // the agent frames alone
+	meta store.Recording
+	// frames are the editor and agent frames in recorded order, Continued
+	// pieces joined, spooled; agent are the agent frames among them that
+	// take part in the comparison (see compared), by index.
+	frames    *frameSpool
+	agent     []int
+	editors   int      // how many of frames are the editor's
+	cwds      []string // the cwds of the editor's session/new and session/load requests
 	exchanges []llmserver.Recorded
 	rules     []normalize.Rule // stored by calibrate, unless Options.Uncalibrated
 }
 
 // load reads the named recording of st: its metadata, its editor and agent
-// frames, each line whole, and its complete LLM exchanges, numbered as
-// `acptap show` numbers them. Stderr is left out: a replay neither plays
-// nor compares it.
+// frames, each line whole, into a spool, and its complete LLM exchanges,
+// numbered as `acptap show` numbers them. Stderr is left out: a replay
+// neither plays nor compares it. The caller closes the recording.
 func load(st *store.Store, name string) (*recording, error) {
 	meta, err := st.Get(name)
 	if err != nil {
 		return nil, err
 	}
-	rec := &recording{meta: meta}
+	sp, err := newSpool()
+	if err != nil {
+		return nil, err
+	}
+	rec := &recording{meta: meta, frames: &frameSpool{spool: sp}}
 	var pending = map[store.Lane][]byte{}
 	number := 0
 	err = st.Events(name, func(e store.Event) error {
 		switch e.Lane {
 		case store.LaneEditor, store.LaneAgent:
-			data := append(pending[e.Lane], e.Data...)
+			data := e.Data
+			if p, ok := pending[e.Lane]; ok || e.Flags&store.FlagContinued != 0 {
+				// The pieces of a long line, copied: an event's Data is
+				// its block's.
+				data = append(p, e.Data...)
+			}
 			if e.Flags&store.FlagContinued != 0 {
 				pending[e.Lane] = data
 				return nil
@@ -50,9 +65,14 @@ func load(st *store.Store, name string) (*recording, error) {
 			dir := driver.FromEditor
 			if e.Lane == store.LaneAgent {
 				dir = driver.FromAgent
-				rec.agent = append(rec.agent, data)
+				if compared(data) {
+					rec.agent = append(rec.agent, rec.frames.Len())
+				}
+			} else {
+				rec.editors++
+				rec.cwds = addSessionCwd(rec.cwds, data)
 			}
-			rec.frames = append(rec.frames, driver.Frame{Dir: dir, Data: data})
+			rec.frames.add(dir, data)
 		case store.LaneLLM:
 			if e.Flags&store.FlagIncomplete != 0 {
 				// In flight when the recording stopped: no response to
@@ -68,10 +88,23 @@ func load(st *store.Store, name string) (*recording, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		err = rec.frames.flush()
+	}
 	if err != nil {
+		rec.close()
 		return nil, err
 	}
 	return rec, nil
+}
+
+// close removes the recording's spool.
+func (rec *recording) close() { rec.frames.close() }
+
+// agentLines returns the recorded agent lines that take part in the
+// comparison.
+func (rec *recording) agentLines() normalize.Lines {
+	return spooledLines{s: rec.frames.spool, index: rec.agent}
 }
 
 // command returns the agent command to replay rec with: override, else
@@ -113,24 +146,21 @@ func (rec *recording) startError(argv []string, override bool, err error) error 
 	return nf
 }
 
-// sessionCwds returns the cwds of the recorded session/new (and
-// session/load) requests.
-func sessionCwds(frames []driver.Frame) []string {
-	var cwds []string
-	for _, f := range frames {
-		if f.Dir != driver.FromEditor {
-			continue
-		}
-		m := acp.Parse(f.Data)
-		if m.Kind != acp.Request || (m.Method != "session/new" && m.Method != "session/load") {
-			continue
-		}
-		var p struct {
-			Cwd string `json:"cwd"`
-		}
-		if json.Unmarshal(m.Params, &p) == nil && filepath.IsAbs(p.Cwd) && !slices.Contains(cwds, p.Cwd) {
-			cwds = append(cwds, p.Cwd)
-		}
+// addSessionCwd adds to cwds the cwd of an editor frame that is a
+// session/new (or session/load) request, if it is absolute and new.
+func addSessionCwd(cwds []string, frame []byte) []string {
+	if !bytes.Contains(frame, []byte(`"session/`)) {
+		return cwds // not worth decoding
+	}
+	m := acp.Parse(frame)
+	if m.Kind != acp.Request || (m.Method != "session/new" && m.Method != "session/load") {
+		return cwds
+	}
+	var p struct {
+		Cwd string `json:"cwd"`
+	}
+	if json.Unmarshal(m.Params, &p) == nil && filepath.IsAbs(p.Cwd) && !slices.Contains(cwds, p.Cwd) {
+		cwds = append(cwds, p.Cwd)
 	}
 	return cwds
 }

@@ -50,11 +50,13 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rec.close()
 	if !slices.Equal(rec.meta.Argv, []string{"agent", "--acp"}) || rec.meta.Cwd != "/rec" {
 		t.Errorf("meta: argv %q, cwd %q", rec.meta.Argv, rec.meta.Cwd)
 	}
 	var frames []string
-	for _, f := range rec.frames {
+	recFrames := spooledFrames(t, rec)
+	for _, f := range recFrames {
 		frames = append(frames, f.Dir.String()+" "+string(f.Data))
 	}
 	// The editor's line is whole where its last piece was; stderr is not
@@ -67,8 +69,20 @@ func TestLoad(t *testing.T) {
 	if !slices.Equal(frames, wantFrames) {
 		t.Errorf("frames:\ngot  %q\nwant %q", frames, wantFrames)
 	}
-	if got := agentFrames(rec.frames); !slices.EqualFunc(got, rec.agent, slices.Equal) {
-		t.Errorf("agent frames %q, want those of frames, %q", rec.agent, got)
+	var compared [][]byte
+	lines := rec.agentLines()
+	for i := range lines.Len() {
+		f, err := lines.Frame(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compared = append(compared, f.Line)
+	}
+	if got := agentFrames(recFrames); !slices.EqualFunc(got, compared, slices.Equal) {
+		t.Errorf("agent lines compared %q, want the agent frames, %q", compared, got)
+	}
+	if rec.editors != 1 || !slices.Equal(rec.cwds, nil) {
+		t.Errorf("%d editor frames, session cwds %q; want 1 and none", rec.editors, rec.cwds)
 	}
 	// Numbered as show numbers them: the incomplete exchange is not one.
 	var exchanges []string
@@ -105,6 +119,20 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// spooledFrames returns the frames of rec's spool.
+func spooledFrames(t *testing.T, rec *recording) []driver.Frame {
+	t.Helper()
+	var frames []driver.Frame
+	for i := range rec.frames.Len() {
+		f, err := rec.frames.Frame(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames = append(frames, f)
+	}
+	return frames
+}
+
 func TestRecordingCommand(t *testing.T) {
 	recorded := &recording{meta: store.Recording{Name: "r", Argv: []string{"agent", "--acp"}}}
 	bare := &recording{meta: store.Recording{Name: "bare"}}
@@ -136,7 +164,13 @@ func TestSessionCwds(t *testing.T) {
 		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"relative"}}`)},
 		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"cwd":"/rec/c"}}`)},
 	}
-	if got, want := sessionCwds(frames), []string{"/rec/a", "/rec/b"}; !slices.Equal(got, want) {
-		t.Errorf("sessionCwds = %q, want %q", got, want)
+	var got []string
+	for _, f := range frames {
+		if f.Dir == driver.FromEditor {
+			got = addSessionCwd(got, f.Data)
+		}
+	}
+	if want := []string{"/rec/a", "/rec/b"}; !slices.Equal(got, want) {
+		t.Errorf("session cwds = %q, want %q", got, want)
 	}
 }

@@ -55,10 +55,12 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer ra.close()
 	rb, err := load(st, b)
 	if err != nil {
 		return nil, err
 	}
+	defer rb.close()
 	rules := slices.Clip(opts.Rules)
 	for _, name := range []string{a, b} {
 		stored, err := StoredRules(st, name)
@@ -68,7 +70,7 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 		rules = append(rules, stored...)
 	}
 	norms := normalizersOf(normalize.Options{
-		Cwd:        nonEmpty(slices.Concat(sessionCwds(ra.frames), []string{ra.meta.Cwd}, sessionCwds(rb.frames), []string{rb.meta.Cwd})...),
+		Cwd:        nonEmpty(slices.Concat(ra.cwds, []string{ra.meta.Cwd}, rb.cwds, []string{rb.meta.Cwd})...),
 		Home:       nonEmpty(ra.meta.Home, rb.meta.Home),
 		Tmp:        nonEmpty(ra.meta.Tmp, rb.meta.Tmp),
 		Rules:      rules,
@@ -76,7 +78,10 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 		Order:      opts.Order,
 	})
 	res := &DiffResult{A: a, B: b}
-	c := normalize.Compare(transcript(norms.new(), ra.agent), transcript(norms.new(), rb.agent))
+	c, err := compareOutput(norms.new, ra.agentLines(), rb.agentLines(), true)
+	if err != nil {
+		return nil, err
+	}
 	res.Expected, res.Actual = c.Want, c.Got
 	if c.Diff != nil {
 		res.Divergences = append(res.Divergences, outputDiffers(c.Diff))

@@ -114,6 +114,17 @@ type Options struct {
 	// turn (normalize.ByStream, the default) or in its total order
 	// (normalize.Strict).
 	Order normalize.Order
+	// Discard leaves out of the Result what grows with the session: Live,
+	// Timeline, Expected and Actual (Diff is still made when the output
+	// differs), and Update cannot use it. A replay always spools the
+	// recording's frames and the agent's output to temporary files and
+	// reads them back as it plays and compares them; with Discard it
+	// holds neither in memory and compares digests first, so that what it
+	// holds grows with the frames of the largest turn (an index of some
+	// bytes per frame) and the largest value, not with the bytes of the
+	// frames. The recorded LLM exchanges are still held whole. Plain
+	// `acptap replay` sets it; --update and --html do not.
+	Discard bool
 	// CA intercepts TLS for agents that reach the LLM by HTTPS_PROXY. If
 	// nil, the tap's default (proxy.Config.CA).
 	CA *proxy.CA
@@ -140,15 +151,18 @@ type Result struct {
 	// streams, pretty JSON; empty when they are equal.
 	Diff string
 	// Expected and Actual are the normalized agent streams, as lists of
-	// values arranged for the diff (see normalize.Comparison).
+	// values arranged for the diff (see normalize.Comparison); nil with
+	// Options.Discard.
 	Expected, Actual []json.RawMessage
 	// Requests are the LLM requests and their recorded twins, normalized,
 	// by exchange Number, with Options.KeepRequests; nil without.
 	Requests []RequestPair
-	// Live is every line the agent wrote on stdout, in order.
+	// Live is every line the agent wrote on stdout, in order; nil with
+	// Options.Discard.
 	Live [][]byte
 	// Timeline is the order in which the replay sent the recorded editor
-	// frames and received the lines of Live, each line once (see Step).
+	// frames and received the lines of Live, each line once (see Step);
+	// nil with Options.Discard.
 	Timeline []Step
 	// Exit is how the agent ended.
 	Exit stdiotap.Exit
@@ -157,15 +171,16 @@ type Result struct {
 	Frames   int // recorded editor and agent frames
 	Duration time.Duration
 
-	editors int                          // recorded editor frames
-	restore func(i int, l []byte) []byte // Live[i] in the recording's terms; see Update
+	editors   int                          // recorded editor frames
+	restore   func(i int, l []byte) []byte // Live[i] in the recording's terms; see Update
+	discarded bool                         // made with Options.Discard
 }
 
 // Equal reports whether the replay matched the recording.
 func (r *Result) Equal() bool { return len(r.Divergences) == 0 }
 
 // Run replays recording name of st. It returns an error when the replay
-// could not run: ErrNoCommand, ErrWorkspace, ErrEnv or ErrStart wrapped,
+// could not run: ErrNoCommand, ErrWorkspace, ErrEnv, ErrStart or ErrSpool wrapped,
 // or one of st's (store.ErrNotFound for a missing recording). How the
 // agent behaved, however badly, is in the Result.
 func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Result, error) {
@@ -174,6 +189,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	defer rec.close()
 	if !opts.Uncalibrated {
 		if rec.rules, err = StoredRules(st, name); err != nil {
 			return nil, err
@@ -214,37 +230,45 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		frames:  rec.frames,
 		timeout: opts.Timeout,
 		pathMap: sb.pathMap(rec),
+		keep:    !opts.Discard,
 	})
 	if err != nil {
 		return nil, rec.startError(argv, opts.Argv != nil, err)
 	}
+	defer run.live.close()
 
 	report := llm.server.Report()
 	res := &Result{
-		Name:     name,
-		Requests: kept.pairs(),
-		Live:     run.live,
-		Exit:     run.exit,
-		LLM:      report,
-		Frames:   len(rec.frames),
+		Name:      name,
+		Requests:  kept.pairs(),
+		Live:      run.kept,
+		Exit:      run.exit,
+		LLM:       report,
+		Frames:    rec.frames.Len(),
+		editors:   rec.editors,
+		discarded: opts.Discard,
 	}
-	res.timeline(rec, sb, &run.drive)
-	// What is left of the recording is the agent's lines, for the
-	// comparison, which lets go of them once normalized: a big
-	// recording is not held several times over at once.
-	recorded := rec.agent
-	rec.frames, rec.agent, run.drive = nil, nil, driver.Result{}
-	v := judge(evidence{
-		recorded:   recorded,
-		live:       run.live,
+	if !opts.Discard {
+		res.timeline(rec, sb, &run.drive)
+	}
+	run.drive = driver.Result{}
+	v, err := judge(evidence{
+		recorded:   rec.agentLines(),
+		live:       spooledLines{s: run.live, index: run.compared},
+		keep:       !opts.Discard,
 		driveErr:   run.driveErr,
 		llm:        report,
 		requests:   opts.Requests,
 		strictHTTP: opts.StrictHTTP,
 		normalizer: norms.new,
 	})
-	res.Divergences, res.Warnings = v.divergences, v.warnings
-	res.Diff, res.Expected, res.Actual = v.diff, v.expected, v.actual
+	if err != nil {
+		return nil, err
+	}
+	res.Divergences, res.Warnings, res.Diff = v.divergences, v.warnings, v.diff
+	if !opts.Discard {
+		res.Expected, res.Actual = v.expected, v.actual
+	}
 	res.Duration = time.Since(started)
 	return res, nil
 }

@@ -44,13 +44,14 @@ func TestRunEqual(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rec.close()
 	res := replayIt(t, st, "typo", runOptions(t))
 	if !res.Equal() {
 		t.Fatalf("replay diverged: %v\n%s", res.Divergences, res.Diff)
 	}
-	if res.Name != "typo" || res.Frames != len(rec.frames) || res.Exit.Code != 0 || res.Diff != "" || len(res.Warnings) != 0 {
+	if res.Name != "typo" || res.Frames != rec.frames.Len() || res.Exit.Code != 0 || res.Diff != "" || len(res.Warnings) != 0 {
 		t.Errorf("Result: name %q, %d frames, %v, diff %q, warnings %v; want typo, %d frames, exit status 0, no diff, no warning",
-			res.Name, res.Frames, res.Exit, res.Diff, res.Warnings, len(rec.frames))
+			res.Name, res.Frames, res.Exit, res.Diff, res.Warnings, rec.frames.Len())
 	}
 	if len(res.Live) != len(rec.agent) || len(res.Expected) != len(res.Actual) {
 		t.Errorf("%d live lines for %d recorded; %d normalized expected, %d actual", len(res.Live), len(rec.agent), len(res.Expected), len(res.Actual))

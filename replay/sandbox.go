@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/acptap/acptap/internal/redact"
@@ -51,7 +52,7 @@ func newSandbox(st *store.Store, rec *recording, workspace string, extraEnv []st
 // directory ~/.gemini/tmp/<name>/ in its system prompt, so the replay's
 // workspace bears the same name.
 func workspaceName(rec *recording) string {
-	for _, dir := range append(sessionCwds(rec.frames), rec.meta.Cwd) {
+	for _, dir := range append(slices.Clone(rec.cwds), rec.meta.Cwd) {
 		if name := filepath.Base(dir); dir != "" && name != "." && name != ".." && name != string(filepath.Separator) {
 			return name
 		}
@@ -106,7 +107,7 @@ func (sb *sandbox) remove() { os.RemoveAll(sb.root) }
 func (sb *sandbox) pathMap(rec *recording) map[string]string {
 	meta := rec.meta
 	m := map[string]string{}
-	for _, cwd := range sessionCwds(rec.frames) {
+	for _, cwd := range rec.cwds {
 		m[cwd] = sb.work
 	}
 	if meta.Cwd != "" {

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/snapshot"
-	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/store"
 )
 
@@ -66,10 +65,12 @@ func TestSandboxWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer snap.close()
 	plain, err := load(st, "plain")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer plain.close()
 	seed := dirWith(t, "seed.txt", "from --workspace")
 	for _, tc := range []struct {
 		name      string
@@ -123,6 +124,7 @@ func TestSandboxWorkspaceErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer lost.close()
 	// Sandboxes are made in TMPDIR: one of the test's own shows what is
 	// left.
 	tmp := t.TempDir()
@@ -187,17 +189,17 @@ func TestSandboxEnv(t *testing.T) {
 // system prompt.
 func TestSandboxWorkspaceName(t *testing.T) {
 	st := openStore(t)
-	sessionNew := func(cwd string) []driver.Frame {
-		return []driver.Frame{{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"` + cwd + `","mcpServers":[]}}`)}}
+	sessionNew := func(cwd string) []string {
+		return addSessionCwd(nil, []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"`+cwd+`","mcpServers":[]}}`))
 	}
 	for _, tc := range []struct {
 		name string
 		rec  *recording
 		want string
 	}{
-		{"the session's cwd", &recording{meta: store.Recording{Cwd: "/rec"}, frames: sessionNew("/rec/my-project")}, "my-project"},
+		{"the session's cwd", &recording{meta: store.Recording{Cwd: "/rec"}, cwds: sessionNew("/rec/my-project")}, "my-project"},
 		{"acptap's cwd", &recording{meta: store.Recording{Cwd: "/rec/ws"}}, "ws"},
-		{"a session in /", &recording{meta: store.Recording{Cwd: "/rec/ws"}, frames: sessionNew("/")}, "ws"},
+		{"a session in /", &recording{meta: store.Recording{Cwd: "/rec/ws"}, cwds: sessionNew("/")}, "ws"},
 		{"the root", &recording{meta: store.Recording{Cwd: "/"}}, "work"},
 		{"no cwd", &recording{}, "work"},
 		{"named as the sandbox's home", &recording{meta: store.Recording{Cwd: "/rec/home"}}, "home"},
@@ -224,9 +226,7 @@ func TestSandboxWorkspaceName(t *testing.T) {
 func TestSandboxPathMap(t *testing.T) {
 	rec := &recording{
 		meta: store.Recording{Cwd: "/rec", Home: "/home/u", Tmp: "/"},
-		frames: []driver.Frame{
-			{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/rec/project","mcpServers":[]}}`)},
-		},
+		cwds: addSessionCwd(nil, []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/rec/project","mcpServers":[]}}`)),
 	}
 	sb := &sandbox{work: "/sb/work", home: "/sb/home", tmp: "/sb/tmp"}
 	// "/" is nobody's TMPDIR worth mapping: every path is under it.

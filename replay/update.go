@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/acptap/acptap/replay/driver"
@@ -29,14 +30,15 @@ type Step struct {
 // timeline fills in res.Timeline, from the driver's, and what Update
 // needs to know of the replay.
 func (res *Result) timeline(rec *recording, sb *sandbox, drv *driver.Result) {
-	ordinal := make([]int, len(rec.frames)) // frame index → editor ordinal
-	for i, f := range rec.frames {
-		ordinal[i] = res.editors
-		if f.Dir == driver.FromEditor {
-			res.editors++
+	ordinal := make([]int, len(rec.frames.dirs)) // frame index → editor ordinal
+	editors := 0
+	for i, dir := range rec.frames.dirs {
+		ordinal[i] = editors
+		if dir == driver.FromEditor {
+			editors++
 		}
 	}
-	res.Timeline = make([]Step, 0, len(drv.Timeline)+len(res.Live)-len(drv.Live))
+	res.Timeline = make([]Step, 0, len(drv.Timeline)+len(res.Live)-drv.Received)
 	for _, st := range drv.Timeline {
 		if st.Dir == driver.FromEditor {
 			st.Index = ordinal[st.Index]
@@ -44,13 +46,13 @@ func (res *Result) timeline(rec *recording, sb *sandbox, drv *driver.Result) {
 		res.Timeline = append(res.Timeline, Step(st))
 	}
 	// The lines the driver left: those after the end of the recording.
-	for i := len(drv.Live); i < len(res.Live); i++ {
+	for i := drv.Received; i < len(res.Live); i++ {
 		res.Timeline = append(res.Timeline, Step{driver.FromAgent, i})
 	}
 	// The sandbox's directories go back to the recorded ones: the first
 	// session's cwd (all of them map to the workspace), HOME and TMPDIR.
 	paths := map[string]string{}
-	if cwd := nonEmpty(append(sessionCwds(rec.frames), rec.meta.Cwd)...); len(cwd) > 0 {
+	if cwd := nonEmpty(append(slices.Clone(rec.cwds), rec.meta.Cwd)...); len(cwd) > 0 {
 		paths[sb.work] = cwd[0]
 	}
 	if rec.meta.Home != "" && rec.meta.Home != "/" {
@@ -67,6 +69,9 @@ func (res *Result) timeline(rec *recording, sb *sandbox, drv *driver.Result) {
 // divergence (or there is none). Otherwise it returns ErrNotUpdatable
 // with the first other divergence.
 func (res *Result) Updatable() error {
+	if res.discarded {
+		return fmt.Errorf("%w %q: the replay kept none of the agent's lines (Options.Discard)", ErrNotUpdatable, res.Name)
+	}
 	if res.restore == nil {
 		return fmt.Errorf("%w %q: the result is not one of a replay", ErrNotUpdatable, res.Name)
 	}

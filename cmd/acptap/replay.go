@@ -422,7 +422,12 @@ func replayOne(ctx context.Context, src *source, name string, opts *replayOption
 	o = outcome{name: name}
 	started := time.Now()
 	defer func() { o.duration = time.Since(started) }()
-	res, err := replay.Run(ctx, st, name, opts.Replay)
+	ro := opts.Replay
+	// Only --update and --html use the agent's lines and the normalized
+	// streams: without them a replay keeps none, and its memory does not
+	// grow with the recording.
+	ro.Discard = !opts.Update && opts.HTML == ""
+	res, err := replay.Run(ctx, st, name, ro)
 	if ctx.Err() != nil {
 		// Stopped by a signal: neither a verdict nor an error.
 		o.interrupted = true
@@ -437,6 +442,8 @@ func replayOne(ctx context.Context, src *source, name string, opts *replayOption
 		switch {
 		case errors.Is(err, replay.ErrNoCommand):
 			err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
+		case errors.Is(err, replay.ErrSpool):
+			err = fmt.Errorf("%w; set TMPDIR to a writable directory with room for the recording", err)
 		case errors.As(err, &nf) && nf.Recorded == "":
 			err = fmt.Errorf("%w; pass an agent that exists after --", err)
 		case errors.As(err, &nf) && nf.Recorded != nf.Program:

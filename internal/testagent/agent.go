@@ -37,6 +37,7 @@ type config struct {
 	chunkSize     int           // bytes per scripted answer chunk
 	chunkDelay    time.Duration // pause between scripted answer chunks
 	junk          bool          // print a non-JSON line at startup
+	junkLines     int           // non-JSON lines printed in each scripted turn
 	stderrLog     bool          // log each received message to stderr
 	ignoreEOF     bool          // keep running after stdin EOF until signalled
 	ignoreSIGTERM bool          // ignore SIGTERM (only SIGINT or SIGKILL stop the agent)
@@ -83,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.IntVar(&cfg.chunkSize, "chunk-size", 8, "bytes per answer chunk (scripted mode)")
 	fs.DurationVar(&cfg.chunkDelay, "chunk-delay", 0, "pause between answer chunks (scripted mode)")
 	fs.BoolVar(&cfg.junk, "junk", false, "print a non-JSON line to stdout at startup")
+	fs.IntVar(&cfg.junkLines, "junk-lines", 0, "print `N` non-JSON lines to stdout in each turn, before the answer (scripted mode)")
 	fs.BoolVar(&cfg.stderrLog, "stderr-log", false, "log each received message to stderr")
 	fs.BoolVar(&cfg.ignoreEOF, "ignore-eof", false, "keep running after stdin EOF until signalled")
 	fs.BoolVar(&cfg.ignoreSIGTERM, "ignore-sigterm", false, "ignore SIGTERM")
@@ -155,6 +157,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 // Scripted mode (the default), per prompt turn:
 //
 //	--thought TEXT    send an agent_thought_chunk with TEXT first
+//	--junk-lines N    print N non-JSON lines to stdout before the answer
 //	--read PATH       read PATH (relative to the session cwd) through the
 //	                  editor: tool_call, session/request_permission,
 //	                  fs/read_text_file, tool_call_update; repeatable

@@ -486,6 +486,22 @@ func TestJunkLineSkipped(t *testing.T) {
 	}
 }
 
+func TestJunkLinesEachTurn(t *testing.T) {
+	tr, _ := mustSession(t, testeditor.Options{Prompts: []string{"one", "two"}}, nil, "--junk-lines", "3")
+	junk := 0
+	for _, m := range decode(t, tr) {
+		if m.Dir == "recv" && m.Raw != "" {
+			junk++
+		}
+	}
+	if junk != 6 {
+		t.Errorf("%d non-JSON lines in two turns, want 3 each", junk)
+	}
+	if len(tr.Turns) != 2 || tr.Turns[1].Text != "You said: two" {
+		t.Errorf("turns = %+v, want two answered", tr.Turns)
+	}
+}
+
 func TestExitStatus(t *testing.T) {
 	tr, stderr, err := session(t, testeditor.Options{}, nil, "--exit", "7")
 	if err == nil || !strings.Contains(err.Error(), "exited with status 7") || !strings.Contains(err.Error(), "initialize") {

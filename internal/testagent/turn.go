@@ -51,6 +51,10 @@ func (a *agent) scriptedTurn(ctx context.Context, s *session, prompt string) str
 			return stopCancelled
 		}
 	}
+	for i := range a.cfg.junkLines {
+		// Log lines on stdout, as some agents print them mid-session.
+		a.c.send(fmt.Appendf(nil, "testagent log: turn line %d of %d (not JSON-RPC)\n", i+1, a.cfg.junkLines))
+	}
 	text := "You said: " + prompt
 	if a.cfg.message != nil {
 		text = *a.cfg.message

@@ -39,6 +39,25 @@ type Frame struct {
 	Data []byte // the whole line without its '\n'
 }
 
+// A Source is a recording's frames read by index, such as frames spooled
+// to a file: NewFrom reads them all once, in order, and Run reads again
+// the editor frames it sends and the recorded twins of the agent's
+// responses and requests. Frame must be safe for concurrent use when Runs
+// are, and a Frame it returns must not change: Run may keep its Data
+// until it has written it.
+type Source interface {
+	// Len returns how many frames there are.
+	Len() int
+	// Frame returns frame i, 0 <= i < Len().
+	Frame(i int) (Frame, error)
+}
+
+// frameSlice is a Source in memory.
+type frameSlice []Frame
+
+func (s frameSlice) Len() int                   { return len(s) }
+func (s frameSlice) Frame(i int) (Frame, error) { return s[i], nil }
+
 // DefaultTimeout is the Timeout used when Options.Timeout is zero.
 const DefaultTimeout = 30 * time.Second
 
@@ -47,7 +66,13 @@ type Options struct {
 	// Recorded are the recording's editor and agent frames in recorded
 	// order, stderr and LLM lanes left out, pieces of a long line joined.
 	// The Driver keeps the slice: it must not change while in use.
+	// NewFrom reads them from a Source instead.
 	Recorded []Frame
+
+	// Discard makes Run keep none of the lines it exchanged (Result.Live
+	// and Result.Sent), and NoTimeline no Timeline, so that what it
+	// holds does not grow with the session.
+	Discard, NoTimeline bool
 
 	// Timeout is how long Run waits for the agent while the agent sends
 	// nothing and reads nothing; then it fails with a *WaitError wrapping
@@ -108,34 +133,54 @@ type Options struct {
 // substitutions. Lines that are not JSON-RPC messages are sent as they
 // were (editor) or collected and never awaited (agent).
 type Driver struct {
-	plan    *plan
-	timeout time.Duration
-	paths   *pathMap
+	plan       *plan
+	timeout    time.Duration
+	paths      *pathMap
+	discard    bool
+	noTimeline bool
 }
 
 // New prepares to play opts.Recorded.
 func New(opts Options) *Driver {
+	d, _ := NewFrom(frameSlice(opts.Recorded), opts) // frames in memory are always read
+	return d
+}
+
+// NewFrom prepares to play the frames of src, in place of
+// opts.Recorded. It reads them all, and fails with the first error of
+// src.Frame. The Driver keeps src.
+func NewFrom(src Source, opts Options) (*Driver, error) {
+	p, err := newPlan(src)
+	if err != nil {
+		return nil, err
+	}
 	d := &Driver{
-		plan:    newPlan(opts.Recorded),
-		timeout: opts.Timeout,
-		paths:   newPathMap(opts.PathMap),
+		plan:       p,
+		timeout:    opts.Timeout,
+		paths:      newPathMap(opts.PathMap),
+		discard:    opts.Discard,
+		noTimeline: opts.NoTimeline,
 	}
 	if d.timeout <= 0 {
 		d.timeout = DefaultTimeout
 	}
-	return d
+	return d, nil
 }
 
 // Result is what a Run exchanged with the agent. Sent lines may share
 // memory with Options.Recorded.
 type Result struct {
-	Live [][]byte // the agent's lines Run received, in order
-	Sent [][]byte // the lines Run wrote to the agent, in order, without '\n'
+	Live [][]byte // the agent's lines Run received, in order; nil with Options.Discard
+	Sent [][]byte // the lines Run wrote to the agent, in order, without '\n'; nil with Options.Discard
 
 	// Timeline is the order in which Run started writing recorded editor
 	// frames and received the agent's lines (see Step). Error responses
-	// to unrecorded agent requests are not in it.
+	// to unrecorded agent requests are not in it. Nil with
+	// Options.NoTimeline.
 	Timeline []Step
+
+	// Received is how many lines Run received, kept or not.
+	Received int
 
 	subs   substitutions           // learned in the Run, for Restorer
 	reqIDs map[int]json.RawMessage // Live index of an agent request → the id of its recorded twin
@@ -209,6 +254,8 @@ type run struct {
 	writes   chan []byte       // to the writer goroutine
 	written  chan error        // from the writer goroutine
 	errs     []error           // mismatches so far
+	readErr  error             // the first recorded frame that could not be read, which ends the Run
+	atTotal  map[noteKey]int   // the last copy of total in at, nil if total changed since
 	start    time.Time         // when the current wait began
 	seen     time.Time         // the last sign of the agent: a line, or a completed write
 }
@@ -251,6 +298,9 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 		if done := r.progress(); done {
 			return nil
 		}
+		if r.readErr != nil {
+			return r.readErr
+		}
 		if closed {
 			return r.waitError(ErrOutputClosed, time.Now())
 		}
@@ -263,13 +313,18 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 			r.seen = time.Now()
 			timer.Reset(r.d.timeout)
 			r.receive(line)
+			if r.readErr != nil {
+				return r.readErr
+			}
 		case err := <-r.written:
 			w := r.inflight
 			r.inflight = nil
 			if err != nil {
 				return fmt.Errorf("writing %s to the agent: %w", r.subject(w), err)
 			}
-			r.res.Sent = append(r.res.Sent, w.data)
+			if !r.d.discard {
+				r.res.Sent = append(r.res.Sent, w.data)
+			}
 			r.seen = time.Now()
 			timer.Reset(r.d.timeout)
 			if w.step {
@@ -298,9 +353,13 @@ func (r *run) progress() bool {
 			if w.step {
 				r.start = time.Now()
 				// What the agent sends from now on may answer the step.
-				r.at = append(r.at, maps.Clone(r.total))
+				// Steps share a copy of total while it does not change.
+				if r.atTotal == nil {
+					r.atTotal = maps.Clone(r.total)
+				}
+				r.at = append(r.at, r.atTotal)
 			}
-			if w.frame >= 0 {
+			if w.frame >= 0 && !r.d.noTimeline {
 				r.res.Timeline = append(r.res.Timeline, Step{FromEditor, w.frame})
 			}
 			r.writes <- append(w.data[:len(w.data):len(w.data)], '\n')
@@ -314,11 +373,15 @@ func (r *run) progress() bool {
 		if !r.ready(st) {
 			return false
 		}
-		if st.frame == len(r.p.frames) {
+		if st.frame == r.p.n {
 			return r.inflight == nil && len(r.queue) == 0
 		}
+		line, ok := r.editorLine(st.frame, nil)
+		if !ok {
+			return false
+		}
 		r.next++
-		r.queue = append(r.queue, write{data: r.editorLine(st.frame, nil), frame: st.frame, step: true})
+		r.queue = append(r.queue, write{data: line, frame: st.frame, step: true})
 		r.flushAnswers()
 	}
 }
@@ -328,10 +391,10 @@ func (r *run) ready(st step) bool {
 	if r.cursor < st.anchors {
 		return false
 	}
-	if st.notes == nil || r.turnOver(st) {
+	if st.mid == nil || r.turnOver(st) {
 		return true
 	}
-	for k, n := range st.notes {
+	for k, n := range st.mid.notes {
 		if r.turnProgress(st, k) < n {
 			return false
 		}
@@ -342,13 +405,13 @@ func (r *run) ready(st step) bool {
 // turnProgress returns how much of notification kind k the live agent sent
 // since step st's turn began.
 func (r *run) turnProgress(st step, k noteKey) int {
-	return r.total[k] - r.at[st.since][k]
+	return r.total[k] - r.at[st.mid.since][k]
 }
 
 // turnOver reports whether the live agent has answered every editor
 // request that was pending when st was recorded.
 func (r *run) turnOver(st step) bool {
-	for _, k := range st.pending {
+	for _, k := range st.mid.pending {
 		if r.liveResp[k.id] < k.n {
 			return false
 		}
@@ -365,8 +428,13 @@ func (r *run) seenAnchor(a anchor) bool {
 
 // receive handles one line from the agent.
 func (r *run) receive(line []byte) {
-	r.res.Live = append(r.res.Live, line)
-	r.res.Timeline = append(r.res.Timeline, Step{FromAgent, len(r.res.Live) - 1})
+	if !r.d.discard {
+		r.res.Live = append(r.res.Live, line)
+	}
+	if !r.d.noTimeline {
+		r.res.Timeline = append(r.res.Timeline, Step{FromAgent, r.res.Received})
+	}
+	r.res.Received++
 	m := acp.Parse(line)
 	switch m.Kind {
 	case acp.Response, acp.Error:
@@ -376,22 +444,27 @@ func (r *run) receive(line []byte) {
 		id := acp.IDKey(m.ID)
 		r.liveResp[id]++
 		if i, ok := r.p.resps[respKey{id, r.liveResp[id]}]; ok && m.Kind == acp.Response {
-			if rec := acp.Parse(r.p.frames[i].Data); rec.Kind == acp.Response {
-				r.subs.learn(rec.Result, m.Result)
+			if data, ok := r.frame(i); ok {
+				if rec := acp.Parse(data); rec.Kind == acp.Response {
+					r.subs.learn(rec.Result, m.Result)
+				}
 			}
 		}
 	case acp.Request:
 		r.liveReq[m.Method]++
 		k := reqKey{m.Method, r.liveReq[m.Method]}
 		if i, ok := r.p.reqs[k]; ok {
-			rec := acp.Parse(r.p.frames[i].Data)
-			r.subs.learn(rec.Params, m.Params)
-			r.requestTwin(rec.ID)
+			if data, ok := r.frame(i); ok {
+				rec := acp.Parse(data)
+				r.subs.learn(rec.Params, m.Params)
+				r.requestTwin(rec.ID)
+			}
 		}
 		r.request(k, m.ID)
 	case acp.Notification:
 		if k, n := noteOf(m); counted(k) {
 			r.total[k] += n
+			r.atTotal = nil
 		}
 	}
 	for r.cursor < len(r.p.anchors) {
@@ -448,8 +521,12 @@ func (r *run) flushAnswers() {
 		if q.a.after > r.next {
 			return false
 		}
+		line, ok := r.editorLine(q.a.frame, q.id)
+		if !ok {
+			return false
+		}
 		r.queue = append(r.queue, write{
-			data:  r.editorLine(q.a.frame, q.id),
+			data:  line,
 			frame: q.a.frame,
 			what:  fmt.Sprintf("answer to %s #%d", q.k.method, q.k.n),
 		})
@@ -460,14 +537,29 @@ func (r *run) flushAnswers() {
 // editorLine returns recorded editor frame i as it is to be sent: paths
 // mapped and learned ids substituted in its payload, its id replaced by id
 // when not nil. A line that is not a JSON-RPC message is sent as it is.
-func (r *run) editorLine(i int, id json.RawMessage) []byte {
-	line := r.p.frames[i].Data
-	if r.p.junk[i] {
-		return line
+// It reports false when the frame cannot be read (see frame).
+func (r *run) editorLine(i int, id json.RawMessage) ([]byte, bool) {
+	line, ok := r.frame(i)
+	if !ok || r.p.junk[i] {
+		return line, ok
 	}
 	return rewriteMessage(line, func(s string) string {
 		return r.subs.apply(r.d.paths.apply(s))
-	}, id)
+	}, id), true
+}
+
+// frame returns the data of recorded frame i. If it cannot be read, it
+// notes the error, which ends the Run, and reports false.
+func (r *run) frame(i int) ([]byte, bool) {
+	if r.readErr != nil {
+		return nil, false
+	}
+	f, err := r.p.src.Frame(i)
+	if err != nil {
+		r.readErr = fmt.Errorf("reading frame %d of the recording: %w", i, err)
+		return nil, false
+	}
+	return f.Data, true
 }
 
 // waitError describes what the Run was waiting for when err ended it.
@@ -517,18 +609,18 @@ func (r *run) missing(st step) []string {
 	for _, m := range methods {
 		out = append(out, fmt.Sprintf("%d more %s %s", more[m], m, plural(more[m], "request", "requests")))
 	}
-	if st.notes == nil || r.turnOver(st) {
+	if st.mid == nil || r.turnOver(st) {
 		return out
 	}
-	keys := make([]noteKey, 0, len(st.notes))
-	for k := range st.notes {
+	keys := make([]noteKey, 0, len(st.mid.notes))
+	for k := range st.mid.notes {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b noteKey) int {
 		return cmp.Or(cmp.Compare(a.method, b.method), cmp.Compare(a.update, b.update))
 	})
 	for _, k := range keys {
-		n := st.notes[k] - r.turnProgress(st, k)
+		n := st.mid.notes[k] - r.turnProgress(st, k)
 		switch {
 		case n <= 0:
 		case k.chunk():

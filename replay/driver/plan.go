@@ -47,10 +47,15 @@ func (k noteKey) chunk() bool { return strings.HasSuffix(k.update, "_chunk") }
 // A step is an editor frame sent in recorded order, or the end of the
 // recording.
 type step struct {
-	frame   int // index in the recording; len(recording) for the end
-	anchors int // the step waits for anchors[:anchors]
+	frame   int      // index in the recording; len(recording) for the end
+	anchors int      // the step waits for anchors[:anchors]
+	mid     *midTurn // what a frame sent mid-turn waits for; nil for nothing more
+}
+
+// midTurn is what a step sent mid-turn waits for besides its anchors.
+type midTurn struct {
 	// notes are the notifications awaited since step since was sent, the
-	// start of the turn the frame interrupts; nil for none.
+	// start of the turn the frame interrupts.
 	notes map[noteKey]int
 	since int
 	// pending are the editor requests unanswered when the frame was
@@ -69,7 +74,8 @@ type answer struct {
 // be sent, and which recorded answers serve which agent requests (see
 // Driver for the rules). It is read-only once made.
 type plan struct {
-	frames  []Frame
+	src     Source // the recording's frames, read again by Run
+	n       int    // how many there are
 	junk    []bool // frames that are not JSON-RPC messages
 	steps   []step // the last is the end of the recording
 	anchors []anchor
@@ -80,9 +86,10 @@ type plan struct {
 	methods map[respKey]string // editor request → its method
 }
 
-func newPlan(frames []Frame) *plan {
+func newPlan(src Source) (*plan, error) {
 	p := &plan{
-		frames:  frames,
+		src:     src,
+		n:       src.Len(),
 		answers: make(map[reqKey]answer),
 		reqs:    make(map[reqKey]int),
 		resps:   make(map[respKey]int),
@@ -97,33 +104,44 @@ func newPlan(frames []Frame) *plan {
 		sentAt      = make(map[respKey]int)   // editor request → the step that sent it
 		total       = make(map[noteKey]int)   // notifications awaited so far (see counted)
 		at          []map[noteKey]int         // total when each step was recorded
+		atTotal     map[noteKey]int           // the last copy of total in at, nil if total changed since
 	)
 	newStep := func(frame int) {
 		st := step{frame: frame, anchors: len(p.anchors)}
 		if len(pending) > 0 {
 			// The turn began when the first of the unanswered requests
 			// was sent.
-			st.since = sentAt[pending[0]]
+			mid := &midTurn{since: sentAt[pending[0]]}
 			for _, k := range pending[1:] {
-				st.since = min(st.since, sentAt[k])
+				mid.since = min(mid.since, sentAt[k])
 			}
 			for k, n := range total {
-				if d := n - at[st.since][k]; d > 0 {
-					if st.notes == nil {
-						st.notes = make(map[noteKey]int)
+				if d := n - at[mid.since][k]; d > 0 {
+					if mid.notes == nil {
+						mid.notes = make(map[noteKey]int)
 					}
-					st.notes[k] = d
+					mid.notes[k] = d
 				}
 			}
-			if st.notes != nil {
-				st.pending = slices.Clone(pending)
+			if mid.notes != nil {
+				mid.pending = slices.Clone(pending)
+				st.mid = mid
 			}
 		}
-		at = append(at, maps.Clone(total))
+		// Steps share a copy of total while it does not change: most
+		// recordings have many more frames than notification kinds.
+		if atTotal == nil {
+			atTotal = maps.Clone(total)
+		}
+		at = append(at, atTotal)
 		p.steps = append(p.steps, st)
 	}
-	p.junk = make([]bool, len(frames))
-	for i, f := range frames {
+	p.junk = make([]bool, p.n)
+	for i := range p.n {
+		f, err := src.Frame(i)
+		if err != nil {
+			return nil, fmt.Errorf("reading frame %d of the recording: %w", i, err)
+		}
 		m := acp.Parse(f.Data)
 		p.junk[i] = m.Kind == acp.Junk
 		if f.Dir == FromAgent {
@@ -149,6 +167,7 @@ func newPlan(frames []Frame) *plan {
 			case acp.Notification:
 				if k, n := noteOf(m); counted(k) {
 					total[k] += n
+					atTotal = nil
 				}
 			}
 			continue
@@ -170,8 +189,8 @@ func newPlan(frames []Frame) *plan {
 			p.methods[k] = m.Method
 		}
 	}
-	newStep(len(frames))
-	return p
+	newStep(p.n)
+	return p, nil
 }
 
 // counted reports whether notifications of kind k are awaited: all but
@@ -200,10 +219,14 @@ func noteOf(m acp.Message) (noteKey, int) {
 
 // subject names the step of frame i for errors.
 func (p *plan) subject(i int) string {
-	if i == len(p.frames) {
+	if i == p.n {
 		return "the end of the recording"
 	}
-	return fmt.Sprintf("frame %d (%s)", i, describe(p.frames[i].Data))
+	f, err := p.src.Frame(i)
+	if err != nil {
+		return fmt.Sprintf("frame %d", i)
+	}
+	return fmt.Sprintf("frame %d (%s)", i, describe(f.Data))
 }
 
 // describe names a line for errors: "session/prompt id=3",

@@ -24,7 +24,7 @@ type Step struct {
 }
 
 // requestTwin notes the id of the recorded twin of the agent request
-// just received, the last line of Live.
+// just received, the last line received.
 func (r *run) requestTwin(id json.RawMessage) {
 	if id == nil {
 		return
@@ -32,7 +32,7 @@ func (r *run) requestTwin(id json.RawMessage) {
 	if r.res.reqIDs == nil {
 		r.res.reqIDs = make(map[int]json.RawMessage)
 	}
-	r.res.reqIDs[len(r.res.Live)-1] = id
+	r.res.reqIDs[r.res.Received-1] = id
 }
 
 // Restorer returns a function that turns line i of the agent's output in

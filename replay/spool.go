@@ -1,0 +1,146 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/acptap/acptap/normalize"
+	"github.com/acptap/acptap/replay/driver"
+)
+
+// A spool keeps lines in a temporary file, and in memory only where each
+// starts, so that a replay holds neither the recording's frames nor the
+// agent's output: the driver and the comparison read them back by index.
+// The file is removed as soon as it is open where the system allows it
+// (it then goes with the process, however that ends), else by close.
+//
+// Lines are added from one goroutine; reads, which any goroutine may
+// make, see the lines added before the last flush.
+type spool struct {
+	f      *os.File
+	path   string // to remove on close; "" once removed
+	w      *bufio.Writer
+	mu     sync.Mutex // guards err
+	err    error      // the first write error
+	starts []int64    // where each line starts
+	end    int64      // where the next line starts
+}
+
+// newSpool creates an empty spool in the system's temporary directory.
+func newSpool() (*spool, error) {
+	f, err := os.CreateTemp("", "acptap-replay-spool-")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSpool, err)
+	}
+	s := &spool{f: f, path: f.Name(), w: bufio.NewWriterSize(f, 256<<10)}
+	if os.Remove(s.path) == nil {
+		s.path = ""
+	}
+	return s, nil
+}
+
+// add appends a line. A write error is kept for flush to return.
+func (s *spool) add(line []byte) {
+	s.starts = append(s.starts, s.end)
+	s.end += int64(len(line))
+	if _, err := s.w.Write(line); err != nil {
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = fmt.Errorf("%w: %v", ErrSpool, err)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// flush writes what add buffered and returns the first write error.
+func (s *spool) flush() error {
+	err := s.w.Flush()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil && err != nil {
+		s.err = fmt.Errorf("%w: %v", ErrSpool, err)
+	}
+	return s.err
+}
+
+// len returns how many lines were added.
+func (s *spool) len() int { return len(s.starts) }
+
+// line reads line i back, into a new slice.
+func (s *spool) line(i int) ([]byte, error) {
+	end := s.end
+	if i+1 < len(s.starts) {
+		end = s.starts[i+1]
+	}
+	b := make([]byte, end-s.starts[i])
+	if _, err := s.f.ReadAt(b, s.starts[i]); err != nil {
+		return nil, fmt.Errorf("%w: reading line %d back: %v", ErrSpool, i, err)
+	}
+	return b, nil
+}
+
+// close closes and removes the file. The spool is not used after.
+func (s *spool) close() {
+	s.f.Close()
+	if s.path != "" {
+		os.Remove(s.path)
+		s.path = ""
+	}
+}
+
+// frameSpool is a recording's editor and agent frames, in recorded order,
+// as the driver reads them (a driver.Source).
+type frameSpool struct {
+	*spool
+	dirs []driver.Dir // each frame's direction
+}
+
+func (fs *frameSpool) add(dir driver.Dir, data []byte) {
+	fs.dirs = append(fs.dirs, dir)
+	fs.spool.add(data)
+}
+
+func (fs *frameSpool) Len() int { return fs.spool.len() }
+
+func (fs *frameSpool) Frame(i int) (driver.Frame, error) {
+	data, err := fs.line(i)
+	return driver.Frame{Dir: fs.dirs[i], Data: data}, err
+}
+
+// spooledLines are some lines of a spool, as the comparison reads the
+// agent's output (a normalize.Lines).
+type spooledLines struct {
+	s     *spool
+	index []int // the lines, by their index in s
+}
+
+func (l spooledLines) Len() int { return len(l.index) }
+
+func (l spooledLines) Frame(i int) (normalize.Frame, error) {
+	line, err := l.s.line(l.index[i])
+	return normalize.Frame{Side: normalize.Agent, Line: line}, err
+}
+
+// compared reports whether an agent line takes part in the comparison:
+// blank lines carry nothing, and agents differ in emitting them.
+func compared(line []byte) bool { return len(bytes.TrimSpace(line)) > 0 }
+
+// memLines are agent lines in memory, as the comparison reads them (a
+// normalize.Lines), blank lines left out.
+func memLines(lines [][]byte) normalize.Lines {
+	var frames []normalize.Frame
+	for _, l := range lines {
+		if compared(l) {
+			frames = append(frames, normalize.Frame{Side: normalize.Agent, Line: l})
+		}
+	}
+	return frameList(frames)
+}
+
+type frameList []normalize.Frame
+
+func (l frameList) Len() int                             { return len(l) }
+func (l frameList) Frame(i int) (normalize.Frame, error) { return l[i], nil }
