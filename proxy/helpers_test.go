@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"math/big"
@@ -36,6 +37,9 @@ const agentEnv = "PROXY_TEST_RUN_AGENT"
 func TestMain(m *testing.M) {
 	if os.Getenv(agentEnv) == "1" {
 		os.Exit(testagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+	}
+	if os.Getenv(intruderEnv) == "1" {
+		os.Exit(intruder(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }
@@ -482,7 +486,8 @@ func rawConnect(t testing.TB, tap *proxy.Tap, target string) (net.Conn, *bufio.R
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(hangGuard))
-	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	pw, _ := pu.User.Password()
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, basicAuth(pu.User.Username(), pw))
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {
@@ -492,4 +497,10 @@ func rawConnect(t testing.TB, tap *proxy.Tap, target string) (net.Conn, *bufio.R
 		t.Fatalf("CONNECT %s: %s, want 200", target, resp.Status)
 	}
 	return conn, br
+}
+
+// basicAuth returns the value of a Basic Authorization or
+// Proxy-Authorization header.
+func basicAuth(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 }
