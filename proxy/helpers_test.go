@@ -10,7 +10,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"math/big"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testagent"
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
 )
 
@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(testagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 	}
 	if os.Getenv(intruderEnv) == "1" {
-		os.Exit(intruder(os.Args[1:]))
+		os.Exit(testkit.Intruder(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -487,7 +487,7 @@ func rawConnect(t testing.TB, tap *proxy.Tap, target string) (net.Conn, *bufio.R
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(hangGuard))
 	pw, _ := pu.User.Password()
-	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, basicAuth(pu.User.Username(), pw))
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, testkit.BasicAuth(pu.User.Username(), pw))
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {
@@ -497,10 +497,4 @@ func rawConnect(t testing.TB, tap *proxy.Tap, target string) (net.Conn, *bufio.R
 		t.Fatalf("CONNECT %s: %s, want 200", target, resp.Status)
 	}
 	return conn, br
-}
-
-// basicAuth returns the value of a Basic Authorization or
-// Proxy-Authorization header.
-func basicAuth(user, password string) string {
-	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 }

@@ -1,13 +1,11 @@
 package proxy_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,87 +14,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testeditor"
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
 )
 
-// intruderEnv makes the test binary the intruder: another process on the
-// machine that knows the tap's ports but not its secret.
+// intruderEnv makes the test binary testkit.Intruder: another process on
+// the machine that knows the tap's ports but not its secret.
 const intruderEnv = "ACPTAP_PROXY_TEST_INTRUDER"
-
-// intruder tries the tap without its secret and prints one line per try,
-// its name, the status and the Proxy-Authenticate header:
-//
-//	intruder PROXY-HOST:PORT UPSTREAM-URL ROUTE-URL...
-//
-// UPSTREAM-URL is requested through the forward proxy, plainly and by
-// CONNECT, without credentials and with wrong ones; each ROUTE-URL is
-// requested directly.
-func intruder(args []string) int {
-	if len(args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: intruder PROXY-HOST:PORT UPSTREAM-URL ROUTE-URL...")
-		return 2
-	}
-	proxyAddr, upstream := args[0], args[1]
-	up, err := url.Parse(upstream)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "intruder:", err)
-		return 2
-	}
-	wrong := basicAuth("acptap", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
-	tries := []struct {
-		name, method, target, auth string
-	}{
-		{"plain", http.MethodGet, upstream, ""},
-		{"plain-wrong", http.MethodGet, upstream, wrong},
-		{"connect", http.MethodConnect, up.Host, ""},
-		{"connect-wrong", http.MethodConnect, up.Host, wrong},
-	}
-	for _, tr := range tries {
-		resp, err := rawProxyRequest(proxyAddr, tr.method, tr.target, tr.auth)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "intruder: %s: %v\n", tr.name, err)
-			return 1
-		}
-		fmt.Printf("%s %d %s\n", tr.name, resp.StatusCode, resp.Header.Get("Proxy-Authenticate"))
-	}
-	for i, u := range args[2:] {
-		resp, err := http.Get(u)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "intruder: route %d: %v\n", i+1, err)
-			return 1
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		fmt.Printf("route-%d %d %s\n", i+1, resp.StatusCode, bytes.TrimSpace(body))
-	}
-	return 0
-}
-
-// rawProxyRequest sends one request to the forward proxy at addr: CONNECT
-// target, or method with the absolute URI target, with Proxy-Authorization
-// auth unless empty, and reads the response's header.
-func rawProxyRequest(addr, method, target, auth string) (*http.Response, error) {
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(hangGuard))
-	host := target
-	if u, err := url.Parse(target); err == nil && u.Host != "" {
-		host = u.Host
-	}
-	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, target, host)
-	if auth != "" {
-		fmt.Fprintf(conn, "Proxy-Authorization: %s\r\n", auth)
-	}
-	io.WriteString(conn, "\r\n")
-	return http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
-}
 
 // logBuffer keeps a tap's notices.
 type logBuffer struct {
@@ -193,14 +120,7 @@ func TestOtherProcessRefused(t *testing.T) {
 			if err := cmd.Run(); err != nil {
 				t.Fatalf("intruder: %v\n%s", err, errOut.Bytes())
 			}
-			want := "plain 407 Basic realm=\"acptap\"\nplain-wrong 407 Basic realm=\"acptap\"\n" +
-				"connect 407 Basic realm=\"acptap\"\nconnect-wrong 407 Basic realm=\"acptap\"\n"
-			if local != "" {
-				for i := 1; i <= 5; i++ {
-					want += fmt.Sprintf("route-%d 404 acptap: not found\n", i)
-				}
-			}
-			if got := out.String(); got != want {
+			if got, want := out.String(), testkit.IntruderWant(len(args)-2); got != want {
 				t.Errorf("the intruder got\n%s\nwant\n%s", got, want)
 			}
 
@@ -317,7 +237,7 @@ func TestProxyCredentials(t *testing.T) {
 	if pu.User.String() != "acptap:"+secret {
 		t.Errorf("ProxyURL user info %q, want acptap:SECRET", pu.User)
 	}
-	good := basicAuth("acptap", secret)
+	good := testkit.BasicAuth("acptap", secret)
 	for _, c := range []struct {
 		auth   string
 		status int
@@ -326,10 +246,10 @@ func TestProxyCredentials(t *testing.T) {
 		{"basic " + strings.TrimPrefix(good, "Basic "), 200},
 		{"BASIC  " + strings.TrimPrefix(good, "Basic "), 200},
 		{"", 407},
-		{basicAuth("someone", secret), 407},
-		{basicAuth("acptap", secret+"x"), 407},
-		{basicAuth("acptap", secret[1:]), 407},
-		{basicAuth("acptap", ""), 407},
+		{testkit.BasicAuth("someone", secret), 407},
+		{testkit.BasicAuth("acptap", secret+"x"), 407},
+		{testkit.BasicAuth("acptap", secret[1:]), 407},
+		{testkit.BasicAuth("acptap", ""), 407},
 		{"Bearer " + secret, 407},
 		{"Basic !!notbase64", 407},
 		{"Basic", 407},
@@ -339,7 +259,7 @@ func TestProxyCredentials(t *testing.T) {
 			if method == http.MethodConnect {
 				target = strings.TrimPrefix(srv.URL, "http://")
 			}
-			resp, err := rawProxyRequest(pu.Host, method, target, c.auth)
+			resp, err := testkit.ProxyRequest(pu.Host, method, target, c.auth)
 			if err != nil {
 				t.Fatal(err)
 			}

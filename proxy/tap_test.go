@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
 )
 
@@ -529,7 +530,7 @@ func TestNotAProxyRequest(t *testing.T) {
 	pu, _ := url.Parse(tap.ProxyURL())
 	pw, _ := pu.User.Password()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+pu.Host+"/v1/models", nil)
-	req.Header.Set("Proxy-Authorization", basicAuth(pu.User.Username(), pw))
+	req.Header.Set("Proxy-Authorization", testkit.BasicAuth(pu.User.Username(), pw))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
