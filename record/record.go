@@ -47,11 +47,6 @@ type BaseURL struct {
 	Upstream string
 }
 
-// tapSecretVar names the tap's per-run secret where a recording masks it:
-// [REDACTED:ACPTAP_TAP_SECRET]. No such variable is set; the agent gets
-// the secret inside its proxy and base-URL variables.
-const tapSecretVar = "ACPTAP_TAP_SECRET"
-
 // Options configure a recording. The zero value records nothing: Argv is
 // required; everything else has a default.
 type Options struct {
@@ -181,7 +176,7 @@ func Prepare(opts Options) (*Plan, error) {
 	// too, which the agent may echo (its proxy or base URL in a debug log,
 	// in a request body): the tap keeps it out of recorded URLs and
 	// headers, not out of what the agent writes.
-	p.secrets = redact.New(append(slices.Clip(p.env), tapSecretVar+"="+p.tap.Secret))
+	p.secrets = redact.New(append(slices.Clip(p.env), redact.TapSecret+"="+p.tap.Secret))
 	if opts.Snapshot {
 		if p.archive, err = takeSnapshot(opts, p.secrets); err != nil {
 			return nil, err
