@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -335,4 +336,42 @@ func readTree(t *testing.T, paths ...string) []byte {
 		}
 	}
 	return all.Bytes()
+}
+
+// tapURLWithSecret matches a loopback URL of a tap with a secret in its
+// path, unmasked.
+var tapURLWithSecret = regexp.MustCompile(`127\.0\.0\.1:[0-9]+/[A-Za-z0-9_-]{32}`)
+
+// TestTapSecretInRequests: an agent whose LLM requests carry its base URL
+// (here in the system prompt, from ${OPENAI_BASE_URL} in its arguments)
+// has the recorder's secret masked in the recording and the replay's
+// masked in what replay compares and reports: the requests differ only by
+// the tap's port, and the report of that shows neither secret.
+func TestTapSecretInRequests(t *testing.T) {
+	upstream, _ := chatUpstream(t, false)
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	recordSession(t, dir, db, "echo", agentEnv("OPENAI_API_KEY=sk-test-0123456789"),
+		[]string{"--no-proxy-env", "--base-url", "OPENAI_BASE_URL=" + upstream.URL + "/v1"},
+		"--llm", "${OPENAI_BASE_URL}", "--system", "base ${OPENAI_BASE_URL} end")
+	shown, errOut, code := runAcptap(t, dir, agentEnv(), "show", "--store", db, "--json", "echo")
+	if code != 0 {
+		t.Fatalf("acptap show: exit %d\n%s", code, errOut)
+	}
+	if !regexp.MustCompile(`base http://127\.0\.0\.1:[0-9]+/\[REDACTED:ACPTAP_TAP_SECRET\]/v1 end`).MatchString(shown) {
+		t.Errorf("the recorded requests lack the base URL with its secret masked:\n%s", shown)
+	}
+	if m := tapURLWithSecret.FindString(shown); m != "" {
+		t.Errorf("show prints %s: the recorder's secret", m)
+	}
+	out, errOut, code := runAcptap(t, dir, agentEnv(), "replay", "--store", db, "--requests", "warn", "echo")
+	if code != 0 {
+		t.Fatalf("acptap replay: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out+errOut, "[REDACTED:ACPTAP_TAP_SECRET]") {
+		t.Errorf("the replay reports no drift of the base URL in the system prompt, masked:\n%s\n%s", out, errOut)
+	}
+	if m := tapURLWithSecret.FindString(out + errOut); m != "" {
+		t.Errorf("the replay prints %s: the replay's secret\n%s\n%s", m, out, errOut)
+	}
 }
