@@ -145,25 +145,6 @@ func tryAsIntruder(t *testing.T, proxyURL, baseURL, upstream, secret string) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer written by a command's copier while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestTapSecret: an agent recorded and replayed reaches the tap by both
 // routes, while another process is refused by the recorder's tap and by
 // the replay's; the two runs have different secrets, and neither secret
@@ -204,7 +185,7 @@ func TestTapSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recStderr lockedBuffer
+	var recStderr testkit.SyncBuffer
 	rec.Stderr = &recStderr
 	if err := rec.Start(); err != nil {
 		t.Fatal(err)
@@ -282,7 +263,7 @@ func TestTapSecret(t *testing.T) {
 		"--env", "LEAK_URL="+upstream.URL, "--env", "SECRET_DIR="+meet, "sec")
 	rep.Dir = dir
 	rep.Env = agentEnv()
-	var repOut, repErr lockedBuffer
+	var repOut, repErr testkit.SyncBuffer
 	rep.Stdout, rep.Stderr = &repOut, &repErr
 	if err := rep.Start(); err != nil {
 		t.Fatal(err)
