@@ -63,6 +63,9 @@ func TestOtherProcessRefused(t *testing.T) {
 				mu.Lock()
 				upstreamGot = append(upstreamGot, r.Method+" "+r.URL.Path)
 				mu.Unlock()
+				if v := r.Header.Get("Proxy-Authorization"); v != "" {
+					t.Errorf("the upstream got Proxy-Authorization %q, want it kept to the tap", v)
+				}
 				llm(w, r)
 			}))
 			defer srv.Close()
