@@ -181,31 +181,36 @@ func TestTapSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := rec.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recStderr testkit.SyncBuffer
-	rec.Stderr = &recStderr
+	var recOut, recStderr testkit.SyncBuffer
+	rec.Stdout, rec.Stderr = &recOut, &recStderr
 	if err := rec.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
 	var recErr error
-	lines := bufio.NewReader(stdout)
+	go func() { recErr = rec.Wait(); close(exited) }()
+	// On the way out, however the test ends, the agent is let go and its
+	// recorder waited for.
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(meet, secretGoFile), nil, 0o600)
+		stdin.Close()
+		<-exited
+	})
 	secret1, proxyURL, baseURL := waitURLs(t, meet, exited, &recStderr)
 	tryAsIntruder(t, proxyURL, baseURL, upstream.URL, secret1)
 	if err := os.WriteFile(filepath.Join(meet, secretGoFile), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if line, err := lines.ReadString('\n'); err != nil || !strings.Contains(line, "secretagent/ready") {
-		t.Fatalf("the editor got %q, %v; want the ready notification\n%s", line, err, recStderr.String())
+	for !strings.Contains(recOut.String(), "secretagent/ready") {
+		select {
+		case <-exited:
+			t.Fatalf("acptap record ended before the agent was ready: %v\n%s", recErr, recStderr.String())
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	io.WriteString(stdin, `{"jsonrpc":"2.0","method":"secretagent/bye","params":{}}`+"\n")
 	stdin.Close()
-	io.Copy(io.Discard, lines)
-	recErr = rec.Wait()
-	close(exited)
+	<-exited
 	if recErr != nil {
 		t.Fatalf("acptap record: %v\n%s", recErr, recStderr.String())
 	}
@@ -270,6 +275,10 @@ func TestTapSecret(t *testing.T) {
 	}
 	repExited := make(chan struct{})
 	go func() { rep.Wait(); close(repExited) }()
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(meet, secretGoFile), nil, 0o600)
+		<-repExited
+	})
 	secret2, proxyURL, baseURL := waitURLs(t, meet, repExited, &repErr)
 	if secret2 == secret1 {
 		t.Errorf("the replay's tap has the recorder's secret")
