@@ -390,6 +390,11 @@ func (l *lab) record(tk take, fakeURL string) *session {
 	if res.code != 0 {
 		l.t.Fatalf("recording %s: the scripted editor failed: %s\nLLM requests answered: %v", tk.name, res, s.steps)
 	}
+	// The agent sends the tap's secret with every request, by whichever
+	// part of it makes them: acptap notes the first request it refused.
+	if strings.Contains(res.stderr, "acptap: http tap: ") && strings.Contains(res.stderr, ": refused ") {
+		l.t.Errorf("recording %s: the tap refused a request of the agent's:\n%s", tk.name, res.stderr)
+	}
 	s.answers = res.stdout
 	b, err := os.ReadFile(transcript)
 	if err != nil {

@@ -17,6 +17,10 @@ var (
 	// URL with a host, or carries credentials, a query or a fragment.
 	ErrInvalidUpstream = errors.New("invalid upstream URL")
 
+	// ErrInvalidSecret means a Config.Secret is too short or has a
+	// character that is not base64url.
+	ErrInvalidSecret = errors.New("invalid tap secret")
+
 	// ErrInvalidCA means the CA files exist but cannot be used: unreadable
 	// PEM, a key that is not ECDSA, a certificate that is not a CA.
 	ErrInvalidCA = errors.New("invalid CA files")

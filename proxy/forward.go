@@ -21,8 +21,14 @@ import (
 // that NDJSON and other chunked streams would wait in the server's buffer,
 // answers an unreachable upstream with 500, and ends a stream the upstream
 // cut like a complete one. goproxy handles CONNECT, handing each tunnel to
-// hijackTunnel, and requests that are not proxy requests.
+// hijackTunnel, and requests that are not proxy requests. Every request
+// must carry the credentials of ProxyURL; requests in a tunnel are
+// authorized by the CONNECT that opened it.
 func (t *Tap) serveForward(w http.ResponseWriter, r *http.Request) {
+	if !t.proxyAuthorized(r) {
+		t.refuseProxy(w, r)
+		return
+	}
 	if r.Method == http.MethodConnect || !r.URL.IsAbs() {
 		t.goproxy.ServeHTTP(w, r)
 		return

@@ -8,6 +8,11 @@
 // as it was sent and writes and flushes each piece of the response to the
 // agent as soon as it arrives.
 //
+// Only the agent can use the tap: both ways carry a per-run secret
+// (Config.Secret), the forward proxy's as Basic credentials in the proxy
+// URL and a base-URL route's as the first segment of its path. Requests
+// without it get 407 or 404 and are neither forwarded nor recorded.
+//
 // Each exchange is handed to the Recorder as an exchange.Exchange twice:
 // in flight as soon as its request has been read, and again when it has
 // ended, with its exchange.End saying how. Bodies are recorded decoded; a
@@ -109,8 +114,19 @@ type Config struct {
 	// zero, the time New was called.
 	Start time.Time
 
+	// Secret is the per-run credential that only the agent is given: the
+	// forward proxy's URL carries it as the password of its user info
+	// (requests without it get 407) and each base-URL route's URL as its
+	// first path segment (requests outside it get 404), so that no other
+	// local process, or web page, can use the tap. It must be base64url
+	// and at least 22 characters (128 bits); recorded URLs never hold it.
+	// If empty, New makes one with NewSecret. A caller sets it to know it
+	// beforehand, to mask it wherever the agent might echo it.
+	Secret string
+
 	// Logf receives the tap's own one-line notices: failed exchanges,
-	// bodies recorded undecoded, TLS handshakes the agent refused. They
+	// bodies recorded undecoded, TLS handshakes the agent refused, the
+	// first request a listener refused for want of the secret. They
 	// start "http tap: " and do not name the program, which the caller
 	// may add. If nil, they are discarded.
 	Logf func(format string, args ...any)
@@ -125,12 +141,14 @@ type Tap struct {
 	start     time.Time
 	logf      func(format string, args ...any)
 	errorLog  *log.Logger // Logf as a log.Logger, for net/http and goproxy
+	secret    string      // Config.Secret
 
-	proxyURL string
-	forward  *http.Server  // the forward proxy
-	goproxy  http.Handler  // CONNECT dispatch and non-proxy requests of the forward proxy
-	tunnels  *http.Server  // serves intercepted CONNECT tunnels
-	tunnelLn *connListener // hands tunnels to the tunnels server
+	proxyURL   string        // with the credentials
+	proxyGuard guard         // of the forward proxy
+	forward    *http.Server  // the forward proxy
+	goproxy    http.Handler  // CONNECT dispatch and non-proxy requests of the forward proxy
+	tunnels    *http.Server  // serves intercepted CONNECT tunnels
+	tunnelLn   *connListener // hands tunnels to the tunnels server
 
 	ctx    context.Context // cancelled by Close, with ErrClosed; upstream requests end with it
 	cancel context.CancelCauseFunc
@@ -156,7 +174,8 @@ type route struct {
 	t        *Tap
 	varName  string
 	upstream *url.URL
-	localURL string
+	localURL string // with the secret
+	guard    guard
 }
 
 // New starts a tap listening on 127.0.0.1 for the forward proxy.
@@ -164,6 +183,12 @@ func New(cfg Config) (*Tap, error) {
 	start := cfg.Start
 	if start.IsZero() {
 		start = time.Now()
+	}
+	secret := cfg.Secret
+	if secret == "" {
+		secret = NewSecret()
+	} else if err := checkSecret(secret); err != nil {
+		return nil, fmt.Errorf("starting the HTTP tap: %w", err)
 	}
 	ca := cfg.CA
 	if ca == nil {
@@ -192,11 +217,13 @@ func New(cfg Config) (*Tap, error) {
 		start:     start,
 		logf:      logf,
 		errorLog:  log.New(logWriter(logf), "", 0),
-		proxyURL:  "http://" + ln.Addr().String(),
+		secret:    secret,
+		proxyURL:  "http://" + proxyUser + ":" + secret + "@" + ln.Addr().String(),
 		tunnelLn:  newConnListener(ln.Addr()),
 		routes:    make(map[string]*route),
 		pending:   make(map[net.Conn]struct{}),
 	}
+	t.proxyGuard = guard{t: t, where: "forward proxy"}
 	t.ctx, t.cancel = context.WithCancelCause(context.Background())
 	t.goproxy = t.newGoproxy()
 	t.forward = &http.Server{
@@ -311,13 +338,17 @@ func (f logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// ProxyURL returns the forward proxy's URL, http://127.0.0.1:PORT.
+// ProxyURL returns the forward proxy's URL with its credentials,
+// http://acptap:SECRET@127.0.0.1:PORT: clients that take a proxy URL send
+// them in Proxy-Authorization, on CONNECT and plain requests alike.
 func (t *Tap) ProxyURL() string { return t.proxyURL }
 
 // AddBaseURL starts a loopback listener that reverse-proxies to upstream
-// and returns its URL: upstream's path on the listener's address
-// (https://api.openai.com/v1 gives http://127.0.0.1:PORT/v1). Request paths
-// are passed through unchanged, so clients that append to the base URL and
+// and returns its URL: upstream's path on the listener's address, under
+// the secret (https://api.openai.com/v1 gives
+// http://127.0.0.1:PORT/SECRET/v1). Requests outside /SECRET get 404; the
+// others are forwarded, and recorded, with /SECRET cut off and the rest of
+// their path unchanged, so clients that append to the base URL and
 // clients that resolve against it reach what they would reach upstream.
 // varName is the variable the URL is meant for; it is recorded with each
 // exchange and set by Env. An upstream without a scheme, as OLLAMA_HOST
@@ -335,7 +366,8 @@ func (t *Tap) AddBaseURL(varName, upstream string) (localURL string, err error) 
 		return "", fmt.Errorf("adding base URL route for %s: %w", varName, err)
 	}
 	addr := ln.Addr().String()
-	rt := &route{t: t, varName: varName, upstream: u, localURL: "http://" + addr + u.EscapedPath()}
+	rt := &route{t: t, varName: varName, upstream: u, localURL: "http://" + addr + "/" + t.secret + u.EscapedPath()}
+	rt.guard = guard{t: t, where: varName + " route"}
 	srv := &http.Server{Handler: rt, ErrorLog: t.errorLog, ReadHeaderTimeout: readHeaderTimeout}
 
 	t.mu.Lock()
@@ -375,14 +407,24 @@ func parseUpstream(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// ServeHTTP forwards a request of the route to its upstream, at the same
-// path.
+// ServeHTTP forwards a request of the route to its upstream, at its path
+// without the secret; one outside the secret gets 404.
 func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path, ok := stripSecret(r.URL.Path, rt.t.secret)
+	if !ok {
+		rt.guard.refused(r.Method + " of a path outside the route's secret prefix")
+		http.Error(w, "acptap: not found", http.StatusNotFound)
+		return
+	}
+	// The escaped form keeps the client's escapes after the secret; a
+	// client that escaped a character of the secret itself has its path
+	// escaped anew.
+	rawPath, _ := stripSecret(r.URL.RawPath, rt.t.secret)
 	u := &url.URL{
 		Scheme:   rt.upstream.Scheme,
 		Host:     rt.upstream.Host,
-		Path:     r.URL.Path,
-		RawPath:  r.URL.RawPath,
+		Path:     path,
+		RawPath:  rawPath,
 		RawQuery: r.URL.RawQuery,
 	}
 	rt.t.serveExchange(w, r, target{url: u, route: exchange.RouteBaseURL, varName: rt.varName})

@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
 )
 
@@ -491,9 +492,11 @@ func readCerts(t *testing.T, file string) []*x509.Certificate {
 	}
 }
 
-// TestAddBaseURL checks the local URLs and the refused upstreams.
+// TestAddBaseURL checks the local URLs, under the secret, and the refused
+// upstreams.
 func TestAddBaseURL(t *testing.T) {
-	tap := newTap(t, proxy.Config{})
+	const secret = "0123456789abcdefABCDEF-_"
+	tap := newTap(t, proxy.Config{Secret: secret})
 	for _, c := range []struct{ upstream, wantPath string }{
 		{"https://api.openai.com/v1", "/v1"},
 		{"https://api.openai.com/v1/", "/v1/"},
@@ -506,8 +509,8 @@ func TestAddBaseURL(t *testing.T) {
 			continue
 		}
 		u, err := url.Parse(local)
-		if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Path != c.wantPath {
-			t.Errorf("AddBaseURL(%q) = %q, want http://127.0.0.1:PORT%s", c.upstream, local, c.wantPath)
+		if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Path != "/"+secret+c.wantPath {
+			t.Errorf("AddBaseURL(%q) = %q, want http://127.0.0.1:PORT/%s%s", c.upstream, local, secret, c.wantPath)
 		}
 	}
 	for _, bad := range []string{"ftp://example.com", "https://", "https://user:pw@example.com", "https://example.com/v1?x=1", "https://example.com/#f"} {
@@ -521,10 +524,14 @@ func TestAddBaseURL(t *testing.T) {
 }
 
 // TestNotAProxyRequest: the forward proxy refuses requests that are not
-// proxy requests.
+// proxy requests, even with the credentials.
 func TestNotAProxyRequest(t *testing.T) {
 	tap := newTap(t, proxy.Config{})
-	resp, err := http.Get(tap.ProxyURL() + "/v1/models")
+	pu, _ := url.Parse(tap.ProxyURL())
+	pw, _ := pu.User.Password()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+pu.Host+"/v1/models", nil)
+	req.Header.Set("Proxy-Authorization", testkit.BasicAuth(pu.User.Username(), pw))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,9 +170,13 @@ func Prepare(opts Options) (*Plan, error) {
 	if p.tap, err = tapConfig(opts); err != nil {
 		return nil, err
 	}
+	p.tap.Secret = proxy.NewSecret()
 	// One Redactor for everything recorded: the snapshot, the base URLs,
-	// the HTTP exchanges and the stdio frames.
-	p.secrets = redact.New(p.env)
+	// the HTTP exchanges and the stdio frames. It masks the tap's secret
+	// too, which the agent may echo (its proxy or base URL in a debug log,
+	// in a request body): the tap keeps it out of recorded URLs and
+	// headers, not out of what the agent writes.
+	p.secrets = redact.New(append(slices.Clip(p.env), redact.TapSecret+"="+p.tap.Secret))
 	if opts.Snapshot {
 		if p.archive, err = takeSnapshot(opts, p.secrets); err != nil {
 			return nil, err

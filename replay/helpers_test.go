@@ -31,8 +31,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv(agentEnv) == "1" {
 		os.Exit(testagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 	}
+	if os.Getenv(intruderEnv) == "1" {
+		os.Exit(testkit.Intruder(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }
+
+// intruderEnv makes the test binary testkit.Intruder.
+const intruderEnv = "ACPTAP_REPLAY_TEST_INTRUDER"
 
 // hangGuard bounds a test's wait for a process that went wrong.
 const hangGuard = 2 * time.Minute

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay/llmserver"
@@ -120,6 +121,10 @@ type llmSide struct {
 // httpKey, if not nil, keys the http exchanges (llmserver.Options.HTTPKey).
 // The caller closes it.
 func startLLM(rec *recording, argv, env []string, opts *Options, compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool), httpKey func(method, rawURL string) string) (*llmSide, error) {
+	secret := proxy.NewSecret()
+	if compare != nil {
+		compare = maskingSecret(compare, secret)
+	}
 	server, err := llmserver.New(llmserver.Options{
 		Exchanges: rec.exchanges,
 		Speed:     opts.Speed,
@@ -132,6 +137,7 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(re
 	}
 	tap, err := proxy.New(proxy.Config{
 		Transport: server,
+		Secret:    secret,
 		CA:        opts.CA,
 		Logf:      func(string, ...any) {},
 	})
@@ -154,6 +160,22 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(re
 		return nil, err
 	}
 	return llm, nil
+}
+
+// maskingSecret returns compare given live requests with the tap's secret
+// masked as a recording masks its recorder's (redact.TapSecret): a request
+// that echoes the agent's proxy or base URL compares as the recorded one,
+// and a difference reported does not show the secret.
+func maskingSecret(compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool), secret string) func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+	mask := redact.New([]string{redact.TapSecret + "=" + secret})
+	return func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+		// Exchange replaces the fields it masks, but for the chunks'
+		// data, in place: live is not changed.
+		masked := *live
+		masked.Chunks = slices.Clone(live.Chunks)
+		mask.Exchange(&masked)
+		return compare(recorded, &masked)
+	}
 }
 
 // close stops the tap, and with it the server's answers.

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -127,6 +129,55 @@ func TestStartLLMProxyEnv(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("HTTPS_PROXY is set %d times, want once", n)
+	}
+}
+
+// TestStartLLMOnlyTheAgent: the replay's tap takes the agent's requests,
+// which carry the secret of the environment it is given, and refuses
+// another process's, which lack it, without consuming the recording.
+func TestStartLLMOnlyTheAgent(t *testing.T) {
+	rec, stream := chatRecording(t, true)
+	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t)}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer llm.close()
+	proxyURL, _ := envValue(llm.env, "HTTPS_PROXY")
+	base, _ := envValue(llm.env, "OPENAI_BASE_URL")
+	pu, err := url.Parse(proxyURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bu, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, _ := pu.User.Password()
+	if pu.User.Username() != "acptap" || len(secret) < 22 || !strings.HasPrefix(bu.Path, "/"+secret+"/") {
+		t.Fatalf("HTTPS_PROXY %q and OPENAI_BASE_URL %q: want the credentials acptap:SECRET and a path under /SECRET/", proxyURL, base)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, pu.Host, "https://api.example/v1/chat/completions",
+		"http://"+bu.Host+"/v1/chat/completions", "http://"+bu.Host+strings.Replace(bu.Path, secret, strings.Repeat("A", len(secret)), 1)+"/chat/completions")
+	cmd.Env = []string{intruderEnv + "=1", "GORACE=" + gorace()}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("intruder: %v", err)
+	}
+	if got, want := string(out), testkit.IntruderWant(2); got != want {
+		t.Errorf("the intruder got\n%s\nwant\n%s", got, want)
+	}
+	// The agent's request gets the one recorded answer the intruder did
+	// not take.
+	status, body := post(t, base+"/chat/completions", `{"model":"gpt-5","stream":true}`)
+	if status != http.StatusOK || !bytes.Equal(body, stream) {
+		t.Errorf("the agent's request got %d and %d bytes, want 200 and the %d recorded", status, len(body), len(stream))
+	}
+	if report := llm.server.Report(); report.Served != 1 || len(report.Unanswered) != 0 {
+		t.Errorf("report %+v, want the agent's request served and none unanswered", report)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/acptap/acptap/internal/testagent"
 	"github.com/acptap/acptap/internal/testeditor"
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/store"
 )
 
@@ -47,6 +48,11 @@ func TestMain(m *testing.M) {
 		// The tap benchmarks' processes (tap_bench_test.go).
 		"reverseproxy": reverseProxyMain,
 		"urlagent":     urlAgentMain,
+		// The tap secret's tests (secret_test.go).
+		"secretagent": secretAgent,
+		"intruder": func() {
+			os.Exit(testkit.Intruder(os.Args[1:], os.Stdout, os.Stderr))
+		},
 	})
 }
 

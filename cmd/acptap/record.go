@@ -28,7 +28,9 @@ func recordCommand(stdio *IO) *cli.Command {
 		ArgsUsage: "-- AGENT [ARGS...]",
 		Description: "Put `acptap record --name NAME -- my-agent --acp` where the editor's agent settings say\n" +
 			"`my-agent --acp`. stdin and stdout stay the agent's, byte for byte; acptap's own\n" +
-			"messages go to stderr; the exit status is the agent's.",
+			"messages go to stderr; the exit status is the agent's. The HTTP tap serves the agent\n" +
+			"only: the proxy and base-URL variables it gets carry a secret of this run, and other\n" +
+			"requests get 407 or 404.",
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.StringFlag{Name: "name", Usage: "recording `NAME` (default: generated and printed to stderr)"},

@@ -15,6 +15,12 @@ import (
 // Mask replaces a redacted header or query value.
 const Mask = "[REDACTED]"
 
+// TapSecret is the name under which the HTTP tap's per-run secret is
+// masked, [REDACTED:ACPTAP_TAP_SECRET], by the recorder in what it records
+// and by replay in the requests it compares, so that a request that echoes
+// the tap's URL compares alike in both. No such variable is set.
+const TapSecret = "ACPTAP_TAP_SECRET"
+
 // minSecretLen is the shortest environment value treated as a secret:
 // shorter values ("1", "true", "dev") would be masked all over the record
 // without protecting anything.

@@ -1,4 +1,4 @@
-// Package testkit holds what acptap's tests share: the captured LLM wire samples, a goroutine-safe buffer, and the test binary re-run as a child.
+// Package testkit holds what acptap's tests share: the captured LLM wire samples, a goroutine-safe buffer, the test binary re-run as a child, and an intruder that tries the tap without its secret.
 package testkit
 
 import (
