@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -15,7 +16,8 @@ import (
 const (
 	ExitOK       = 0 // success; replays equal
 	ExitDiverged = 1 // a replay diverged
-	ExitUsage    = 2 // usage or environment error
+	ExitUsage    = 2 // usage or environment error, a damaged store
+	ExitInternal = 3 // acptap's own bug: a panic other than of a damaged store
 )
 
 // IO is where a command reads and writes. Commands never touch os.Std*
@@ -84,7 +86,7 @@ func newApp(stdio *IO) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
-		Commands: commands(
+		Commands: commands(stdio,
 			recordCommand(stdio),
 			showCommand(stdio),
 			rmCommand(stdio),
@@ -113,15 +115,20 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 }
 
 // commands gives every command the same treatment: one-line flag errors,
-// and the command's name in front of the errors its action returns, added
-// here once rather than by each error.
-func commands(cmds ...*cli.Command) []*cli.Command {
+// the command's name in front of the errors its action returns, added
+// here once rather than by each error, and a warning about a damaged
+// --store (see warnDamage) before it starts.
+func commands(stdio *IO, cmds ...*cli.Command) []*cli.Command {
 	for _, c := range cmds {
 		c.OnUsageError = onUsageError
 		if action, name := c.Action, c.Name; action != nil {
+			hasStore := slices.ContainsFunc(c.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), "store") })
 			c.Action = func(ctx *cli.Context) error {
 				if err := checkStore(ctx); err != nil {
 					return withCommandName(name, err)
+				}
+				if hasStore && name != "check" {
+					warnDamage(stdio, ctx.String("store"))
 				}
 				return withCommandName(name, action(ctx))
 			}
@@ -147,8 +154,15 @@ func withCommandName(name string, err error) error {
 }
 
 // Main runs acptap with args (args[0] is the program name) and returns the
-// process exit code.
-func Main(args []string, stdio *IO) int {
+// process exit code. A panic of the command's goroutine is acptap's own
+// bug (the store turns the panics of a damaged file into errors): it is
+// one line and ExitInternal, with the trace only if ACPTAP_TRACE=1.
+func Main(args []string, stdio *IO) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			code = internalError(stdio, r, debug.Stack())
+		}
+	}()
 	app := newApp(stdio)
 	args, stdio.agentArgv, stdio.dashDash = splitArgs(app, args)
 	err := app.Run(args)
@@ -165,6 +179,20 @@ func Main(args []string, stdio *IO) int {
 	// Flag parsing and other urfave/cli errors are usage errors.
 	fmt.Fprintf(stdio.Err, "acptap: %v\n", err)
 	return ExitUsage
+}
+
+// internalError reports the panic r, of the stack trace, as acptap's own
+// bug and returns ExitInternal.
+func internalError(stdio *IO, r any, trace []byte) int {
+	msg := strings.Join(strings.Fields(fmt.Sprint(r)), " ")
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	fmt.Fprintf(stdio.Err, "acptap: internal error: %s; please report it (with the trace that ACPTAP_TRACE=1 prints) at https://github.com/acptap/acptap/issues\n", msg)
+	if os.Getenv("ACPTAP_TRACE") == "1" {
+		stdio.Err.Write(trace)
+	}
+	return ExitInternal
 }
 
 // agentCommands are the commands whose positional arguments are the agent

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/acptap/acptap/store"
 )
 
 type rmOptions struct {
@@ -51,6 +54,10 @@ func runRm(opts *rmOptions) error {
 	// Check every name first so that a typo deletes nothing.
 	for _, name := range opts.Names {
 		rec, err := st.Get(name)
+		var de *store.DamagedError
+		if errors.As(err, &de) && de.Recording == name {
+			continue // rm removes a damaged recording, if bbolt can
+		}
 		if err != nil {
 			return recordingError(err, opts.StorePath)
 		}
