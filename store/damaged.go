@@ -138,6 +138,7 @@ const (
 type metaPage struct {
 	valid    bool   // magic, version and checksum are right
 	pageSize uint32 //
+	freelist uint64 // the freelist's page; noFreelist if none
 	hwm      uint64 // pages used by the commit
 	txid     uint64
 }
@@ -153,6 +154,7 @@ func parseMeta(b []byte) metaPage {
 	return metaPage{
 		valid:    le.Uint32(m) == boltMagic && le.Uint32(m[4:]) == boltVersion && le.Uint64(m[metaChecksumAt:]) == h.Sum64(),
 		pageSize: le.Uint32(m[8:]),
+		freelist: le.Uint64(m[32:]),
 		hwm:      le.Uint64(m[40:]),
 		txid:     le.Uint64(m[48:]),
 	}
@@ -165,7 +167,9 @@ func parseMeta(b []byte) metaPage {
 // *DamagedError when the other meta page is damaged: bbolt then silently
 // uses the commit before the newest if that is the damaged one. It
 // leaves to bbolt the files it would refuse itself (no valid meta page).
-func checkMetaPages(f *os.File, size int64) (warning, err error) {
+// If write, it checks the freelist too, which bbolt reads only to write:
+// a damaged one makes it panic, or hand out pages in use.
+func checkMetaPages(f *os.File, size int64, write bool) (warning, err error) {
 	var buf [pageHeaderSize + metaSize]byte
 	read := func(off int64) metaPage {
 		if n, _ := f.ReadAt(buf[:], off); n < len(buf) {
@@ -195,6 +199,11 @@ func checkMetaPages(f *os.File, size int64) (warning, err error) {
 	if need := int64(use.hwm) * pageSize; use.hwm > 0 && need > size {
 		return nil, &DamagedError{whole: true, Where: "its end", Err: fmt.Errorf("the file is %d bytes, its last commit (txid %d) needs %d: it was cut short", size, use.txid, need)}
 	}
+	if write && use.freelist != noFreelist {
+		if err := checkFreelist(f, pageSize, use); err != nil {
+			return nil, &DamagedError{whole: true, Where: fmt.Sprintf("page %d, its freelist", use.freelist), Err: err}
+		}
+	}
 	if other.valid {
 		return nil, nil
 	}
@@ -207,6 +216,45 @@ func checkMetaPages(f *os.File, size int64) (warning, err error) {
 		warning = fmt.Errorf("meta page %d is damaged; opened the commit of txid %d, and a later one (txid %d), if there was one, is lost", otherID, use.txid, use.txid+1)
 	}
 	return &DamagedError{whole: true, Err: warning}, nil
+}
+
+// checkFreelist checks the freelist of the commit m: a freelist page,
+// below the high-water mark, naming pages that are.
+func checkFreelist(f *os.File, pageSize int64, m metaPage) error {
+	id := m.freelist
+	if id < 2 || id >= m.hwm {
+		return fmt.Errorf("out of bounds (the commit has %d pages)", m.hwm)
+	}
+	var hdr [pageHeaderSize + 8]byte
+	if _, err := f.ReadAt(hdr[:], int64(id)*pageSize); err != nil {
+		return fmt.Errorf("does not read: %v", err)
+	}
+	le := binary.LittleEndian
+	pid, flags, count, overflow := le.Uint64(hdr[:]), le.Uint16(hdr[8:]), uint64(le.Uint16(hdr[10:])), uint64(le.Uint32(hdr[12:]))
+	start := int64(pageHeaderSize)
+	if count == 0xFFFF {
+		count, start = le.Uint64(hdr[pageHeaderSize:]), start+8
+	}
+	switch {
+	case pid != id:
+		return fmt.Errorf("says it is page %d", pid)
+	case flags != freelistPageFlag:
+		return fmt.Errorf("not a freelist page (flags %#x)", flags)
+	case overflow >= m.hwm || id+overflow >= m.hwm:
+		return fmt.Errorf("its %d overflow pages go past the high-water mark %d", overflow, m.hwm)
+	case count > ((overflow+1)*uint64(pageSize)-uint64(start))/8:
+		return fmt.Errorf("%d free pages do not fit it", count)
+	}
+	ids := make([]byte, 8*count)
+	if _, err := f.ReadAt(ids, int64(id)*pageSize+start); err != nil {
+		return fmt.Errorf("does not read: %v", err)
+	}
+	for i := range count {
+		if fid := le.Uint64(ids[8*i:]); fid < 2 || fid >= m.hwm {
+			return fmt.Errorf("names page %d, out of bounds", fid)
+		}
+	}
+	return nil
 }
 
 // errDamagedMeta is said of a bbolt file whose meta pages both fail

@@ -63,7 +63,7 @@ func openDB(path string, write, create bool, wait time.Duration, waited *time.Du
 					return nil, err
 				}
 				if fi.Size() > 0 {
-					warn, err := checkMetaPages(f, fi.Size())
+					warn, err := checkMetaPages(f, fi.Size(), write)
 					if err != nil {
 						f.Close()
 						return nil, err

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -178,7 +177,7 @@ func openError(path string, timeout time.Duration, err error) error {
 		return fmt.Errorf("open store: %w", err)
 	case errors.Is(err, berrors.ErrInvalid),
 		errors.Is(err, berrors.ErrVersionMismatch),
-		!looksLikeBbolt(path):
+		!looksLikeBbolt(path, false):
 		// bbolt says "file size too small" and more for files that never
 		// were bbolt files; its sentinels cover only some.
 		return fmt.Errorf("open store %s: %w: %w", path, ErrNotStore, err)
@@ -188,19 +187,22 @@ func openError(path string, timeout time.Duration, err error) error {
 
 // looksLikeBbolt reports whether the file at path starts with a bbolt
 // meta page: a page header (id, flags, count, overflow) with the meta
-// flag, followed by the magic number.
-func looksLikeBbolt(path string) bool {
+// flag, followed by the magic number. If second, the second meta page
+// (after a page of the system's size) will do: the first may be damaged.
+func looksLikeBbolt(path string, second bool) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
 	var page [20]byte
-	if _, err := io.ReadFull(f, page[:]); err != nil {
-		return false
+	is := func(off int64) bool {
+		if _, err := f.ReadAt(page[:], off); err != nil {
+			return false
+		}
+		return binary.LittleEndian.Uint16(page[8:])&metaPageFlag != 0 && binary.LittleEndian.Uint32(page[16:]) == boltMagic
 	}
-	const metaPageFlag, magic = 0x04, 0xED0CDAED
-	return binary.LittleEndian.Uint16(page[8:])&metaPageFlag != 0 && binary.LittleEndian.Uint32(page[16:]) == magic
+	return is(0) || second && is(int64(os.Getpagesize()))
 }
 
 // init checks the store bucket and, when writable, creates the layout in a

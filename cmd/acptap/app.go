@@ -90,6 +90,7 @@ func newApp(stdio *IO) *cli.App {
 			recordCommand(stdio),
 			showCommand(stdio),
 			rmCommand(stdio),
+			checkCommand(stdio),
 			replayCommand(stdio),
 			diffCommand(stdio),
 			calibrateCommand(stdio),
