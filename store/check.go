@@ -323,6 +323,7 @@ func readAllEvents(eb *bolt.Bucket, name string, r *salvaged) {
 	var frames, exchanges int
 	next := uint64(1) // the Seq the next value should start at
 	var gaps []string
+	unknownSpan := false // the last value did not read, nor say its span
 	at := uint64(1)
 	defer func() {
 		if p := recover(); p != nil {
@@ -351,9 +352,16 @@ func readAllEvents(eb *bolt.Bucket, name string, r *salvaged) {
 			if r.cut == "" {
 				r.cut = fmt.Sprintf("events from %d on do not read: %v", seq, err)
 			}
+			// The events it held are not missing: its header may say
+			// how many there were.
+			if _, n, err := valueSpan(seq, v); err == nil {
+				next = seq + n
+			} else {
+				next, unknownSpan = seq+1, true
+			}
 			continue
 		}
-		if seq > next {
+		if seq > next && !unknownSpan {
 			gaps = append(gaps, seqRange(next, seq-1))
 		}
 		for _, e := range events {
@@ -375,7 +383,7 @@ func readAllEvents(eb *bolt.Bucket, name string, r *salvaged) {
 				r.problem(name, e.Seq, fmt.Sprintf("unknown kind %d", e.Kind))
 			}
 		}
-		next = events[len(events)-1].Seq + 1
+		next, unknownSpan = events[len(events)-1].Seq+1, false
 		at = next
 		if r.cut == "" {
 			r.keys = append(r.keys, slices.Clone(k))
