@@ -197,10 +197,14 @@ func (s *Store) readAll(f *os.File, names []string, fn func(string, *salvaged)) 
 	return err
 }
 
-// damageText is the text of a *DamagedError without the store's name.
+// damageText is the text of a *DamagedError without the store's, the
+// recording's and the event's names.
 func damageText(err error) string {
 	var de *DamagedError
-	if errors.As(err, &de) && de.Err != nil {
+	switch {
+	case errors.As(err, &de) && de.Where != "":
+		return de.Where + ": " + fmt.Sprint(de.Err)
+	case errors.As(err, &de) && de.Err != nil:
 		return de.Err.Error()
 	}
 	return fmt.Sprint(err)

@@ -796,6 +796,9 @@ func readMeta(b *bolt.Bucket, name string) (Recording, error) {
 	}
 	rec, err := decodeMeta(v)
 	if err != nil {
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner // without decodeMeta's "metadata: "
+		}
 		return Recording{}, &DamagedError{Recording: name, Where: "metadata", Err: err}
 	}
 	rec.Name = name

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/acptap/acptap/store"
 )
 
 // Exit codes of acptap, a contract (README, "Exit codes").
@@ -173,13 +175,24 @@ func Main(args []string, stdio *IO) (code int) {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintf(stdio.Err, "acptap: %v\n", ee.err)
+			fmt.Fprintf(stdio.Err, "acptap: %v%s\n", ee.err, checkHint(ee.err))
 		}
 		return ee.code
 	}
 	// Flag parsing and other urfave/cli errors are usage errors.
 	fmt.Fprintf(stdio.Err, "acptap: %v\n", err)
 	return ExitUsage
+}
+
+// checkHint is what to do about err if it says a store is damaged and
+// does not say what to do already: whichever command met the damage,
+// acptap check tells more.
+func checkHint(err error) string {
+	var de *store.DamagedError
+	if !errors.As(err, &de) || strings.Contains(err.Error(), "acptap check") {
+		return ""
+	}
+	return "; run: acptap check --store " + de.Path
 }
 
 // internalError reports the panic r, of the stack trace, as acptap's own

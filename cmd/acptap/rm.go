@@ -66,7 +66,13 @@ func runRm(opts *rmOptions) error {
 		}
 	}
 	for _, name := range opts.Names {
-		if err := st.Delete(name); err != nil {
+		err := st.Delete(name)
+		if errors.Is(err, store.ErrDamaged) {
+			// bbolt frees a recording's pages when it deletes it, and
+			// cannot when they are damaged.
+			return usageErrorf("%v; its pages do not read, so it cannot be removed: copy what reads into a new store with: acptap check --store %s --salvage NEW.db", err, opts.StorePath)
+		}
+		if err != nil {
 			return recordingError(err, opts.StorePath)
 		}
 		fmt.Fprintf(opts.IO.Err, "acptap: deleted %q\n", name)

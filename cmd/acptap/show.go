@@ -160,6 +160,7 @@ type recordingJSON struct {
 	Snapshot   bool      `json:"snapshot,omitempty"` // the workspace was snapshotted for replay
 	Updated    time.Time `json:"updated,omitzero"`   // when replay --update last rewrote the expected agent stream
 	Damage     string    `json:"damage,omitempty"`   // what does not read, of a damaged recording (state damaged)
+	Salvaged   string    `json:"salvaged,omitempty"` // what was lost, of a recording acptap check --salvage copied in part
 }
 
 func listJSON(w io.Writer, recs []store.Recording) error {
@@ -171,7 +172,7 @@ func listJSON(w io.Writer, recs []store.Recording) error {
 			Frames: r.Frames, Exchanges: r.Exchanges, DurationMs: r.Duration.Milliseconds(),
 			Done: r.Done, State: state(r), ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
 			Version: r.Version, Format: r.Format, Snapshot: r.Snapshot, Updated: r.Updated,
-			Damage: damage(r),
+			Damage: damageOf(r), Salvaged: r.Salvaged,
 		}); err != nil {
 			return err
 		}
@@ -211,9 +212,9 @@ func state(r store.Recording) string {
 	return "interrupted"
 }
 
-// damage says what of a damaged recording does not read; "" if it is not
+// damageOf says what of a damaged recording does not read; "" if it is not
 // damaged.
-func damage(r store.Recording) string {
+func damageOf(r store.Recording) string {
 	var de *store.DamagedError
 	switch {
 	case r.Damage == nil:
@@ -230,7 +231,10 @@ func damage(r store.Recording) string {
 func status(r store.Recording) string {
 	switch {
 	case r.Damage != nil:
-		return "damaged: " + damage(r) + "; run acptap check"
+		return "damaged: " + damageOf(r) + "; run acptap check"
+	case r.Salvaged != "":
+		r.Salvaged = ""
+		return status(r) + " (salvaged in part)"
 	case !r.Done && r.Live:
 		return "recording"
 	case !r.Done:
@@ -249,6 +253,9 @@ func writeHeader(w io.Writer, r store.Recording) {
 		r.Created.Local().Format("2006-01-02 15:04:05"), r.Cwd, r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
 	if r.Snapshot {
 		fmt.Fprintf(w, "  workspace snapshot kept for replay\n")
+	}
+	if r.Salvaged != "" {
+		fmt.Fprintf(w, "  %s\n", r.Salvaged)
 	}
 	if r.ProxyEnv && !r.LoopbackDirect {
 		fmt.Fprintf(w, "  loopback went through the tap too (record --proxy-loopback, or an acptap without it); replay does the same\n")

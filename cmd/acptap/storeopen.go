@@ -79,5 +79,5 @@ func recordingError(err error, storePath string) error {
 	case errors.Is(err, store.ErrChanged):
 		return usageErrorf("%v; run the command again", err)
 	}
-	return usageErrorf("%v", err)
+	return usageErrorf("%w", err)
 }
