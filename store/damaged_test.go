@@ -616,3 +616,37 @@ func FuzzDamagedStore(f *testing.F) {
 		everyOperation(t, path)
 	})
 }
+
+// TestDamagedFreelist: bbolt reads the freelist only to write, and trusts
+// it: a write refuses a damaged one, a read does not need it.
+func TestDamagedFreelist(t *testing.T) {
+	path := copyFixture(t, t.TempDir())
+	b := fixtureBytes(t)
+	m0, m1 := parseMeta(b), parseMeta(b[4096:])
+	if m1.txid > m0.txid {
+		m0 = m1
+	}
+	if m0.freelist == noFreelist {
+		t.Fatal("the fixture has no freelist page")
+	}
+	// The page's flags.
+	if err := damage.Flip(path, int64(m0.freelist)*4096+8, 2); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, nil)
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), fmt.Sprintf("at page %d, its freelist: not a freelist page", m0.freelist)) {
+		t.Errorf("Open to write: %v, want ErrDamaged at the freelist", err)
+	}
+	s, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("Open read-only: %v", err)
+	}
+	defer s.Close()
+	if recs, err := s.List(); err != nil || len(recs) != 3 {
+		t.Errorf("List: %d recordings, %v; want 3", len(recs), err)
+	}
+	ps := checkProblems(t, path)
+	if len(ps) == 0 || !strings.Contains(ps[0].What, fmt.Sprintf("page %d: unexpected type", m0.freelist)) {
+		t.Errorf("Check: %v, want the freelist page first", ps)
+	}
+}
