@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -57,6 +58,12 @@ func runCheck(opts *checkOptions) error {
 		fmt.Fprintln(out, oneLine(p.String()))
 	}
 	if opts.Salvage != "" {
+		if _, err := os.Lstat(opts.Salvage); err == nil {
+			return usageErrorf("salvage into %s: %v; pass the path of a new store file to --salvage", opts.Salvage, fs.ErrExist)
+		}
+		// A salvage stopped by a signal leaves no half-written store.
+		stop := onInterruptDo(func() { os.Remove(opts.Salvage) })
+		defer stop()
 		res, err := store.Salvage(opts.StorePath, opts.Salvage, report)
 		if err != nil {
 			return checkError(err, opts)
