@@ -138,6 +138,7 @@ const (
 type metaPage struct {
 	valid    bool   // magic, version and checksum are right
 	pageSize uint32 //
+	root     uint64 // the root bucket's page
 	freelist uint64 // the freelist's page; noFreelist if none
 	hwm      uint64 // pages used by the commit
 	txid     uint64
@@ -154,6 +155,7 @@ func parseMeta(b []byte) metaPage {
 	return metaPage{
 		valid:    le.Uint32(m) == boltMagic && le.Uint32(m[4:]) == boltVersion && le.Uint64(m[metaChecksumAt:]) == h.Sum64(),
 		pageSize: le.Uint32(m[8:]),
+		root:     le.Uint64(m[16:]),
 		freelist: le.Uint64(m[32:]),
 		hwm:      le.Uint64(m[40:]),
 		txid:     le.Uint64(m[48:]),
@@ -170,31 +172,9 @@ func parseMeta(b []byte) metaPage {
 // If write, it checks the freelist too, which bbolt reads only to write:
 // a damaged one makes it panic, or hand out pages in use.
 func checkMetaPages(f *os.File, size int64, write bool) (warning, err error) {
-	var buf [pageHeaderSize + metaSize]byte
-	read := func(off int64) metaPage {
-		if n, _ := f.ReadAt(buf[:], off); n < len(buf) {
-			return metaPage{}
-		}
-		return parseMeta(buf[:])
-	}
-	m0 := read(0)
-	pageSize := int64(m0.pageSize)
-	if !m0.valid {
-		pageSize = int64(os.Getpagesize())
-	}
-	if pageSize <= 0 || pageSize > 1<<24 {
-		return nil, nil
-	}
-	m1 := read(pageSize)
-	if !m0.valid && m1.valid && int64(m1.pageSize) != pageSize {
-		return nil, nil // another page size: bbolt searches for it
-	}
-	use, other, otherID := m0, m1, 1
-	if !m0.valid || m1.valid && m1.txid > m0.txid {
-		use, other, otherID = m1, m0, 0
-	}
-	if !use.valid {
-		return nil, nil
+	use, other, otherID, pageSize := readMetaPages(f)
+	if !use.valid || int64(use.pageSize) != pageSize {
+		return nil, nil // bbolt refuses it, or searches for its page size
 	}
 	if need := int64(use.hwm) * pageSize; use.hwm > 0 && need > size {
 		return nil, &DamagedError{whole: true, Where: "its end", Err: fmt.Errorf("the file is %d bytes, its last commit (txid %d) needs %d: it was cut short", size, use.txid, need)}
@@ -216,6 +196,30 @@ func checkMetaPages(f *os.File, size int64, write bool) (warning, err error) {
 		warning = fmt.Errorf("meta page %d is damaged; opened the commit of txid %d, and a later one (txid %d), if there was one, is lost", otherID, use.txid, use.txid+1)
 	}
 	return &DamagedError{whole: true, Err: warning}, nil
+}
+
+// readMetaPages reads the two meta pages of the bbolt file f and returns
+// the one bbolt uses, the valid one of the higher txid (use.valid is
+// false if there is none), the other and its page number, and the page
+// size.
+func readMetaPages(f *os.File) (use, other metaPage, otherID int, pageSize int64) {
+	var buf [pageHeaderSize + metaSize]byte
+	read := func(off int64) metaPage {
+		if n, _ := f.ReadAt(buf[:], off); n < len(buf) {
+			return metaPage{}
+		}
+		return parseMeta(buf[:])
+	}
+	m0 := read(0)
+	pageSize = int64(m0.pageSize)
+	if !m0.valid || pageSize <= 0 || pageSize > 1<<24 {
+		pageSize = int64(os.Getpagesize())
+	}
+	m1 := read(pageSize)
+	if !m0.valid || m1.valid && m1.txid > m0.txid {
+		return m1, m0, 0, pageSize
+	}
+	return m0, m1, 1, pageSize
 }
 
 // checkFreelist checks the freelist of the commit m: a freelist page,

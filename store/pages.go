@@ -43,24 +43,8 @@ const (
 // checkPages checks the bbolt file f, of size bytes. It reports whether
 // bbolt can open the file at all (a valid meta page).
 func checkPages(f *os.File, size int64, report func(Problem)) (usable bool) {
-	var buf [pageHeaderSize + metaSize]byte
-	read := func(off int64) metaPage {
-		if n, _ := f.ReadAt(buf[:], off); n < len(buf) {
-			return metaPage{}
-		}
-		return parseMeta(buf[:])
-	}
-	m0 := read(0)
-	pageSize := int64(m0.pageSize)
-	if !m0.valid {
-		pageSize = int64(os.Getpagesize())
-	}
-	m1 := read(pageSize)
-	use, other, otherID := m0, m1, 1
-	if !m0.valid || m1.valid && m1.txid > m0.txid {
-		use, other, otherID = m1, m0, 0
-	}
-	if !use.valid {
+	use, other, otherID, pageSize := readMetaPages(f)
+	if !use.valid || int64(use.pageSize) != pageSize {
 		report(Problem{What: "both meta pages fail their checksum: bbolt cannot open the file"})
 		return false
 	}
@@ -74,22 +58,12 @@ func checkPages(f *os.File, size int64, report func(Problem)) (usable bool) {
 	if need := int64(use.hwm) * pageSize; need > size {
 		report(Problem{What: fmt.Sprintf("the file is %d bytes, its last commit (txid %d) needs %d: it was cut short", size, use.txid, need)})
 	}
-	var meta [pageHeaderSize + metaSize]byte
-	if use == m0 {
-		f.ReadAt(meta[:], 0)
-	} else {
-		f.ReadAt(meta[:], pageSize)
-	}
-	le := binary.LittleEndian
-	root := le.Uint64(meta[pageHeaderSize+16:])
-	freelist := le.Uint64(meta[pageHeaderSize+32:])
-
 	c := &pageChecker{f: f, size: size, pageSize: pageSize, hwm: use.hwm,
 		seen: map[uint64]bool{0: true, 1: true}, free: map[uint64]bool{}, report: report}
-	if freelist != noFreelist {
-		c.freelist(freelist)
+	if use.freelist != noFreelist {
+		c.freelist(use.freelist)
 	}
-	c.bucket(root, nil, nil)
+	c.bucket(use.root, nil, nil)
 	var unreachable []uint64
 	for id := uint64(2); id < c.hwm; id++ {
 		if !c.seen[id] && !c.free[id] {
