@@ -70,8 +70,8 @@ func version() string {
 
 func newApp(stdio *IO) *cli.App {
 	return &cli.App{
-		Name:      "acptap",
-		Usage:     "record and replay AI coding agents (ACP stdio and LLM HTTP)",
+		Name:  "acptap",
+		Usage: "record and replay AI coding agents (ACP stdio and LLM HTTP)",
 		Description: "Exit codes: 0 success; 1 a replay diverged, diff found a difference, check found problems;\n" +
 			"2 a usage or environment error, or a damaged store (run acptap check); 3 acptap's own bug\n" +
 			"(ACPTAP_TRACE=1 prints its trace); record exits with the agent's status.",
