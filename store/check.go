@@ -479,13 +479,13 @@ func Salvage(path, dst string, report func(Problem)) (res SalvageResult, err err
 		if name == "" || putErr != nil {
 			return
 		}
-		switch whole, err := out.putSalvaged(name, r); {
+		switch written, whole, err := out.putSalvaged(name, r); {
 		case err != nil:
 			putErr = err
+		case !written:
+			res.Lost = append(res.Lost, name)
 		case whole:
 			res.Whole = append(res.Whole, name)
-		case r.meta == nil && len(r.keys) == 0:
-			res.Lost = append(res.Lost, name)
 		default:
 			res.Partial = append(res.Partial, name)
 		}
@@ -497,11 +497,12 @@ func Salvage(path, dst string, report func(Problem)) (res SalvageResult, err err
 }
 
 // putSalvaged writes what was read of the named recording into s, and
-// reports whether it was all of it. A recording of which nothing read is
-// not written.
-func (s *Store) putSalvaged(name string, r *salvaged) (whole bool, err error) {
+// reports whether it did, and whether that was all of it. A recording of
+// which nothing read is not written, nor one whose name is not valid (a
+// damaged key).
+func (s *Store) putSalvaged(name string, r *salvaged) (written, whole bool, err error) {
 	if err := ValidName(name); err != nil || r.meta == nil && len(r.keys) == 0 {
-		return false, nil
+		return false, false, nil
 	}
 	var lost []string
 	rec := Recording{Name: name, Format: FormatVersion}
@@ -521,7 +522,7 @@ func (s *Store) putSalvaged(name string, r *salvaged) (whole bool, err error) {
 	for i, k := range r.keys {
 		kind, n, err := valueSpan(binary.BigEndian.Uint64(k), r.values[i])
 		if err != nil {
-			return false, err // read whole before: a bug
+			return false, false, err // it decoded before: a bug
 		}
 		if kind == KindExchange {
 			rec.Exchanges += int(n)
@@ -534,7 +535,7 @@ func (s *Store) putSalvaged(name string, r *salvaged) (whole bool, err error) {
 	}
 	meta, err := encodeMeta(&rec)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	err = s.update("salvage", name, func(tx *bolt.Tx) error {
 		b, err := tx.Bucket(recordingsBucket).CreateBucket([]byte(name))
@@ -568,5 +569,5 @@ func (s *Store) putSalvaged(name string, r *salvaged) (whole bool, err error) {
 		}
 		return nil
 	})
-	return len(lost) == 0, err
+	return err == nil, len(lost) == 0, err
 }

@@ -88,7 +88,9 @@ func guard(fn func() error) (recovered bool, err error) {
 // called from the deferred function that recovered r, whose stack still
 // holds the frames that panicked.
 func damagePanic(r any) *DamagedError {
-	if fault, ok := r.(interface{ Addr() uintptr }); ok {
+	// With SetPanicOnFault, a nil pointer dereference is a fault too: one
+	// near address 0 is a bug, not the mapping.
+	if fault, ok := r.(interface{ Addr() uintptr }); ok && fault.Addr() >= minMapAddr {
 		return damaged(0, "", fmt.Errorf("a read of the mapped file failed (%v at %#x)", r, fault.Addr()))
 	}
 	switch {
@@ -99,6 +101,11 @@ func damagePanic(r any) *DamagedError {
 	}
 	panic(r)
 }
+
+// minMapAddr is below any address the kernel maps a file at (Linux's
+// vm.mmap_min_addr is 4 KiB or more, and mappings go far higher): a
+// fault below it is a nil pointer, plus a field's offset.
+const minMapAddr = 1 << 16
 
 // panickedIn reports whether the function that panicked, the innermost
 // frame of the panicking goroutine below the runtime's own, is of the

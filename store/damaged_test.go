@@ -575,20 +575,38 @@ func TestGuardTurnsFaultsIntoDamage(t *testing.T) {
 }
 
 // TestGuardLetsBugsThrough: a panic of this package's own code is a bug
-// to report, not damage.
+// to report, not damage, a nil pointer dereference too, which
+// SetPanicOnFault makes a fault.
 func TestGuardLetsBugsThrough(t *testing.T) {
-	defer func() {
-		r := recover()
-		if err, ok := r.(runtime.Error); !ok || !strings.Contains(err.Error(), "nil map") {
-			t.Errorf("recovered %v, want the nil map panic", r)
-		}
-	}()
-	var m map[string]int
-	guard(func() error {
-		m["x"] = 1
-		return nil
-	})
-	t.Errorf("guard returned from a panic of the store's own code")
+	type node struct{ next *node }
+	for _, tt := range []struct {
+		name string
+		bug  func()
+		want string
+	}{
+		{"nil map", func() {
+			var m map[string]int
+			m["x"] = 1
+		}, "nil map"},
+		{"nil pointer", func() {
+			var n *node
+			_ = n.next.next
+		}, "nil pointer dereference"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if err, ok := r.(runtime.Error); !ok || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("recovered %v, want the %s panic", r, tt.want)
+				}
+			}()
+			guard(func() error {
+				tt.bug()
+				return nil
+			})
+			t.Errorf("guard returned from a panic of the store's own code")
+		})
+	}
 }
 
 // FuzzDamagedStore writes bytes over the fixture at an offset and runs
