@@ -230,7 +230,10 @@ func (s *Store) readRecordings(tx *bolt.Tx, names []string, fn func(string, *sal
 	}
 	c := tx.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
-		if !bytes.Equal(k, storeBucket) && !bytes.Equal(k, recordingsBucket) {
+		switch {
+		case bytes.Equal(k, removedBucket):
+			whole.problem("", 0, "it keeps the pages of damaged recordings that rm removed; acptap check --salvage copies the store without them")
+		case !bytes.Equal(k, storeBucket) && !bytes.Equal(k, recordingsBucket):
 			whole.problem("", 0, fmt.Sprintf("stray key %q at the top of the file", k))
 		}
 	}

@@ -668,3 +668,60 @@ func TestDamagedFreelist(t *testing.T) {
 		t.Errorf("Check: %v, want the freelist page first", ps)
 	}
 }
+
+// TestDeleteDamagedRecording: bbolt cannot free the pages of a recording
+// whose pages are damaged; Delete takes it out of the recordings all the
+// same, and Check still says the file keeps damaged pages.
+func TestDeleteDamagedRecording(t *testing.T) {
+	dir := t.TempDir()
+	path := copyFixture(t, dir)
+	off, _, err := damage.Value(path, []string{"recordings", "b", "events"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := damage.Flip(path, off/4096*4096, 32); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Events("b", func(Event) error { return nil }); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("Events of b with a page flipped: %v, want ErrDamaged", err)
+	}
+	if err := s.Delete("b"); err != nil {
+		t.Fatalf("Delete of the damaged b: %v", err)
+	}
+	recs, err := s.List()
+	if err != nil || len(recs) != 2 || recs[0].Name != "a" || recs[1].Name != "c" {
+		t.Errorf("List after Delete b: %v, %v; want a and c", recs, err)
+	}
+	if _, err := s.Get("b"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get b after Delete: %v, want ErrNotFound", err)
+	}
+	// A new b, and its Delete, as of any recording.
+	w := mustCreate(t, s, Recording{Name: "b"})
+	w.Append(Event{Kind: KindFrame, Lane: LaneAgent, Data: []byte("again")})
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("b"); err != nil {
+		t.Errorf("Delete of a new b: %v", err)
+	}
+	all := ""
+	for _, p := range checkProblems(t, path) {
+		all += p.String() + "\n"
+	}
+	if !strings.Contains(all, "keeps the pages of damaged recordings that rm removed") || !strings.Contains(all, "says it is page") {
+		t.Errorf("Check after Delete: %q, want the kept pages and their damage", all)
+	}
+	dst := filepath.Join(dir, "salvaged.db")
+	res, err := Salvage(path, dst, func(Problem) {})
+	if err != nil || !slices.Equal(res.Whole, []string{"a", "c"}) || len(res.Partial)+len(res.Lost) != 0 {
+		t.Errorf("Salvage: %+v, %v; want a and c whole", res, err)
+	}
+	if ps := checkProblems(t, dst); len(ps) != 0 {
+		t.Errorf("Check of the salvaged store: %v, want none", ps)
+	}
+}

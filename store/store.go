@@ -32,6 +32,9 @@ import (
 //	            Seq as 8 bytes big-endian -> event value or frame block
 //	                                   (see eventEncoding), keyed by the Seq
 //	                                   of its first event
+//	removed-damaged/
+//	    TIME/NAME/             a damaged recording that Delete could not
+//	                           free, as it was (see Delete)
 //
 // The format value is the one value not compressed: every version must be
 // able to read it. Events of all lanes share one key space, so a cursor
@@ -42,6 +45,7 @@ var (
 	formatKey        = []byte("format")
 	recordingsBucket = []byte("recordings")
 	metaKey          = []byte("meta")
+	removedBucket    = []byte("removed-damaged")
 	eventsBucket     = []byte("events")
 )
 
@@ -537,7 +541,7 @@ func (s *Store) Delete(name string) error {
 	if err := s.writable("delete", name); err != nil {
 		return err
 	}
-	return s.update("delete", name, func(tx *bolt.Tx) error {
+	err := s.update("delete", name, func(tx *bolt.Tx) error {
 		if _, err := recording(tx, name); err != nil {
 			return err
 		}
@@ -545,6 +549,29 @@ func (s *Store) Delete(name string) error {
 			return err
 		}
 		return tx.Bucket(recordingsBucket).DeleteBucket([]byte(name))
+	})
+	var de *DamagedError
+	if !errors.As(err, &de) || de.Recording != name {
+		return err
+	}
+	// bbolt frees a recording's pages as it deletes it, walking them,
+	// which it cannot do when they are damaged. The recording is moved
+	// out of the recordings instead, unwalked: its pages stay in the
+	// file, under removedBucket, where Check still finds their damage
+	// and Salvage leaves them. (The failed transaction wrote nothing.)
+	return s.update("delete", name, func(tx *bolt.Tx) error {
+		if _, err := recording(tx, name); err != nil {
+			return err
+		}
+		removed, err := tx.CreateBucketIfNotExists(removedBucket)
+		if err != nil {
+			return err
+		}
+		at, err := removed.CreateBucket([]byte(strconv.FormatInt(time.Now().UnixNano(), 10)))
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(recordingsBucket).MoveBucket([]byte(name), at)
 	})
 }
 

@@ -68,9 +68,9 @@ func runRm(opts *rmOptions) error {
 	for _, name := range opts.Names {
 		err := st.Delete(name)
 		if errors.Is(err, store.ErrDamaged) {
-			// bbolt frees a recording's pages when it deletes it, and
-			// cannot when they are damaged.
-			return usageErrorf("%v; its pages do not read, so it cannot be removed: copy what reads into a new store with: acptap check --store %s --salvage NEW.db", err, opts.StorePath)
+			// Delete takes out a recording with damaged pages, unless the
+			// damage is in the list of recordings itself.
+			return usageErrorf("%v; copy what reads into a new store with: acptap check --store %s --salvage NEW.db", err, opts.StorePath)
 		}
 		if err != nil {
 			return recordingError(err, opts.StorePath)
