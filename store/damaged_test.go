@@ -584,10 +584,10 @@ func TestGuardLetsBugsThrough(t *testing.T) {
 		bug  func()
 		want string
 	}{
-		{"nil map", func() {
-			var m map[string]int
-			m["x"] = 1
-		}, "nil map"},
+		{"index", func() {
+			s := make([]int, len(os.Args))
+			_ = s[len(s)]
+		}, "index out of range"},
 		{"nil pointer", func() {
 			var n *node
 			_ = n.next.next

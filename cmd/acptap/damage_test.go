@@ -18,6 +18,7 @@ import (
 //	damage flip FILE OFFSET N       flip N bytes from OFFSET on
 //	damage value FILE BUCKETS KEY   flip 8 bytes in the middle of a value
 //	damage page FILE BUCKETS KEY    flip 32 bytes at the start of the page of a value
+//	damage root FILE BUCKETS        flip 32 bytes at the start of a bucket's root page
 //	damage meta FILE newest|older   make a meta page fail its checksum
 //
 // BUCKETS is a path of bucket names separated by '/'; KEY is a key, the
@@ -66,6 +67,10 @@ func cmdDamage(ts *testscript.TestScript, neg bool, args []string) {
 		ps, err := damage.PageSize(file)
 		ts.Check(err)
 		ts.Check(damage.Flip(file, off/int64(ps)*int64(ps), 32))
+	case "root":
+		off, err := damage.Root(file, strings.Split(args[2], "/"))
+		ts.Check(err)
+		ts.Check(damage.Flip(file, off, 32))
 	case "meta":
 		newest, _, err := damage.NewestMeta(file)
 		ts.Check(err)

@@ -85,7 +85,7 @@ func runShow(opts *showOptions) error {
 	if opts.Name == "" {
 		recs, err := st.List()
 		if err != nil {
-			return usageErrorf("%v", err)
+			return usageErrorf("%w", err)
 		}
 		if opts.JSON {
 			return listJSON(out, recs)

@@ -88,6 +88,37 @@ func Value(file string, path []string, key []byte) (off int64, size int, err err
 	return off, size, err
 }
 
+// Root returns the offset in the file of the root page of the bucket at
+// path of bucket names; ErrNoValue if it is an inline bucket, which has no
+// page of its own.
+func Root(file string, path []string) (int64, error) {
+	db, err := bolt.Open(file, 0, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var off int64
+	err = db.View(func(tx *bolt.Tx) error {
+		var b *bolt.Bucket
+		for i, name := range path {
+			if i == 0 {
+				b = tx.Bucket([]byte(name))
+			} else if b != nil {
+				b = b.Bucket([]byte(name))
+			}
+		}
+		switch {
+		case b == nil:
+			return fmt.Errorf("%w: no bucket %q", ErrNoValue, path)
+		case b.RootPage() == 0:
+			return fmt.Errorf("%w: bucket %q is inline", ErrNoValue, path)
+		}
+		off = int64(b.RootPage()) * int64(db.Info().PageSize)
+		return nil
+	})
+	return off, err
+}
+
 // PageSize returns the page size of the bbolt file at path.
 func PageSize(path string) (int, error) {
 	db, err := bolt.Open(path, 0, &bolt.Options{ReadOnly: true})
