@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -50,10 +49,6 @@ type CheckOptions struct {
 	// Names are the recordings to check; every one if empty. The file's
 	// own structure is checked either way.
 	Names []string
-
-	// Timeout is how long Check waits for the file's lock, as
-	// Options.Timeout.
-	Timeout time.Duration
 }
 
 // Check verifies the store file at path and calls report with each
@@ -79,7 +74,7 @@ func Check(path string, opts *CheckOptions, report func(Problem)) error {
 			return err
 		}
 	}
-	f, size, err := openForCheck(path, o.Timeout)
+	f, size, err := openForCheck(path)
 	if err != nil {
 		return err
 	}
@@ -96,8 +91,8 @@ func Check(path string, opts *CheckOptions, report func(Problem)) error {
 }
 
 // openForCheck opens the store file for Check or Salvage, with its
-// shared lock, and returns it with its size.
-func openForCheck(path string, timeout time.Duration) (*os.File, int64, error) {
+// shared lock (waiting for it as Open does), and returns it with its size.
+func openForCheck(path string) (*os.File, int64, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -118,12 +113,8 @@ func openForCheck(path string, timeout time.Duration) (*os.File, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("check store: %w", err)
 	}
-	wait := defaultTimeout
-	if timeout != 0 {
-		wait = max(0, timeout)
-	}
-	if err := lockFile(f, false, wait); err != nil {
-		return nil, 0, openError(path, wait, err)
+	if err := lockFile(f, false, defaultTimeout); err != nil {
+		return nil, 0, openError(path, defaultTimeout, err)
 	}
 	fi, err = f.Stat()
 	if err != nil {
@@ -453,7 +444,7 @@ func Salvage(path, dst string, report func(Problem)) (res SalvageResult, err err
 	if _, err := os.Lstat(dst); err == nil {
 		return res, fmt.Errorf("salvage into %s: %w", dst, fs.ErrExist)
 	}
-	f, size, err := openForCheck(path, 0)
+	f, size, err := openForCheck(path)
 	if err != nil {
 		return res, err
 	}
