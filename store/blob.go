@@ -41,7 +41,7 @@ var (
 
 const (
 	// blobEncoding is the first byte of a blob's info: a reader refuses
-	// another with ErrUnknownFormat.
+	// another as damage (see the encodings of events in codec.go).
 	blobEncoding = 1
 
 	chunkRaw  = 0
@@ -231,7 +231,9 @@ func (s *Store) Blob(recordingName, name string) ([]byte, error) {
 		}
 		data, err = decodeBlob(bb)
 		if err != nil {
-			return fmt.Errorf("blob %q: %w", name, err)
+			de := damaged(0, fmt.Sprintf("blob %q", name), err)
+			de.Recording = recordingName
+			return de
 		}
 		return nil
 	})
@@ -249,7 +251,7 @@ func decodeBlob(bb *bolt.Bucket) ([]byte, error) {
 		return nil, errors.New("info missing")
 	}
 	if info[0] != blobEncoding {
-		return nil, fmt.Errorf("blob encoding %d: %w", info[0], ErrUnknownFormat)
+		return nil, fmt.Errorf("unknown blob encoding %d", info[0])
 	}
 	size, n := binary.Uvarint(info[1:])
 	if n <= 0 {
@@ -295,7 +297,7 @@ func decodeBlob(bb *bolt.Bucket) ([]byte, error) {
 			}
 			data = append(data, scratch...)
 		default:
-			return nil, fmt.Errorf("chunk %d: encoding %d: %w", i, v[0], ErrUnknownFormat)
+			return nil, fmt.Errorf("chunk %d: unknown encoding %d", i, v[0])
 		}
 		want := min(blobChunkSize, int(size)-start)
 		if len(data)-start != want {

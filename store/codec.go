@@ -20,8 +20,11 @@ const MaxDataSize = 256 << 20
 const maxMetaSize = 4 << 20
 
 // Every event value starts with a byte that says how the rest is encoded.
-// A reader refuses an encoding it does not know with ErrUnknownFormat, so
-// that an older acptap stops at a newer value instead of misreading it.
+// A reader refuses an encoding it does not know, so that an older acptap
+// stops at a newer value instead of misreading it. That is damage, not a
+// newer format: a recording announces its format in its metadata
+// (Recording.Format), which a reader checks first, and a recording of a
+// known format holds only encodings of that format.
 //
 // An event value (encoding 1) holds one event:
 //
@@ -146,7 +149,7 @@ func decodeEvent(seq uint64, v []byte) (Event, error) {
 		return Event{}, errors.New("empty event value")
 	}
 	if v[0] != eventEncoding {
-		return Event{}, fmt.Errorf("event encoding %d: %w", v[0], ErrUnknownFormat)
+		return Event{}, errEncoding(v[0])
 	}
 	if len(v) < eventHeaderSize+1 {
 		return Event{}, errors.New("event header truncated")
@@ -349,7 +352,7 @@ func decodeValue(dst []Event, seq uint64, v []byte) ([]Event, error) {
 	case blockEncoding:
 		return decodeBlock(dst, seq, v)
 	}
-	return dst, fmt.Errorf("event encoding %d: %w", v[0], ErrUnknownFormat)
+	return dst, errEncoding(v[0])
 }
 
 // valueSpan returns the kind and number of the events of the value v,
@@ -369,7 +372,7 @@ func valueSpan(seq uint64, v []byte) (kind Kind, n uint64, err error) {
 		n, _, err := blockHeader(seq, v)
 		return KindFrame, n, err
 	}
-	return 0, 0, fmt.Errorf("event encoding %d: %w", v[0], ErrUnknownFormat)
+	return 0, 0, errEncoding(v[0])
 }
 
 // encodeMeta returns the stored form of r: zstd-compressed JSON.
@@ -387,6 +390,9 @@ func encodeMeta(r *Recording) ([]byte, error) {
 	}
 	return enc.EncodeAll(js, nil), nil
 }
+
+// errEncoding is said of an event value of an unknown encoding.
+func errEncoding(b byte) error { return fmt.Errorf("unknown event encoding %d", b) }
 
 // decodeMeta is the inverse of encodeMeta.
 func decodeMeta(v []byte) (Recording, error) {

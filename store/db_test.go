@@ -23,7 +23,7 @@ func (d testDB) Update(fn func(*bolt.Tx) error) error {
 // called.
 func holdLock(t *testing.T, path string) (release func()) {
 	t.Helper()
-	db, err := openDB(path, true, false, waitForever, nil)
+	db, _, err := openDB(path, true, false, waitForever, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

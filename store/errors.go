@@ -36,9 +36,16 @@ var (
 	// nor a directory (a FIFO, a device, a file of /proc).
 	ErrNotRegular = errors.New("not a regular file")
 
-	// ErrUnknownFormat means the store, a recording or an event was written
-	// in a format newer than this package knows.
+	// ErrUnknownFormat means the store or a recording was written in a
+	// format newer than this package knows. It is never said of damage:
+	// a version field larger than known in a value that otherwise reads.
+	// A value that does not decode is ErrDamaged.
 	ErrUnknownFormat = errors.New("unknown format, written by a newer acptap")
+
+	// ErrDamaged means the store file is damaged: cut short, or bytes of
+	// it changed, so that a page, a value or the metadata of a recording
+	// does not read. The error is a *DamagedError that says where.
+	ErrDamaged = errors.New("store is damaged")
 
 	// ErrNoStore means a read-only open found no store at the path.
 	ErrNoStore = errors.New("no store here")

@@ -26,31 +26,83 @@ const waitForever = time.Duration(math.MaxInt64)
 // if write, else the shared one, waiting up to wait for it (not at all if
 // wait is 0) and failing with bbolt's ErrTimeout after that. Only create
 // may create the file. If waited is not nil, it is set to how long the
-// lock took.
-func openDB(path string, write, create bool, wait time.Duration, waited *time.Duration) (*bolt.DB, error) {
-	return bolt.Open(path, 0o666, &bolt.Options{
-		ReadOnly: !write,
-		// bbolt polls for the lock every 50ms; the file comes here locked
-		// already (bbolt's own flock on it then succeeds at once), by a
-		// wait that the kernel ends as soon as the holder lets go.
-		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
-			if !create {
-				flag &^= os.O_CREATE
-			}
-			f, err := os.OpenFile(name, flag, perm)
-			if err != nil {
-				return nil, err
-			}
-			start := time.Now()
-			if err := lockFile(f, write, wait); err != nil {
-				return nil, err // lockFile closed f
-			}
-			if waited != nil {
-				*waited = time.Since(start)
-			}
-			return f, nil
-		},
+// lock took; if warning is not nil, it is set to what checkMetaPages
+// warns of. It returns the file bbolt uses too, for closeDB.
+//
+// Once it holds the lock, it checks the meta pages (checkMetaPages) before
+// bbolt maps the file, and bbolt's open runs under guard: a damaged
+// freelist or meta page makes bbolt panic there.
+func openDB(path string, write, create bool, wait time.Duration, waited *time.Duration, warning *error) (*bolt.DB, *os.File, error) {
+	var file *os.File
+	var db *bolt.DB
+	recovered, err := guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o666, &bolt.Options{
+			ReadOnly: !write,
+			// bbolt polls for the lock every 50ms; the file comes here locked
+			// already (bbolt's own flock on it then succeeds at once), by a
+			// wait that the kernel ends as soon as the holder lets go.
+			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+				if !create {
+					flag &^= os.O_CREATE
+				}
+				f, err := os.OpenFile(name, flag, perm)
+				if err != nil {
+					return nil, err
+				}
+				start := time.Now()
+				if err := lockFile(f, write, wait); err != nil {
+					return nil, err // lockFile closed f
+				}
+				if waited != nil {
+					*waited = time.Since(start)
+				}
+				fi, err := f.Stat()
+				if err != nil {
+					f.Close()
+					return nil, err
+				}
+				if fi.Size() > 0 {
+					warn, err := checkMetaPages(f, fi.Size(), write)
+					if err != nil {
+						f.Close()
+						return nil, err
+					}
+					if warning != nil {
+						*warning = warn
+					}
+				}
+				file = f
+				return f, nil
+			},
+		})
+		return err
 	})
+	if recovered {
+		// bolt.Open failed: db is not set, and file, if it was opened,
+		// may be mapped.
+		if file != nil {
+			syscall.Flock(int(file.Fd()), syscall.LOCK_UN)
+			file.Close()
+		}
+		return nil, nil, err
+	}
+	return db, file, err
+}
+
+// closeDB closes db, opened by openDB with file. After a panic recovered
+// while db was in use, bbolt's own locks may be held, so that its Close
+// would wait forever: the file's lock is let go of here, at once (closing
+// the file would not do: bbolt's mapping of the file holds it too), and
+// bbolt's Close is left to a goroutine, which unmaps the file when
+// bbolt's locks are free, and else waits until the process ends.
+func closeDB(db *bolt.DB, file *os.File, recovered bool) error {
+	if !recovered {
+		return db.Close()
+	}
+	syscall.Flock(int(file.Fd()), syscall.LOCK_UN)
+	go db.Close()
+	return nil
 }
 
 // withDB runs fn with the bbolt file open for one operation (see openDB)
@@ -60,13 +112,14 @@ func (s *Store) withDB(write bool, wait time.Duration, fn func(*bolt.DB) error) 
 }
 
 // withDBWaited is withDB that sets *waited to how long the lock took.
+// fn runs under guard.
 func (s *Store) withDBWaited(write bool, wait time.Duration, waited *time.Duration, fn func(*bolt.DB) error) error {
-	db, err := openDB(s.path, write, false, wait, waited)
+	db, file, err := openDB(s.path, write, false, wait, waited, nil)
 	if err != nil {
 		return openError(s.path, wait, err)
 	}
-	err = fn(db)
-	if cerr := db.Close(); cerr != nil && err == nil {
+	recovered, err := guard(func() error { return fn(db) })
+	if cerr := closeDB(db, file, recovered); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err

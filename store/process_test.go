@@ -37,7 +37,7 @@ func runChild(mode, path string) int {
 	switch mode {
 	case "lock", "rlock":
 		// A transaction that lasts, the file's lock held all along.
-		db, err := openDB(path, mode == "lock", false, waitForever, nil)
+		db, _, err := openDB(path, mode == "lock", false, waitForever, nil, nil)
 		if err != nil {
 			return fail(err)
 		}

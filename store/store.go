@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -33,6 +32,9 @@ import (
 //	            Seq as 8 bytes big-endian -> event value or frame block
 //	                                   (see eventEncoding), keyed by the Seq
 //	                                   of its first event
+//	removed-damaged/
+//	    TIME/NAME/             a damaged recording that Delete could not
+//	                           free, as it was (see Delete)
 //
 // The format value is the one value not compressed: every version must be
 // able to read it. Events of all lanes share one key space, so a cursor
@@ -43,6 +45,7 @@ var (
 	formatKey        = []byte("format")
 	recordingsBucket = []byte("recordings")
 	metaKey          = []byte("meta")
+	removedBucket    = []byte("removed-damaged")
 	eventsBucket     = []byte("events")
 )
 
@@ -70,6 +73,14 @@ type Options struct {
 	// is used; if negative, they do not wait. A Writer's commits wait for
 	// as long as it takes.
 	Timeout time.Duration
+
+	// Warn, if not nil, is called by Open when the file opens but is
+	// damaged where bbolt looks past it: one of its two meta pages fails
+	// its checksum, so that bbolt uses the other, which may be of the
+	// commit before the newest, the newest then being lost. The error is
+	// a *DamagedError that says which commit was opened and what, if
+	// anything, was lost.
+	Warn func(error)
 
 	// OnError, if not nil, is called when a Writer loses events: once when
 	// a commit fails (from the Writer's goroutine, which stops there), and
@@ -130,16 +141,20 @@ func Open(path string, opts *Options) (*Store, error) {
 		onError:  o.OnError,
 		writers:  make(map[string]*Writer),
 	}
-	db, err := openDB(path, !o.ReadOnly, !o.ReadOnly, s.timeout, nil)
+	var warning error
+	db, file, err := openDB(path, !o.ReadOnly, !o.ReadOnly, s.timeout, nil, &warning)
 	if err != nil {
 		return nil, openError(path, s.timeout, err)
 	}
-	err = s.init(db)
-	if cerr := db.Close(); err == nil && cerr != nil {
+	recovered, err := guard(func() error { return s.init(db) })
+	if cerr := closeDB(db, file, recovered); err == nil && cerr != nil {
 		err = fmt.Errorf("open store %s: %w", path, cerr)
 	}
 	if err != nil {
-		return nil, err
+		return nil, s.wrapDamage(err)
+	}
+	if warning != nil && o.Warn != nil {
+		o.Warn(s.wrapDamage(warning))
 	}
 	return s, nil
 }
@@ -147,7 +162,15 @@ func Open(path string, opts *Options) (*Store, error) {
 // openError translates an error of bolt.Open.
 func openError(path string, timeout time.Duration, err error) error {
 	var pe *fs.PathError
+	var de *DamagedError
 	switch {
+	case errors.As(err, &de):
+		de.Path = path
+		return de
+	case errors.Is(err, berrors.ErrChecksum):
+		// The magic number and version are right: a bbolt file whose
+		// two meta pages are both damaged.
+		return &DamagedError{Path: path, Where: "its meta pages", Err: errDamagedMeta, whole: true}
 	case errors.Is(err, berrors.ErrTimeout) && timeout <= 0:
 		return fmt.Errorf("open store %s: %w", path, ErrLocked)
 	case errors.Is(err, berrors.ErrTimeout):
@@ -157,9 +180,8 @@ func openError(path string, timeout time.Duration, err error) error {
 	case errors.As(err, &pe):
 		return fmt.Errorf("open store: %w", err)
 	case errors.Is(err, berrors.ErrInvalid),
-		errors.Is(err, berrors.ErrChecksum),
 		errors.Is(err, berrors.ErrVersionMismatch),
-		!looksLikeBbolt(path):
+		!looksLikeBbolt(path, false):
 		// bbolt says "file size too small" and more for files that never
 		// were bbolt files; its sentinels cover only some.
 		return fmt.Errorf("open store %s: %w: %w", path, ErrNotStore, err)
@@ -169,19 +191,22 @@ func openError(path string, timeout time.Duration, err error) error {
 
 // looksLikeBbolt reports whether the file at path starts with a bbolt
 // meta page: a page header (id, flags, count, overflow) with the meta
-// flag, followed by the magic number.
-func looksLikeBbolt(path string) bool {
+// flag, followed by the magic number. If second, the second meta page
+// (after a page of the system's size) will do: the first may be damaged.
+func looksLikeBbolt(path string, second bool) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
 	var page [20]byte
-	if _, err := io.ReadFull(f, page[:]); err != nil {
-		return false
+	is := func(off int64) bool {
+		if _, err := f.ReadAt(page[:], off); err != nil {
+			return false
+		}
+		return binary.LittleEndian.Uint16(page[8:])&metaPageFlag != 0 && binary.LittleEndian.Uint32(page[16:]) == boltMagic
 	}
-	const metaPageFlag, magic = 0x04, 0xED0CDAED
-	return binary.LittleEndian.Uint16(page[8:])&metaPageFlag != 0 && binary.LittleEndian.Uint32(page[16:]) == magic
+	return is(0) || second && is(int64(os.Getpagesize()))
 }
 
 // init checks the store bucket and, when writable, creates the layout in a
@@ -274,15 +299,10 @@ func (s *Store) List() ([]Recording, error) {
 		}
 		c := rs.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
-			b := rs.Bucket(k)
-			if v != nil || b == nil {
-				return fmt.Errorf("stray key %q among recordings", k)
+			if v != nil {
+				return damaged(0, "", fmt.Errorf("stray key %q among recordings", k))
 			}
-			rec, err := readMeta(b, string(k))
-			if err != nil {
-				return fmt.Errorf("recording %q: %w", k, err)
-			}
-			recs = append(recs, rec)
+			recs = append(recs, listed(rs, string(k)))
 		}
 		return nil
 	})
@@ -299,6 +319,34 @@ func (s *Store) List() ([]Recording, error) {
 		return strings.Compare(a.Name, b.Name)
 	})
 	return recs, nil
+}
+
+// listed returns the metadata of the recording name of the recordings
+// bucket rs, or, if it does not read, a Recording that says so (Damage).
+// A recording's bucket can be damaged, down to bbolt panicking over its
+// pages, while the others read: the list shows them all.
+func listed(rs *bolt.Bucket, name string) (rec Recording) {
+	defer func() {
+		if r := recover(); r != nil {
+			de := damagePanic(r)
+			de.Recording = name
+			rec = Recording{Name: name, Damage: de}
+		}
+	}()
+	b := rs.Bucket([]byte(name))
+	if b == nil {
+		return Recording{Name: name, Damage: &DamagedError{Recording: name, Err: errors.New("not a bucket")}}
+	}
+	rec, err := readMeta(b, name)
+	if err != nil {
+		var de *DamagedError
+		if !errors.As(err, &de) {
+			de = damaged(0, "", err)
+		}
+		de.Recording = name
+		return Recording{Name: name, Damage: de}
+	}
+	return rec
 }
 
 // Get returns the metadata of the named recording.
@@ -401,7 +449,15 @@ func (s *Store) EventsFrom(name string, from uint64, fn func(Event) error) (Reco
 // follow. *first is the recording's metadata as of the first page: a
 // later page checks that it reads the same recording, unrewritten; *last
 // is set to the metadata as of this page.
-func readPage(tx *bolt.Tx, name string, from uint64, page []Event, first, last *Recording) ([]Event, bool, error) {
+func readPage(tx *bolt.Tx, name string, from uint64, page []Event, first, last *Recording) (out []Event, more bool, err error) {
+	at := from // the event being read, for a panic of bbolt over its page
+	defer func() {
+		if r := recover(); r != nil {
+			de := damagePanic(r)
+			de.Recording, de.Seq = name, at
+			out, more, err = page, false, de
+		}
+	}()
 	b, err := recording(tx, name)
 	if err != nil {
 		return page, false, err
@@ -418,7 +474,7 @@ func readPage(tx *bolt.Tx, name string, from uint64, page []Event, first, last *
 	}
 	eb := b.Bucket(eventsBucket)
 	if eb == nil {
-		return page, false, errors.New("events bucket missing")
+		return page, false, damaged(0, "", errors.New("its events bucket is missing"))
 	}
 	c := eb.Cursor()
 	k, v := c.Seek(seqKey(from))
@@ -444,18 +500,20 @@ func readPage(tx *bolt.Tx, name string, from uint64, page []Event, first, last *
 			return page, true, nil
 		}
 		if len(k) != 8 || v == nil {
-			return page, false, fmt.Errorf("stray key %q among events", k)
+			return page, false, damaged(next, "", fmt.Errorf("stray key %q among events", k))
 		}
 		seq := binary.BigEndian.Uint64(k)
+		at = seq
 		if seq < next {
-			return page, false, fmt.Errorf("event %d: stored again after a frame block up to event %d", seq, next-1)
+			return page, false, damaged(seq, "", fmt.Errorf("stored again after a frame block up to event %d", next-1))
 		}
 		start := len(page)
 		page, err = decodeValue(page, seq, v)
 		if err != nil {
-			return page, false, fmt.Errorf("event %d: %w", seq, err)
+			return page, false, damaged(seq, "", err)
 		}
 		next = page[len(page)-1].Seq + 1
+		at = next
 		// Leave out the events of a block that starts before from.
 		n := start
 		for _, e := range page[start:] {
@@ -483,7 +541,7 @@ func (s *Store) Delete(name string) error {
 	if err := s.writable("delete", name); err != nil {
 		return err
 	}
-	return s.update("delete", name, func(tx *bolt.Tx) error {
+	err := s.update("delete", name, func(tx *bolt.Tx) error {
 		if _, err := recording(tx, name); err != nil {
 			return err
 		}
@@ -491,6 +549,29 @@ func (s *Store) Delete(name string) error {
 			return err
 		}
 		return tx.Bucket(recordingsBucket).DeleteBucket([]byte(name))
+	})
+	var de *DamagedError
+	if !errors.As(err, &de) || de.Recording != name {
+		return err
+	}
+	// bbolt frees a recording's pages as it deletes it, walking them,
+	// which it cannot do when they are damaged. The recording is moved
+	// out of the recordings instead, unwalked: its pages stay in the
+	// file, under removedBucket, where Check still finds their damage
+	// and Salvage leaves them. (The failed transaction wrote nothing.)
+	return s.update("delete", name, func(tx *bolt.Tx) error {
+		if _, err := recording(tx, name); err != nil {
+			return err
+		}
+		removed, err := tx.CreateBucketIfNotExists(removedBucket)
+		if err != nil {
+			return err
+		}
+		at, err := removed.CreateBucket([]byte(strconv.FormatInt(time.Now().UnixNano(), 10)))
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(recordingsBucket).MoveBucket([]byte(name), at)
 	})
 }
 
@@ -654,10 +735,31 @@ func (s *Store) wrap(op, name string, err error) error {
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		err = errStoreClosed
 	}
+	var de *DamagedError
+	if errors.As(err, &de) {
+		// It names the store itself, and the recording read unless it is
+		// of the file as a whole.
+		de.Path = s.path
+		if de.Recording == "" && !de.whole {
+			de.Recording = name
+		}
+		return de
+	}
 	if name == "" {
 		return fmt.Errorf("%s recordings in %s: %w", op, s.path, err)
 	}
 	return fmt.Errorf("%s recording %s in %s: %w", op, QuoteName(name), s.path, err)
+}
+
+// wrapDamage fills in the store's path of a *DamagedError err and returns
+// it; it returns any other err as it is.
+func (s *Store) wrapDamage(err error) error {
+	var de *DamagedError
+	if errors.As(err, &de) {
+		de.Path = s.path
+		return de
+	}
+	return err
 }
 
 // isProcFile reports whether path is a file of a pseudo file system such
@@ -696,11 +798,15 @@ func recording(tx *bolt.Tx, name string) (*bolt.Bucket, error) {
 	return nil, ErrNotFound
 }
 
-// readKnownMeta is readMeta that refuses a newer format.
+// readKnownMeta is readMeta that refuses a newer format and a
+// recording that List marks as damaged.
 func readKnownMeta(b *bolt.Bucket, name string) (Recording, error) {
 	rec, err := readMeta(b, name)
 	if err != nil {
 		return Recording{}, err
+	}
+	if rec.Format < 1 {
+		return Recording{}, &DamagedError{Recording: name, Where: "metadata", Err: fmt.Errorf("format %d", rec.Format)}
 	}
 	if rec.Format > FormatVersion {
 		return Recording{}, fmt.Errorf("recording format %d, this acptap reads up to %d: %w", rec.Format, FormatVersion, ErrUnknownFormat)
@@ -713,11 +819,14 @@ func readKnownMeta(b *bolt.Bucket, name string) (Recording, error) {
 func readMeta(b *bolt.Bucket, name string) (Recording, error) {
 	v := b.Get(metaKey)
 	if v == nil {
-		return Recording{}, errors.New("metadata missing")
+		return Recording{}, &DamagedError{Recording: name, Where: "metadata", Err: errors.New("missing")}
 	}
 	rec, err := decodeMeta(v)
 	if err != nil {
-		return Recording{}, err
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner // without decodeMeta's "metadata: "
+		}
+		return Recording{}, &DamagedError{Recording: name, Where: "metadata", Err: err}
 	}
 	rec.Name = name
 	return rec, nil

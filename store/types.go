@@ -149,6 +149,17 @@ type Recording struct {
 	// recording (acptap replay --update); zero if never.
 	Updated time.Time `json:"updated,omitzero"`
 
+	// Damage, set by List and never stored, says that the recording's
+	// metadata does not read: its bucket or its metadata is damaged, and
+	// only Name is set. It is a *DamagedError. Get of it fails with it;
+	// Delete removes it.
+	Damage error `json:"-"`
+
+	// Salvaged, set by Salvage (acptap check --salvage) on a recording
+	// it copied out of a damaged store, says what of it was lost: its
+	// events from some Seq on, its metadata, its snapshot.
+	Salvaged string `json:"salvaged,omitempty"`
+
 	// Live, set by List and Get and never stored, says that a Writer, of
 	// this process or another, is writing the recording now. A recording
 	// neither Done nor Live was interrupted: its recorder died; what it

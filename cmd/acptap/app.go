@@ -4,18 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/acptap/acptap/store"
 )
 
 // Exit codes of acptap, a contract (README, "Exit codes").
 const (
 	ExitOK       = 0 // success; replays equal
 	ExitDiverged = 1 // a replay diverged
-	ExitUsage    = 2 // usage or environment error
+	ExitUsage    = 2 // usage or environment error, a damaged store
+	ExitInternal = 3 // acptap's own bug: a panic other than of a damaged store
 )
 
 // IO is where a command reads and writes. Commands never touch os.Std*
@@ -66,8 +70,11 @@ func version() string {
 
 func newApp(stdio *IO) *cli.App {
 	return &cli.App{
-		Name:      "acptap",
-		Usage:     "record and replay AI coding agents (ACP stdio and LLM HTTP)",
+		Name:  "acptap",
+		Usage: "record and replay AI coding agents (ACP stdio and LLM HTTP)",
+		Description: "Exit codes: 0 success; 1 a replay diverged, diff found a difference, check found problems;\n" +
+			"2 a usage or environment error, or a damaged store (run acptap check); 3 acptap's own bug\n" +
+			"(ACPTAP_TRACE=1 prints its trace); record exits with the agent's status.",
 		Version:   version(),
 		Reader:    stdio.In,
 		Writer:    stdio.Out,
@@ -84,10 +91,11 @@ func newApp(stdio *IO) *cli.App {
 			}
 			return cli.ShowAppHelp(c)
 		},
-		Commands: commands(
+		Commands: commands(stdio,
 			recordCommand(stdio),
 			showCommand(stdio),
 			rmCommand(stdio),
+			checkCommand(stdio),
 			replayCommand(stdio),
 			diffCommand(stdio),
 			calibrateCommand(stdio),
@@ -113,15 +121,20 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 }
 
 // commands gives every command the same treatment: one-line flag errors,
-// and the command's name in front of the errors its action returns, added
-// here once rather than by each error.
-func commands(cmds ...*cli.Command) []*cli.Command {
+// the command's name in front of the errors its action returns, added
+// here once rather than by each error, and a warning about a damaged
+// --store (see warnDamage) before it starts.
+func commands(stdio *IO, cmds ...*cli.Command) []*cli.Command {
 	for _, c := range cmds {
 		c.OnUsageError = onUsageError
 		if action, name := c.Action, c.Name; action != nil {
+			hasStore := slices.ContainsFunc(c.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), "store") })
 			c.Action = func(ctx *cli.Context) error {
 				if err := checkStore(ctx); err != nil {
 					return withCommandName(name, err)
+				}
+				if hasStore && name != "check" {
+					warnDamage(stdio, ctx.String("store"))
 				}
 				return withCommandName(name, action(ctx))
 			}
@@ -147,8 +160,15 @@ func withCommandName(name string, err error) error {
 }
 
 // Main runs acptap with args (args[0] is the program name) and returns the
-// process exit code.
-func Main(args []string, stdio *IO) int {
+// process exit code. A panic of the command's goroutine is acptap's own
+// bug (the store turns the panics of a damaged file into errors): it is
+// one line and ExitInternal, with the trace only if ACPTAP_TRACE=1.
+func Main(args []string, stdio *IO) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			code = internalError(stdio, r, debug.Stack())
+		}
+	}()
 	app := newApp(stdio)
 	args, stdio.agentArgv, stdio.dashDash = splitArgs(app, args)
 	err := app.Run(args)
@@ -158,13 +178,38 @@ func Main(args []string, stdio *IO) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			fmt.Fprintf(stdio.Err, "acptap: %v\n", ee.err)
+			fmt.Fprintf(stdio.Err, "acptap: %v%s\n", ee.err, checkHint(ee.err))
 		}
 		return ee.code
 	}
 	// Flag parsing and other urfave/cli errors are usage errors.
 	fmt.Fprintf(stdio.Err, "acptap: %v\n", err)
 	return ExitUsage
+}
+
+// checkHint is what to do about err if it says a store is damaged and
+// does not say what to do already: whichever command met the damage,
+// acptap check tells more.
+func checkHint(err error) string {
+	var de *store.DamagedError
+	if !errors.As(err, &de) || strings.Contains(err.Error(), "acptap check") {
+		return ""
+	}
+	return "; run: acptap check --store " + de.Path
+}
+
+// internalError reports the panic r, of the stack trace, as acptap's own
+// bug and returns ExitInternal.
+func internalError(stdio *IO, r any, trace []byte) int {
+	msg := strings.Join(strings.Fields(fmt.Sprint(r)), " ")
+	if len(msg) > 300 {
+		msg = msg[:300] + "…"
+	}
+	fmt.Fprintf(stdio.Err, "acptap: internal error: %s; please report it (with the trace that ACPTAP_TRACE=1 prints) at https://github.com/acptap/acptap/issues\n", msg)
+	if os.Getenv("ACPTAP_TRACE") == "1" {
+		stdio.Err.Write(trace)
+	}
+	return ExitInternal
 }
 
 // agentCommands are the commands whose positional arguments are the agent

@@ -79,7 +79,7 @@ func runCp(opts *cpOptions) error {
 	defer stop()
 	for i, r := range recs {
 		if err := fixture.Put(ctx, dst, opts.Names[i], r, opts.Force); err != nil {
-			return usageErrorf("copy %q to %s: %v", opts.Names[i], opts.To, err)
+			return usageErrorf("copy %q to %s: %w", opts.Names[i], opts.To, err)
 		}
 		fmt.Fprintf(opts.IO.Err, "acptap: copied %q to %s\n", opts.Names[i], opts.To)
 	}
@@ -153,7 +153,7 @@ func runMv(opts *mvOptions) error {
 	ctx, stop := onInterrupt()
 	defer stop()
 	if err := fixture.Put(ctx, st, opts.New, r, opts.Force); err != nil {
-		return usageErrorf("rename %q to %q: %v", opts.Old, opts.New, err)
+		return usageErrorf("rename %q to %q: %w", opts.Old, opts.New, err)
 	}
 	if err := st.Delete(opts.Old); err != nil {
 		return usageErrorf("rename %q to %q: copied, but deleting %q: %v; delete it with acptap rm", opts.Old, opts.New, opts.Old, err)

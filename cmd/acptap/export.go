@@ -103,7 +103,7 @@ func runExport(opts *exportOptions) error {
 			if errors.Is(err, fixture.ErrNotExportable) {
 				return usageErrorf("export %s: %v; export it with the acptap that recorded it", names[i], err)
 			}
-			return usageErrorf("export %s: %v", names[i], err)
+			return usageErrorf("export %s: %w", names[i], err)
 		}
 		fmt.Fprintf(opts.IO.Err, "acptap: exported %q to %s\n", names[i], dst)
 	}

@@ -74,6 +74,7 @@ func TestScripts(t *testing.T) {
 			"exits":      cmdExits,
 			"onelineerr": cmdOneLineErr,
 			"waitlive":   cmdWaitLive,
+			"damage":     cmdDamage,
 		},
 	})
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/acptap/acptap/store"
 )
 
 type rmOptions struct {
@@ -51,6 +54,10 @@ func runRm(opts *rmOptions) error {
 	// Check every name first so that a typo deletes nothing.
 	for _, name := range opts.Names {
 		rec, err := st.Get(name)
+		var de *store.DamagedError
+		if errors.As(err, &de) && de.Recording == name {
+			continue // rm removes a damaged recording, if bbolt can
+		}
 		if err != nil {
 			return recordingError(err, opts.StorePath)
 		}
@@ -59,7 +66,13 @@ func runRm(opts *rmOptions) error {
 		}
 	}
 	for _, name := range opts.Names {
-		if err := st.Delete(name); err != nil {
+		err := st.Delete(name)
+		if errors.Is(err, store.ErrDamaged) {
+			// Delete takes out a recording with damaged pages, unless the
+			// damage is in the list of recordings itself.
+			return usageErrorf("%v; copy what reads into a new store with: acptap check --store %s --salvage NEW.db", err, opts.StorePath)
+		}
+		if err != nil {
 			return recordingError(err, opts.StorePath)
 		}
 		fmt.Fprintf(opts.IO.Err, "acptap: deleted %q\n", name)

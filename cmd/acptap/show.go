@@ -85,7 +85,7 @@ func runShow(opts *showOptions) error {
 	if opts.Name == "" {
 		recs, err := st.List()
 		if err != nil {
-			return usageErrorf("%v", err)
+			return usageErrorf("%w", err)
 		}
 		if opts.JSON {
 			return listJSON(out, recs)
@@ -151,7 +151,7 @@ type recordingJSON struct {
 	Exchanges  int       `json:"exchanges"`
 	DurationMs int64     `json:"duration_ms"`
 	Done       bool      `json:"done"`
-	State      string    `json:"state"` // recording, interrupted or done
+	State      string    `json:"state"` // recording, interrupted, done or damaged
 	ExitCode   int       `json:"exit_code"`
 	Signal     string    `json:"signal,omitempty"`
 	Error      string    `json:"error,omitempty"`
@@ -159,6 +159,8 @@ type recordingJSON struct {
 	Format     int       `json:"format"`
 	Snapshot   bool      `json:"snapshot,omitempty"` // the workspace was snapshotted for replay
 	Updated    time.Time `json:"updated,omitzero"`   // when replay --update last rewrote the expected agent stream
+	Damage     string    `json:"damage,omitempty"`   // what does not read, of a damaged recording (state damaged)
+	Salvaged   string    `json:"salvaged,omitempty"` // what was lost, of a recording acptap check --salvage copied in part
 }
 
 func listJSON(w io.Writer, recs []store.Recording) error {
@@ -170,6 +172,7 @@ func listJSON(w io.Writer, recs []store.Recording) error {
 			Frames: r.Frames, Exchanges: r.Exchanges, DurationMs: r.Duration.Milliseconds(),
 			Done: r.Done, State: state(r), ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
 			Version: r.Version, Format: r.Format, Snapshot: r.Snapshot, Updated: r.Updated,
+			Damage: damageOf(r), Salvaged: r.Salvaged,
 		}); err != nil {
 			return err
 		}
@@ -185,6 +188,10 @@ func listTable(w io.Writer, recs []store.Recording) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tCREATED\tAGENT\tFRAMES\tLLM\tDURATION\tSTATUS")
 	for _, r := range recs {
+		if r.Damage != nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", r.Name, status(r))
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, r.Created.Local().Format("2006-01-02 15:04:05"),
 			truncate(strings.Join(r.Argv, " "), 48), r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
 	}
@@ -195,6 +202,8 @@ func listTable(w io.Writer, recs []store.Recording) error {
 // recorder died) or is done.
 func state(r store.Recording) string {
 	switch {
+	case r.Damage != nil:
+		return "damaged"
 	case r.Done:
 		return "done"
 	case r.Live:
@@ -203,9 +212,29 @@ func state(r store.Recording) string {
 	return "interrupted"
 }
 
+// damageOf says what of a damaged recording does not read; "" if it is not
+// damaged.
+func damageOf(r store.Recording) string {
+	var de *store.DamagedError
+	switch {
+	case r.Damage == nil:
+		return ""
+	case errors.As(r.Damage, &de) && de.Where != "":
+		return de.Where + ": " + de.Err.Error()
+	case errors.As(r.Damage, &de):
+		return de.Err.Error()
+	}
+	return r.Damage.Error()
+}
+
 // status says how a recording ended, or that it has not.
 func status(r store.Recording) string {
 	switch {
+	case r.Damage != nil:
+		return "damaged: " + damageOf(r) + "; run acptap check"
+	case r.Salvaged != "":
+		r.Salvaged = ""
+		return status(r) + " (salvaged in part)"
 	case !r.Done && r.Live:
 		return "recording"
 	case !r.Done:
@@ -224,6 +253,9 @@ func writeHeader(w io.Writer, r store.Recording) {
 		r.Created.Local().Format("2006-01-02 15:04:05"), r.Cwd, r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
 	if r.Snapshot {
 		fmt.Fprintf(w, "  workspace snapshot kept for replay\n")
+	}
+	if r.Salvaged != "" {
+		fmt.Fprintf(w, "  %s\n", r.Salvaged)
 	}
 	if r.ProxyEnv && !r.LoopbackDirect {
 		fmt.Fprintf(w, "  loopback went through the tap too (record --proxy-loopback, or an acptap without it); replay does the same\n")

@@ -170,7 +170,7 @@ func (s *source) Close() error {
 func allNames(st *store.Store, storePath string) ([]string, error) {
 	recs, err := st.List()
 	if err != nil {
-		return nil, usageErrorf("%v", err)
+		return nil, usageErrorf("%w", err)
 	}
 	var names []string
 	for _, r := range recs {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/acptap/acptap/store"
 )
@@ -16,6 +18,8 @@ func openStore(path string, readOnly bool) (*store.Store, error) {
 	}
 	var fix string
 	switch {
+	case errors.Is(err, store.ErrDamaged):
+		return nil, damagedError(err, path)
 	case errors.Is(err, store.ErrIsDir):
 		fix = "pass a store file with --store (show, replay and calibrate also read a directory of exported recordings; acptap import loads one into a store)"
 	case errors.Is(err, store.ErrNotRegular):
@@ -38,10 +42,34 @@ func openStore(path string, readOnly bool) (*store.Store, error) {
 	return nil, usageErrorf("%v; %s", err, fix)
 }
 
+// damagedError is the usage error of a damaged store.
+func damagedError(err error, storePath string) error {
+	return usageErrorf("%v; run: acptap check --store %s", err, storePath)
+}
+
+// warnDamage prints a warning if the store file at path opens but is
+// damaged where bbolt looks past it (see store.Options.Warn): every
+// command that reads or writes a store says so before it starts.
+// Anything else that is wrong with the store, the command's own open
+// reports.
+func warnDamage(stdio *IO, path string) {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return
+	}
+	st, err := store.Open(path, &store.Options{ReadOnly: true, Timeout: -1, Warn: func(err error) {
+		fmt.Fprintf(stdio.Err, "acptap: warning: %v; run: acptap check --store %s\n", err, path)
+	}})
+	if err == nil {
+		st.Close()
+	}
+}
+
 // recordingError turns a store error about one recording into a usage error
 // with a fix.
 func recordingError(err error, storePath string) error {
 	switch {
+	case errors.Is(err, store.ErrDamaged):
+		return damagedError(err, storePath)
 	case errors.Is(err, store.ErrNotFound):
 		return usageErrorf("%v; list the recordings with: acptap show --store %s", err, storePath)
 	case errors.Is(err, store.ErrUnknownFormat):
@@ -51,5 +79,5 @@ func recordingError(err error, storePath string) error {
 	case errors.Is(err, store.ErrChanged):
 		return usageErrorf("%v; run the command again", err)
 	}
-	return usageErrorf("%v", err)
+	return usageErrorf("%w", err)
 }
