@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -11,12 +10,12 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/store"
 )
@@ -102,85 +101,17 @@ func benchClient(b *testing.B) *http.Client {
 }
 
 // BenchmarkSSE measures an SSE stream's time to first byte and per-event
-// latency, each by round trip: the upstream sends the first event at once
-// and each further event when the client asks for it (over a channel), so
-// the time from asking to reading the event is the latency the path adds
-// to an event. One op is one event.
+// latency through each path, by round trip (testkit.SSEBench). One op is
+// one event.
 func BenchmarkSSE(b *testing.B) {
-	const eventsPerStream = 100
-	event := []byte("data: " + `{"choices":[{"index":0,"delta":{"content":"token"}}],"obfuscation":"abcdef"}` + "\n\n")
-	next := make(chan bool) // true: send an event; false: end the stream
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Write(event)
-		w.(http.Flusher).Flush()
-		for {
-			select {
-			case more := <-next:
-				if !more {
-					return
-				}
-				w.Write(event)
-				w.(http.Flusher).Flush()
-			case <-r.Context().Done():
-				return
-			}
-		}
-	}))
+	upstream := testkit.NewSSEBench()
 	defer upstream.Close()
 	targets := benchTargets(b, upstream.URL)
 	for _, name := range benchNames {
 		b.Run(name, func(b *testing.B) {
-			client := benchClient(b)
-			var ttfbs, lats []time.Duration
-			readEvent := func(br *bufio.Reader) {
-				for {
-					line, err := br.ReadSlice('\n')
-					if err != nil {
-						b.Fatalf("reading the stream: %v", err)
-					}
-					if len(line) == 1 {
-						return
-					}
-				}
-			}
-			b.ResetTimer()
-			for done := 0; done < b.N; {
-				start := time.Now()
-				resp, err := client.Get(targets[name] + "/v1/chat/completions")
-				if err != nil {
-					b.Fatal(err)
-				}
-				br := bufio.NewReader(resp.Body)
-				readEvent(br)
-				ttfbs = append(ttfbs, time.Since(start))
-				done++
-				for i := 1; i < eventsPerStream && done < b.N; i++ {
-					t0 := time.Now()
-					next <- true
-					readEvent(br)
-					lats = append(lats, time.Since(t0))
-					done++
-				}
-				next <- false
-				io.Copy(io.Discard, br)
-				resp.Body.Close()
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(percentile(ttfbs, 50)), "ttfb-ns")
-			if len(lats) > 0 {
-				b.ReportMetric(float64(percentile(lats, 50)), "event-p50-ns")
-				b.ReportMetric(float64(percentile(lats, 99)), "event-p99-ns")
-			}
+			upstream.Measure(b, benchClient(b), targets[name]+"/v1/chat/completions", false)
 		})
 	}
-}
-
-// percentile returns the p-th percentile of ds.
-func percentile(ds []time.Duration, p int) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[(len(s)-1)*p/100]
 }
 
 // BenchmarkSmallRequests measures small non-streaming POSTs, 32 at a time.

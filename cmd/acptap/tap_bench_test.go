@@ -14,10 +14,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acptap/acptap/internal/testkit"
 )
 
 // The benchmarks below put acptap's LLM tap side by side with its peers,
@@ -156,46 +157,13 @@ func waitListening(b *testing.B, addr string) {
 	b.Fatalf("nothing listens on %s after 30s", addr)
 }
 
-// tapSSEEvent is one SSE event of the benchmark streams, of the size of a
-// chat completion chunk.
-var tapSSEEvent = []byte("data: " + `{"choices":[{"index":0,"delta":{"content":"token"}}],"obfuscation":"abcdef"}` + "\n\n")
-
 // BenchmarkTapSSE measures an SSE stream's time to first event and its
-// per-event latency through each path, each by round trip: the upstream
-// sends the first event at once and each further event when the client
-// asks for it, so the time from asking to reading is what the path adds to
-// an event. One op is one event. A buffering path (mitmproxy by default)
-// holds the stream until it ends: it gets streams of 20 events 25 ms
-// apart, each counted as its 20 ops, and only its time to first event is
-// reported.
+// per-event latency through each path, by round trip (testkit.SSEBench).
+// One op is one event. A buffering path (mitmproxy by default) holds the
+// stream until it ends: it gets timed streams, and only its time to
+// first event is reported.
 func BenchmarkTapSSE(b *testing.B) {
-	const eventsPerStream = 100
-	next := make(chan bool) // true: send an event; false: end the stream
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Write(tapSSEEvent)
-		w.(http.Flusher).Flush()
-		if r.URL.Query().Get("timed") != "" {
-			for range 19 {
-				time.Sleep(25 * time.Millisecond)
-				w.Write(tapSSEEvent)
-				w.(http.Flusher).Flush()
-			}
-			return
-		}
-		for {
-			select {
-			case more := <-next:
-				if !more {
-					return
-				}
-				w.Write(tapSSEEvent)
-				w.(http.Flusher).Flush()
-			case <-r.Context().Done():
-				return
-			}
-		}
-	}))
+	upstream := testkit.NewSSEBench()
 	defer upstream.Close()
 	for _, path := range tapPaths {
 		b.Run(path, func(b *testing.B) {
@@ -203,46 +171,7 @@ func BenchmarkTapSSE(b *testing.B) {
 			if !ok {
 				b.Skipf("%s: mitmdump is not installed", path)
 			}
-			client := benchHTTPClient(b)
-			buffering := path == "mitmproxy"
-			var ttfbs, lats []time.Duration
-			b.ResetTimer()
-			for done := 0; done < b.N; {
-				u := base + "/v1/chat/completions"
-				if buffering {
-					u += "?timed=1"
-				}
-				start := time.Now()
-				resp, err := client.Get(u)
-				if err != nil {
-					b.Fatal(err)
-				}
-				br := bufio.NewReader(resp.Body)
-				readSSEEvent(b, br)
-				ttfbs = append(ttfbs, time.Since(start))
-				done++
-				if buffering {
-					done += 19
-				}
-				for i := 1; !buffering && i < eventsPerStream && done < b.N; i++ {
-					t0 := time.Now()
-					next <- true
-					readSSEEvent(b, br)
-					lats = append(lats, time.Since(t0))
-					done++
-				}
-				if !buffering {
-					next <- false
-				}
-				io.Copy(io.Discard, br)
-				resp.Body.Close()
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(durationPercentile(ttfbs, 50)), "ttfb-ns")
-			if len(lats) > 0 {
-				b.ReportMetric(float64(durationPercentile(lats, 50)), "event-p50-ns")
-				b.ReportMetric(float64(durationPercentile(lats, 99)), "event-p99-ns")
-			}
+			upstream.Measure(b, benchHTTPClient(b), base+"/v1/chat/completions", path == "mitmproxy")
 		})
 	}
 }
@@ -295,24 +224,4 @@ func benchHTTPClient(b *testing.B) *http.Client {
 	tr := &http.Transport{MaxIdleConns: 100, MaxIdleConnsPerHost: 64, DisableCompression: true}
 	b.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
-}
-
-// readSSEEvent reads one event, up to its blank line.
-func readSSEEvent(b *testing.B, br *bufio.Reader) {
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			b.Fatalf("reading the stream: %v", err)
-		}
-		if len(line) == 1 {
-			return
-		}
-	}
-}
-
-// durationPercentile returns the p-th percentile of ds.
-func durationPercentile(ds []time.Duration, p int) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[(len(s)-1)*p/100]
 }

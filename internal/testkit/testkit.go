@@ -1,4 +1,4 @@
-// Package testkit holds what acptap's tests share: the captured LLM wire samples, a goroutine-safe buffer, the test binary re-run as a child, and an intruder that tries the tap without its secret.
+// Package testkit holds what acptap's tests share: the captured LLM wire samples, a goroutine-safe buffer, the test binary re-run as a child, an intruder that tries the tap without its secret, and an SSE upstream for latency benchmarks.
 package testkit
 
 import (
