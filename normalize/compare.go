@@ -77,7 +77,9 @@ func (d *Difference) Field() string {
 // session: the values of a stream one by one; then the state at the
 // turn's end, each kind by its value (see State: equal when both have the
 // same value before the answer, or when one has the value that the other
-// got right after it); then the requests and responses. Under Strict the one stream
+// got right after it, or when one has the kind's first value and the
+// other has none yet but gets that value in a later turn); then the
+// requests and responses. Under Strict the one stream
 // of each is compared value by value.
 //
 // In a turn that both answered with stopReason "cancelled", the last
@@ -86,7 +88,7 @@ func (d *Difference) Field() string {
 // editor's session/cancel and acting on it is a race. The text both have
 // must be the same.
 func Compare(want, got *Transcript) Comparison {
-	c := &comparison{order: want.Order}
+	c := &comparison{order: want.Order, sides: [2]*Transcript{want, got}}
 	prevW := map[stateKey]json.RawMessage{}
 	prevG := map[stateKey]json.RawMessage{}
 	for i := range max(len(want.Turns), len(got.Turns)) {
@@ -127,6 +129,7 @@ type comparison struct {
 	turn      int
 	answered  bool
 	cancelled bool // both sides answered the turn with stopReason cancelled
+	sides     [2]*Transcript // want and got
 	want, got []json.RawMessage
 	diff      *Difference
 }
@@ -301,6 +304,15 @@ func (c *comparison) states(tw, tg *Turn, prevW, prevG map[stateKey]json.RawMess
 	})
 	for _, k := range keys {
 		vw, vg, agree := choose(stateOr(states[0], k), stateOr(states[1], k))
+		if !agree && (vw == nil) != (vg == nil) {
+			// The first of its kind on one side only: it may come later
+			// on the other, as agents send them from background tasks.
+			if vw != nil {
+				agree = sameJSON(vw, c.firstAfter(1, k))
+			} else {
+				agree = sameJSON(vg, c.firstAfter(0, k))
+			}
+		}
 		var wAt, gAt = -1, -1
 		if vw != nil && (!sameJSON(vw, prevW[k]) || !agree) {
 			wAt = len(c.want)
@@ -336,6 +348,26 @@ func (c *comparison) states(tw, tg *Turn, prevW, prevG map[stateKey]json.RawMess
 
 // stateOr returns state k of a turn's states, with no value if it is not
 // there.
+// firstAfter returns the first value of state kind k on side (0 want, 1
+// got) in the turns after the current one, nil if none comes.
+func (c *comparison) firstAfter(side int, k stateKey) json.RawMessage {
+	turns := c.sides[side].Turns
+	for i := c.turn; i < len(turns); i++ {
+		for _, st := range turns[i].State {
+			if st.key() != k {
+				continue
+			}
+			if st.Value != nil {
+				return st.Value
+			}
+			if st.Late != nil {
+				return st.Late
+			}
+		}
+	}
+	return nil
+}
+
 func stateOr(states map[stateKey]State, k stateKey) State {
 	if st, ok := states[k]; ok {
 		return st

@@ -417,3 +417,35 @@ func TestCancelledTurnCutShort(t *testing.T) {
 		})
 	}
 }
+
+// TestStateArrivesLate checks that a state notification kind's first
+// value may come turns later on one side, and still must be the same.
+func TestStateArrivesLate(t *testing.T) {
+	s := "sess_aaaaaaaaaaaa"
+	session := func(turn1, turn2 []string) []string {
+		lines := append([]string{sessionNew(1, s)}, turn1...)
+		lines = append(lines, answer(2, "end_turn"))
+		lines = append(lines, turn2...)
+		return append(lines, answer(3, "end_turn"))
+	}
+	early := session([]string{commands(s, "review"), msgChunk(s, "Hi.")}, []string{msgChunk(s, "Bye.")})
+	for _, tt := range []struct {
+		name      string
+		want, got []string
+		equal     bool
+	}{
+		{"in a later turn", early, session([]string{msgChunk(s, "Hi.")}, []string{msgChunk(s, "Bye."), commands(s, "review")}), true},
+		{"recorded later", session([]string{msgChunk(s, "Hi.")}, []string{commands(s, "review"), msgChunk(s, "Bye.")}), early, true},
+		{"later, another value", early, session([]string{msgChunk(s, "Hi.")}, []string{msgChunk(s, "Bye."), commands(s, "init")}), false},
+		{"never", early, session([]string{msgChunk(s, "Hi.")}, []string{msgChunk(s, "Bye.")}), false},
+		{"a change, later", session([]string{commands(s, "review")}, []string{commands(s, "init")}),
+			session([]string{commands(s, "review")}, []string{msgChunk(s, "x")}), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Compare(transcriptOf(Options{}, tt.want...), transcriptOf(Options{}, tt.got...))
+			if got := c.Diff == nil; got != tt.equal {
+				t.Errorf("equal = %v, want %v (difference %+v)", got, tt.equal, c.Diff)
+			}
+		})
+	}
+}
