@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/acptap/acptap/internal/jsonscan"
 )
@@ -187,9 +188,10 @@ func (n *Normalizer) bodyParts(b []byte, r *Requests) (any, bool) {
 	members := map[string][]byte{}
 	valid := jsonscan.ValidMembers(b, func(k, v []byte) bool {
 		var key string
-		if bytes.IndexByte(k, '\\') < 0 {
+		if bytes.IndexByte(k, '\\') < 0 && utf8.Valid(k) {
 			key = string(k[1 : len(k)-1])
 		} else if json.Unmarshal(k, &key) != nil {
+			// (encoding/json also replaces bytes that are not UTF-8.)
 			return true // cannot happen in valid JSON
 		}
 		members[key] = v
