@@ -128,7 +128,7 @@ type comparison struct {
 	order     Order
 	turn      int
 	answered  bool
-	cancelled bool // both sides answered the turn with stopReason cancelled
+	cancelled bool           // both sides answered the turn with stopReason cancelled
 	sides     [2]*Transcript // want and got
 	want, got []json.RawMessage
 	diff      *Difference
