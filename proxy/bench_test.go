@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -128,26 +126,8 @@ func BenchmarkSmallRequests(b *testing.B) {
 	targets := benchTargets(b, upstream.URL)
 	for _, name := range benchNames {
 		b.Run(name, func(b *testing.B) {
-			client := benchClient(b)
-			u := targets[name] + "/v1/chat/completions"
-			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
 			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					resp, err := client.Post(u, "application/json", bytes.NewReader(reqBody))
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					n, _ := io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK || n != int64(len(respBody)) {
-						b.Errorf("got %s with %d bytes", resp.Status, n)
-						return
-					}
-				}
-			})
+			testkit.PostParallel(b, benchClient(b), targets[name]+"/v1/chat/completions", reqBody, len(respBody))
 		})
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -194,25 +192,7 @@ func BenchmarkTapRequests(b *testing.B) {
 			if !ok {
 				b.Skipf("%s: mitmdump is not installed", path)
 			}
-			client := benchHTTPClient(b)
-			u := base + "/v1/chat/completions"
-			b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					resp, err := client.Post(u, "application/json", bytes.NewReader(reqBody))
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					n, _ := io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK || n != int64(len(respBody)) {
-						b.Errorf("got %s with %d bytes", resp.Status, n)
-						return
-					}
-				}
-			})
+			testkit.PostParallel(b, benchHTTPClient(b), base+"/v1/chat/completions", reqBody, len(respBody))
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 		})
 	}

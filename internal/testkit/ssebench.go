@@ -2,9 +2,11 @@ package testkit
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -124,4 +126,26 @@ func Percentile(ds []time.Duration, p int) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[(len(s)-1)*p/100]
+}
+
+// PostParallel POSTs body to u b.N times, 32 requests at a time, through
+// client, and fails on any answer but a 200 of respLen bytes.
+func PostParallel(b *testing.B, client *http.Client, u string, body []byte, respLen int) {
+	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := client.Post(u, "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || n != int64(respLen) {
+				b.Errorf("got %s with %d bytes", resp.Status, n)
+				return
+			}
+		}
+	})
 }

@@ -1,4 +1,4 @@
-// Package testkit holds what acptap's tests share: the captured LLM wire samples, a goroutine-safe buffer, the test binary re-run as a child, an intruder that tries the tap without its secret, and an SSE upstream for latency benchmarks.
+// Package testkit holds what acptap's tests share: the captured LLM wire samples, a goroutine-safe buffer, the test binary re-run as a child, an intruder that tries the tap without its secret, and the measuring loops of the tap benchmarks.
 package testkit
 
 import (
