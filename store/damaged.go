@@ -91,7 +91,9 @@ func damagePanic(r any) *DamagedError {
 	// With SetPanicOnFault, a nil pointer dereference is a fault too: one
 	// near address 0 is a bug, not the mapping.
 	if fault, ok := r.(interface{ Addr() uintptr }); ok && fault.Addr() >= minMapAddr {
-		return damaged(0, "", fmt.Errorf("a read of the mapped file failed (%v at %#x)", r, fault.Addr()))
+		// The runtime words every fault as a nil dereference; say what
+		// it was.
+		return damaged(0, "", fmt.Errorf("a read of the mapped file failed (a memory fault at %#x: a page past the file's end, or where a damaged page id points)", fault.Addr()))
 	}
 	switch {
 	case panickedIn("go.etcd.io/bbolt"):
