@@ -548,7 +548,16 @@ func (s *Store) Delete(name string) error {
 		if err := s.notLive(name); err != nil {
 			return err
 		}
-		return tx.Bucket(recordingsBucket).DeleteBucket([]byte(name))
+		err := tx.Bucket(recordingsBucket).DeleteBucket([]byte(name))
+		if err != nil && !errors.Is(err, berrors.ErrTxClosed) && !errors.Is(err, berrors.ErrTxNotWritable) {
+			// The recording was found, so what failed is the deletion of
+			// a bucket inside it, one its pages list but bbolt cannot
+			// find again: they are out of order (FuzzDamagedStore found
+			// such a store). bbolt words that error with %s, so its
+			// sentinel is gone.
+			return &DamagedError{Recording: name, Where: "its pages", Err: err}
+		}
+		return err
 	})
 	var de *DamagedError
 	if !errors.As(err, &de) || de.Recording != name {
