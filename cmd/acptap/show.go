@@ -385,39 +385,23 @@ func describeACP(line []byte, paint func(string, string) string) string {
 // paramsHint picks the most telling detail of a request or notification:
 // the text of message chunks, the title of tool calls, the path of fs calls.
 func paramsHint(m acp.Message) string {
-	var p struct {
-		Path   string `json:"path"`
-		Prompt []struct {
-			Text string `json:"text"`
-		} `json:"prompt"`
-		Update struct {
-			Content json.RawMessage `json:"content"`
-			Title   string          `json:"title"`
-			Status  string          `json:"status"`
-		} `json:"update"`
-		ToolCall struct {
-			Title string `json:"title"`
-		} `json:"toolCall"`
-	}
-	if json.Unmarshal(m.Params, &p) != nil {
+	d, ok := acp.ParamsDetails(m.Params)
+	if !ok {
 		return ""
 	}
-	var text struct {
-		Text string `json:"text"`
-	}
 	switch {
-	case len(p.Prompt) > 0:
-		return " " + strconv.Quote(truncate(p.Prompt[0].Text, 60))
-	case p.Path != "":
-		return " " + p.Path
-	case p.ToolCall.Title != "":
-		return " " + strconv.Quote(truncate(p.ToolCall.Title, 60))
-	case p.Update.Title != "":
-		return " " + strconv.Quote(truncate(p.Update.Title, 60))
-	case json.Unmarshal(p.Update.Content, &text) == nil && text.Text != "":
-		return " " + strconv.Quote(truncate(text.Text, 60))
-	case p.Update.Status != "":
-		return " " + p.Update.Status
+	case d.HasPrompt:
+		return " " + strconv.Quote(truncate(d.Prompt, 60))
+	case d.Path != "":
+		return " " + d.Path
+	case d.ToolCallTitle != "":
+		return " " + strconv.Quote(truncate(d.ToolCallTitle, 60))
+	case d.Title != "":
+		return " " + strconv.Quote(truncate(d.Title, 60))
+	case d.Text != "":
+		return " " + strconv.Quote(truncate(d.Text, 60))
+	case d.Status != "":
+		return " " + d.Status
 	}
 	return ""
 }

@@ -212,44 +212,27 @@ func exchangeSummary(ex *Exchange) (string, bool) {
 // params: the prompt, the message text, the tool call's title, the path,
 // the command.
 func paramsSummary(params json.RawMessage) string {
-	var p struct {
-		Path    string `json:"path"`
-		Command string `json:"command"`
-		Prompt  []struct {
-			Text string `json:"text"`
-		} `json:"prompt"`
-		Update struct {
-			Content json.RawMessage `json:"content"`
-			Title   string          `json:"title"`
-			Status  string          `json:"status"`
-		} `json:"update"`
-		ToolCall struct {
-			Title string `json:"title"`
-		} `json:"toolCall"`
-	}
-	if json.Unmarshal(params, &p) != nil {
+	d, ok := acp.ParamsDetails(params)
+	if !ok {
 		return ""
-	}
-	var text struct {
-		Text string `json:"text"`
 	}
 	parts := []string{}
 	switch {
-	case len(p.Prompt) > 0:
-		parts = append(parts, p.Prompt[0].Text)
-	case p.Path != "":
-		parts = append(parts, p.Path)
-	case p.Command != "":
-		parts = append(parts, p.Command)
-	case p.ToolCall.Title != "":
-		parts = append(parts, p.ToolCall.Title)
-	case p.Update.Title != "":
-		parts = append(parts, p.Update.Title)
-	case json.Unmarshal(p.Update.Content, &text) == nil && text.Text != "":
-		parts = append(parts, text.Text)
+	case d.HasPrompt:
+		parts = append(parts, d.Prompt)
+	case d.Path != "":
+		parts = append(parts, d.Path)
+	case d.Command != "":
+		parts = append(parts, d.Command)
+	case d.ToolCallTitle != "":
+		parts = append(parts, d.ToolCallTitle)
+	case d.Title != "":
+		parts = append(parts, d.Title)
+	case d.Text != "":
+		parts = append(parts, d.Text)
 	}
-	if p.Update.Status != "" {
-		parts = append(parts, "("+p.Update.Status+")")
+	if d.Status != "" {
+		parts = append(parts, "("+d.Status+")")
 	}
 	return oneLine(strings.Join(parts, " "), 160)
 }
