@@ -153,6 +153,10 @@ func putBlob(tx *bolt.Tx, recordingName, name string, size int, chunks [][]byte)
 	if err != nil {
 		return err
 	}
+	// Replacing a blob deletes its bucket, walking its pages.
+	if err := walkable(bs, recordingName, true); err != nil {
+		return err
+	}
 	key := []byte(name)
 	if bs.Bucket(key) != nil {
 		if err := bs.DeleteBucket(key); err != nil {
@@ -224,10 +228,16 @@ func (s *Store) Blob(recordingName, name string) ([]byte, error) {
 		}
 		var bb *bolt.Bucket
 		if bs := b.Bucket(blobsBucket); bs != nil {
+			if err := walkable(bs, recordingName, false); err != nil {
+				return err
+			}
 			bb = bs.Bucket([]byte(name))
 		}
 		if bb == nil {
 			return errNoBlob(name)
+		}
+		if err := walkable(bb, recordingName, false); err != nil {
+			return err
 		}
 		data, err = decodeBlob(bb)
 		if err != nil {

@@ -204,12 +204,21 @@ func damageText(err error) string {
 // readRecordings is readAll in its read transaction.
 func (s *Store) readRecordings(tx *bolt.Tx, names []string, fn func(string, *salvaged)) error {
 	whole := &salvaged{}
+	if err := walkable(tx.Cursor().Bucket(), "", false); err != nil {
+		// bbolt would loop in these pages: nothing can be read.
+		whole.problem("", 0, "the file's root bucket: "+damageText(err))
+		fn("", whole)
+		return nil
+	}
 	if _, err := s.checkLayout(tx); err != nil {
 		whole.problem("", 0, fmt.Sprint(err))
 	}
 	rs := tx.Bucket(recordingsBucket)
 	if rs == nil {
 		whole.problem("", 0, "the recordings bucket is missing")
+	} else if err := walkable(rs, "", false); err != nil {
+		whole.problem("", 0, "the list of recordings does not read: "+damageText(err))
+		rs = nil
 	}
 	var found []string
 	if rs != nil {
@@ -235,7 +244,7 @@ func (s *Store) readRecordings(tx *bolt.Tx, names []string, fn func(string, *sal
 		names = found
 	}
 	for _, name := range names {
-		if !slices.Contains(found, name) {
+		if rs == nil || !slices.Contains(found, name) {
 			return fmt.Errorf("check recording %s in %s: %w", QuoteName(name), s.path, ErrNotFound)
 		}
 	}
@@ -282,6 +291,22 @@ func readRecording(rs *bolt.Bucket, name string) (r *salvaged) {
 		r.cut = "not a bucket"
 		return r
 	}
+	// walked reports whether bbolt can walk the pages of the bucket x; if
+	// not, it says so, and that what lost says is lost.
+	walked := func(x *bolt.Bucket, deep bool, lost string) bool {
+		if err := walkable(x, name, deep); err != nil {
+			what := damageText(err)
+			r.problem(name, 0, what)
+			if r.cut == "" {
+				r.cut = lost + what
+			}
+			return false
+		}
+		return true
+	}
+	if !walked(b, false, "") {
+		return r
+	}
 	if err := ValidName(name); err != nil {
 		r.problem(name, 0, "not a valid recording name")
 	}
@@ -298,10 +323,10 @@ func readRecording(rs *bolt.Bucket, name string) (r *salvaged) {
 	if eb == nil {
 		r.problem(name, 0, "its events bucket is missing")
 		r.cut = "its events bucket is missing"
-	} else {
+	} else if walked(eb, false, "events from 1 on do not read: ") {
 		readAllEvents(eb, name, r)
 	}
-	if bs := b.Bucket(blobsBucket); bs != nil {
+	if bs := b.Bucket(blobsBucket); bs != nil && walked(bs, true, "its blobs do not read: ") {
 		readBlobs(bs, name, r)
 	}
 	if r.meta != nil && r.meta.Snapshot && r.blobs[SnapshotBlob] == nil {

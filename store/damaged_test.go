@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -76,21 +78,71 @@ func damageFixture(t testing.TB, path string) {
 	}
 }
 
-// fixtureBytes is a damageFixture, built once.
+// updateFixture rewrites testdata/damage-fixture.db, the store the damage
+// tests damage.
+var updateFixture = flag.Bool("update-fixture", false, "rewrite testdata/damage-fixture.db from damageFixture")
+
+// fixtureFile is a damageFixture kept in the repository: a store built
+// anew would place its pages by the timing of its commits, and a fuzz
+// input, an offset and bytes to write there, would damage another page
+// of each. Rebuild it with go test -run TestDamageFixture -update-fixture
+// when the store's layout changes.
+const fixtureFile = "testdata/damage-fixture.db"
+
+// fixtureBytes is the contents of fixtureFile, read once.
 var fixtureBytes = func() func(t testing.TB) []byte {
 	var b []byte
 	return func(t testing.TB) []byte {
 		if b == nil {
-			path := filepath.Join(t.TempDir(), "fixture.db")
-			damageFixture(t, path)
 			var err error
-			if b, err = os.ReadFile(path); err != nil {
-				t.Fatal(err)
+			if b, err = os.ReadFile(fixtureFile); err != nil {
+				t.Fatalf("%v (go test -run TestDamageFixture -update-fixture makes it)", err)
 			}
 		}
 		return b
 	}
 }()
+
+// TestDamageFixture checks that fixtureFile is a damageFixture of this
+// version of the store, and rewrites it with -update-fixture.
+func TestDamageFixture(t *testing.T) {
+	if *updateFixture {
+		path := filepath.Join(t.TempDir(), "fixture.db")
+		damageFixture(t, path)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(fixtureFile, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := copyFixture(t, t.TempDir())
+	if ps := checkProblems(t, path); len(ps) != 0 {
+		t.Errorf("Check of the fixture: %v, want none", ps)
+	}
+	s, err := Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	recs, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		n := 0
+		if err := s.Events(r.Name, func(Event) error { n++; return nil }); err != nil {
+			t.Errorf("Events of %s: %v", r.Name, err)
+		}
+		got = append(got, fmt.Sprintf("%s: %d events, done %v, snapshot %v", r.Name, n, r.Done, r.Snapshot))
+	}
+	want := []string{"a: 246 events, done true, snapshot false", "b: 246 events, done true, snapshot true", "c: 245 events, done false, snapshot false"}
+	if !slices.Equal(got, want) {
+		t.Errorf("the fixture holds %q, want %q (rebuild it with -update-fixture)", got, want)
+	}
+}
 
 // copyFixture writes a fresh copy of the fixture and returns its path.
 func copyFixture(t testing.TB, dir string) string {
@@ -723,5 +775,128 @@ func TestDeleteDamagedRecording(t *testing.T) {
 	}
 	if ps := checkProblems(t, dst); len(ps) != 0 {
 		t.Errorf("Check of the salvaged store: %v, want none", ps)
+	}
+}
+
+// eventsRoot returns the root page of the events bucket of the named
+// recording in the store file at path.
+func eventsRoot(t *testing.T, path, name string) uint64 {
+	t.Helper()
+	db, err := bolt.Open(path, 0, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var root uint64
+	db.View(func(tx *bolt.Tx) error {
+		root = uint64(tx.Bucket(recordingsBucket).Bucket([]byte(name)).Bucket(eventsBucket).Root())
+		return nil
+	})
+	return root
+}
+
+// TestCyclicPages: a branch page whose child is itself, or whose leaf is
+// made a branch pointing back up, would make bbolt loop for ever (a
+// cursor's stack grows until memory runs out; deleting recurses until the
+// stack overflows). Every operation says the recording is damaged
+// instead, rm takes it out, and the others still read.
+func TestCyclicPages(t *testing.T) {
+	b := fixtureBytes(t)
+	le := binary.LittleEndian
+	for _, tc := range []struct {
+		name string
+		make func(path string, root uint64)
+	}{
+		{"a branch child is the branch", func(path string, root uint64) {
+			patchPage(t, path, root, 16+8, root) // element 0's page id
+		}},
+		{"a leaf made a branch back to the root", func(path string, root uint64) {
+			leaf := le.Uint64(b[root*4096+16+2*16+8:]) // element 2's page
+			p := make([]byte, 32)
+			le.PutUint64(p, leaf)
+			le.PutUint16(p[8:], branchPageFlag)
+			le.PutUint16(p[10:], 1)
+			le.PutUint64(p[16+8:], root)
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt(p, int64(leaf)*4096); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := copyFixture(t, t.TempDir())
+			root := eventsRoot(t, path, "b")
+			if b[root*4096+8] != branchPageFlag {
+				t.Fatalf("the events of b have no branch page at their root %d", root)
+			}
+			tc.make(path, root)
+			finished := make(chan struct{})
+			go func() {
+				defer close(finished)
+				cyclicOperations(t, path)
+			}()
+			select {
+			case <-finished:
+			case <-time.After(2 * time.Minute):
+				// Not a timing check: the operations take milliseconds,
+				// and without walkable they never end.
+				panic("operations on a store with a cycle of pages did not end")
+			}
+		})
+	}
+}
+
+func cyclicOperations(t *testing.T, path string) {
+	s, err := Open(path, &Options{Timeout: -1})
+	if err != nil {
+		t.Errorf("Open: %v", err)
+		return
+	}
+	defer s.Close()
+	recs, err := s.List()
+	if err != nil || len(recs) != 3 {
+		t.Errorf("List: %d recordings, %v; want 3", len(recs), err)
+	}
+	err = s.Events("b", func(Event) error { return nil })
+	var de *DamagedError
+	if !errors.As(err, &de) || de.Recording != "b" || !strings.Contains(de.Where, "page ") {
+		t.Errorf("Events of b: %v, want ErrDamaged at a page of b", err)
+	}
+	if err := s.Events("a", func(Event) error { return nil }); err != nil {
+		t.Errorf("Events of a: %v, want none", err)
+	}
+	ps := checkProblems(t, path)
+	if len(ps) == 0 || !slices.ContainsFunc(ps, func(p Problem) bool { return p.Recording == "b" }) {
+		t.Errorf("Check: %v, want a problem of b", ps)
+	}
+	if err := s.Delete("b"); err != nil {
+		t.Errorf("Delete of b: %v", err)
+	}
+	recs, err = s.List()
+	if err != nil || len(recs) != 2 {
+		t.Errorf("List after rm b: %d recordings, %v; want 2", len(recs), err)
+	}
+	dst := filepath.Join(filepath.Dir(path), "salvaged.db")
+	if _, err := Salvage(path, dst, func(Problem) {}); err != nil {
+		t.Errorf("Salvage: %v", err)
+	}
+}
+
+// patchPage writes v at offset off of page id of the store file at path.
+func patchPage(t *testing.T, path string, id uint64, off int, v uint64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var p [8]byte
+	binary.LittleEndian.PutUint64(p[:], v)
+	if _, err := f.WriteAt(p[:], int64(id)*4096+int64(off)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -86,6 +86,10 @@ func (s *Store) ReplaceLane(name string, lane Lane, frames []Placed) error {
 		if eb == nil {
 			return errors.New("events bucket missing")
 		}
+		// Its pages are read, then freed (walked) by DeleteBucket.
+		if err := walkable(eb, name, true); err != nil {
+			return err
+		}
 		kept, err := keptEvents(eb, lane)
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -106,6 +107,9 @@ type Store struct {
 
 	mu      sync.Mutex         // guards writers and serializes Create, Delete and Close
 	writers map[string]*Writer // unfinished Writers by recording name
+
+	walkedMu sync.Mutex         // guards walked
+	walked   map[walkedKey]bool // buckets found walkable, see Store.walkable
 }
 
 // Open opens the store at path, creating it unless opts.ReadOnly; an
@@ -242,6 +246,9 @@ func (s *Store) init(db *bolt.DB) error {
 // checkLayout reports whether tx sees a bbolt file without any bucket, and
 // fails unless it sees an acptap store of a known format.
 func (s *Store) checkLayout(tx *bolt.Tx) (empty bool, err error) {
+	if err := walkable(tx.Cursor().Bucket(), "", false); err != nil {
+		return false, err
+	}
 	b := tx.Bucket(storeBucket)
 	if b == nil {
 		if k, _ := tx.Cursor().First(); k != nil {
@@ -293,16 +300,18 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) List() ([]Recording, error) {
 	var recs []Recording
 	err := s.view("list", "", func(tx *bolt.Tx) error {
-		rs := tx.Bucket(recordingsBucket)
-		if rs == nil {
-			return nil
+		var p pages
+		defer p.close()
+		rs, err := recordings(tx, &p)
+		if err != nil || rs == nil {
+			return err
 		}
 		c := rs.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if v != nil {
 				return damaged(0, "", fmt.Errorf("stray key %q among recordings", k))
 			}
-			recs = append(recs, listed(rs, string(k)))
+			recs = append(recs, listed(rs, string(k), &p))
 		}
 		return nil
 	})
@@ -325,7 +334,7 @@ func (s *Store) List() ([]Recording, error) {
 // bucket rs, or, if it does not read, a Recording that says so (Damage).
 // A recording's bucket can be damaged, down to bbolt panicking over its
 // pages, while the others read: the list shows them all.
-func listed(rs *bolt.Bucket, name string) (rec Recording) {
+func listed(rs *bolt.Bucket, name string, p *pages) (rec Recording) {
 	defer func() {
 		if r := recover(); r != nil {
 			de := damagePanic(r)
@@ -336,6 +345,11 @@ func listed(rs *bolt.Bucket, name string) (rec Recording) {
 	b := rs.Bucket([]byte(name))
 	if b == nil {
 		return Recording{Name: name, Damage: &DamagedError{Recording: name, Err: errors.New("not a bucket")}}
+	}
+	if err := p.walkable(b, name, false); err != nil {
+		var de *DamagedError
+		errors.As(err, &de)
+		return Recording{Name: name, Damage: de}
 	}
 	rec, err := readMeta(b, name)
 	if err != nil {
@@ -415,7 +429,7 @@ func (s *Store) EventsFrom(name string, from uint64, fn func(Event) error) (Reco
 		var pageErr error // a bad value, after the events of page
 		err := s.view("read", name, func(tx *bolt.Tx) error {
 			var err error
-			page, more, err = readPage(tx, name, from, page, &first, &meta)
+			page, more, err = s.readPage(tx, name, from, page, &first, &meta)
 			if len(page) > 0 {
 				pageErr, err = err, nil
 			}
@@ -449,7 +463,7 @@ func (s *Store) EventsFrom(name string, from uint64, fn func(Event) error) (Reco
 // follow. *first is the recording's metadata as of the first page: a
 // later page checks that it reads the same recording, unrewritten; *last
 // is set to the metadata as of this page.
-func readPage(tx *bolt.Tx, name string, from uint64, page []Event, first, last *Recording) (out []Event, more bool, err error) {
+func (s *Store) readPage(tx *bolt.Tx, name string, from uint64, page []Event, first, last *Recording) (out []Event, more bool, err error) {
 	at := from // the event being read, for a panic of bbolt over its page
 	defer func() {
 		if r := recover(); r != nil {
@@ -475,6 +489,9 @@ func readPage(tx *bolt.Tx, name string, from uint64, page []Event, first, last *
 	eb := b.Bucket(eventsBucket)
 	if eb == nil {
 		return page, false, damaged(0, "", errors.New("its events bucket is missing"))
+	}
+	if err := s.walkable(eb, name, false); err != nil {
+		return page, false, err
 	}
 	c := eb.Cursor()
 	k, v := c.Seek(seqKey(from))
@@ -542,13 +559,18 @@ func (s *Store) Delete(name string) error {
 		return err
 	}
 	err := s.update("delete", name, func(tx *bolt.Tx) error {
-		if _, err := recording(tx, name); err != nil {
+		b, err := recording(tx, name)
+		if err != nil {
 			return err
 		}
 		if err := s.notLive(name); err != nil {
 			return err
 		}
-		err := tx.Bucket(recordingsBucket).DeleteBucket([]byte(name))
+		// Deleting walks every page of the recording, recursively.
+		if err := walkable(b, name, true); err != nil {
+			return err
+		}
+		err = tx.Bucket(recordingsBucket).DeleteBucket([]byte(name))
 		if err != nil && !errors.Is(err, berrors.ErrTxClosed) && !errors.Is(err, berrors.ErrTxNotWritable) {
 			// The recording was found, so what failed is the deletion of
 			// a bucket inside it, one its pages list but bbolt cannot
@@ -569,8 +591,16 @@ func (s *Store) Delete(name string) error {
 	// file, under removedBucket, where Check still finds their damage
 	// and Salvage leaves them. (The failed transaction wrote nothing.)
 	return s.update("delete", name, func(tx *bolt.Tx) error {
-		if _, err := recording(tx, name); err != nil {
+		// Its own pages may be what is damaged: moving it reads only
+		// the recordings bucket's.
+		var p pages
+		defer p.close()
+		rs, err := recordings(tx, &p)
+		if err != nil {
 			return err
+		}
+		if rs == nil || rs.Bucket([]byte(name)) == nil {
+			return ErrNotFound
 		}
 		removed, err := tx.CreateBucketIfNotExists(removedBucket)
 		if err != nil {
@@ -622,9 +652,12 @@ func (s *Store) Create(rec Recording, force bool) (*Writer, error) {
 			return err
 		}
 		key := []byte(name)
-		if rs.Bucket(key) != nil {
+		if old := rs.Bucket(key); old != nil {
 			if !force {
 				return ErrExists
+			}
+			if err := walkable(old, name, true); err != nil {
+				return err
 			}
 			if err := rs.DeleteBucket(key); err != nil {
 				return err
@@ -797,14 +830,40 @@ func QuoteName(name string) string {
 	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(cut), len(name))
 }
 
-// recording returns the named recording's bucket or ErrNotFound.
+// recording returns the named recording's bucket or ErrNotFound, once
+// the pages on the way to it and its own are found walkable; what is in
+// its buckets (events, blobs) is for the caller to walk.
 func recording(tx *bolt.Tx, name string) (*bolt.Bucket, error) {
-	if rs := tx.Bucket(recordingsBucket); rs != nil {
-		if b := rs.Bucket([]byte(name)); b != nil {
-			return b, nil
-		}
+	var p pages
+	defer p.close()
+	rs, err := recordings(tx, &p)
+	if err != nil || rs == nil {
+		return nil, cmp.Or(err, ErrNotFound)
 	}
-	return nil, ErrNotFound
+	b := rs.Bucket([]byte(name))
+	if b == nil {
+		return nil, ErrNotFound
+	}
+	if err := p.walkable(b, name, false); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// recordings returns the recordings bucket, nil if there is none, once
+// the file's root bucket and its pages are found walkable.
+func recordings(tx *bolt.Tx, p *pages) (*bolt.Bucket, error) {
+	if err := p.walkable(tx.Cursor().Bucket(), "", false); err != nil {
+		return nil, err
+	}
+	rs := tx.Bucket(recordingsBucket)
+	if rs == nil {
+		return nil, nil
+	}
+	if err := p.walkable(rs, "", false); err != nil {
+		return nil, err
+	}
+	return rs, nil
 }
 
 // readKnownMeta is readMeta that refuses a newer format and a

@@ -403,6 +403,11 @@ func (w *Writer) commit(events []Event, m Recording) (Recording, error) {
 			if eb == nil {
 				return errors.New("events bucket missing")
 			}
+			// eb is not walked first (see walkable): the Writer made it,
+			// from pages the freelist, which Open checks, said were free,
+			// and walking it at every commit would cost more than the
+			// commit as the recording grows.
+			//
 			// Seqs mostly grow: fill pages rather than split them in halves.
 			eb.FillPercent = 0.9
 			c := counts{frames: m.Frames, exchanges: m.Exchanges}

@@ -1,0 +1,247 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// bbolt walks a bucket's pages as the page ids in them say, and trusts
+// them: a damaged branch page whose child is itself, or an ancestor, makes
+// a cursor descend for ever (its stack grows until the process runs out of
+// memory), and the recursions of DeleteBucket and of freeing pages overflow
+// the stack, which no recover can catch. FuzzDamagedStore found both. So,
+// before this package lets bbolt walk a bucket that damage may have
+// reached, walkable follows its page ids itself, each page once, and
+// refuses the bucket if they do not form a tree.
+//
+// It reads the pages through a mapping of its own (the file as bbolt maps
+// it: a page past the file's end is a fault, which guard turns into
+// damage) and reads of each leaf only its header, unless deep: then it
+// also follows the buckets inside the leaves, as deleting a bucket does.
+// The cost is a look at every page header of the bucket, well below what
+// reading the bucket costs.
+
+// walkable returns a *DamagedError if bbolt could not walk the pages of
+// the bucket b without looping: a page id out of the file's pages, a page
+// that is not of its id, of a type other than branch or leaf, with more
+// elements than fit it, or reached twice. With deep it follows the
+// buckets inside b too. The error's Recording is rec.
+func walkable(b *bolt.Bucket, rec string, deep bool) error {
+	var p pages
+	defer p.close()
+	return p.walkable(b, rec, deep)
+}
+
+// pages is the mapping of a transaction's pages that walkable reads,
+// made at its first use.
+type pages struct {
+	m      fileMap
+	mapped bool
+}
+
+func (p *pages) close() {
+	if p.mapped {
+		syscall.Munmap(p.m.data)
+		p.mapped = false
+	}
+}
+
+// walkable is the package function walkable, reading through p.
+func (p *pages) walkable(b *bolt.Bucket, rec string, deep bool) error {
+	root := uint64(b.Root())
+	if root == 0 {
+		if !deep {
+			return nil // inline: its page is a value of its parent's
+		}
+		// An inline bucket's own buckets are the only pages to follow;
+		// bbolt does not hand out the inline page, but a cursor of b
+		// reads only that page.
+		c := b.Cursor()
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if sub := b.Bucket(k); v == nil && sub != nil {
+				if err := p.walkable(sub, rec, true); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if !p.mapped {
+		m, err := mapFile(b.Tx())
+		if err != nil {
+			return err
+		}
+		p.m, p.mapped = m, true
+	}
+	w := &walker{m: p.m, seen: map[uint64]bool{}, deep: deep}
+	if err := w.tree(root); err != nil {
+		return &DamagedError{Recording: rec, Where: fmt.Sprintf("page %d", w.at), Err: err}
+	}
+	return nil
+}
+
+// walkable is the package function walkable, remembered per commit for
+// read transactions: Events reads a big recording in many transactions,
+// each of which would walk its events again.
+func (s *Store) walkable(b *bolt.Bucket, rec string, deep bool) error {
+	tx := b.Tx()
+	if tx.Writable() || b.Root() == 0 {
+		return walkable(b, rec, deep)
+	}
+	key := walkedKey{txid: tx.ID(), root: uint64(b.Root()), deep: deep}
+	s.walkedMu.Lock()
+	ok := s.walked[key]
+	s.walkedMu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := walkable(b, rec, deep); err != nil {
+		return err
+	}
+	s.walkedMu.Lock()
+	defer s.walkedMu.Unlock()
+	if s.walked == nil || len(s.walked) >= maxWalked {
+		s.walked = map[walkedKey]bool{}
+	}
+	s.walked[key] = true
+	return nil
+}
+
+// walkedKey is a bucket walkable found sound: its root page in a commit.
+type walkedKey struct {
+	txid int
+	root uint64
+	deep bool
+}
+
+// maxWalked bounds Store.walked, which is cleared when it fills.
+const maxWalked = 64
+
+// fileMap is a read-only mapping of a store file's pages, as a
+// transaction sees them.
+type fileMap struct {
+	data     []byte
+	pageSize uint64
+	pages    uint64 // the high-water mark of the transaction's commit
+}
+
+// mapFile maps the pages of tx's file that tx's commit uses.
+func mapFile(tx *bolt.Tx) (fileMap, error) {
+	pageSize := uint64(tx.DB().Info().PageSize)
+	size := tx.Size()
+	if pageSize == 0 || size <= 0 || uint64(size)%pageSize != 0 {
+		return fileMap{}, fmt.Errorf("walk the store's pages: %d bytes of pages of %d", size, pageSize)
+	}
+	f, err := os.Open(tx.DB().Path())
+	if err != nil {
+		return fileMap{}, fmt.Errorf("walk the store's pages: %w", err)
+	}
+	defer f.Close()
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return fileMap{}, fmt.Errorf("walk the store's pages: %w", err)
+	}
+	return fileMap{data: data, pageSize: pageSize, pages: uint64(size) / pageSize}, nil
+}
+
+// walker follows the page ids of a tree of pages.
+type walker struct {
+	m    fileMap
+	seen map[uint64]bool // branch pages, and with deep every page, reached
+	deep bool
+	at   uint64 // the page a problem was found in
+}
+
+var errNotTree = errors.New("the pages do not form a tree")
+
+// tree follows the tree of pages under the page id.
+func (w *walker) tree(id uint64) error {
+	w.at = id
+	if id < 2 || id >= w.m.pages {
+		return fmt.Errorf("%w: a page id out of bounds (the commit has %d pages)", errNotTree, w.m.pages)
+	}
+	le := binary.LittleEndian
+	hdr := w.m.data[id*w.m.pageSize:]
+	pid, flags, count, overflow := le.Uint64(hdr), le.Uint16(hdr[8:]), uint64(le.Uint16(hdr[10:])), uint64(le.Uint32(hdr[12:]))
+	switch {
+	case pid != id:
+		return fmt.Errorf("%w: the page says it is page %d", errNotTree, pid)
+	case flags != branchPageFlag && flags != leafPageFlag:
+		return fmt.Errorf("%w: a page of type %#x where a branch or leaf must be", errNotTree, flags)
+	case overflow >= w.m.pages-id:
+		return fmt.Errorf("%w: %d overflow pages past the commit's %d", errNotTree, overflow, w.m.pages)
+	case pageHeaderSize+count*elementSize > (overflow+1)*w.m.pageSize:
+		return fmt.Errorf("%w: %d elements do not fit the page", errNotTree, count)
+	}
+	if flags == leafPageFlag && !w.deep {
+		return nil
+	}
+	if w.seen[id] {
+		return fmt.Errorf("%w: the page is reached twice", errNotTree)
+	}
+	w.seen[id] = true
+	p := w.m.data[id*w.m.pageSize : (id+overflow+1)*w.m.pageSize]
+	for i := range count {
+		e := p[pageHeaderSize+i*elementSize:]
+		if flags == branchPageFlag {
+			if err := w.tree(le.Uint64(e[8:])); err != nil {
+				return err
+			}
+			continue
+		}
+		if le.Uint32(e)&bucketLeafFlag == 0 {
+			continue
+		}
+		if err := w.bucketValue(p, int(pageHeaderSize+i*elementSize), id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bucketValue follows the bucket whose header is the value of the leaf
+// element at offset at of page p (the page id, or an inline page: 0).
+func (w *walker) bucketValue(p []byte, at int, id uint64) error {
+	le := binary.LittleEndian
+	e := p[at:]
+	start := uint64(at) + uint64(le.Uint32(e[4:])) + uint64(le.Uint32(e[8:]))
+	vsize := uint64(le.Uint32(e[12:]))
+	if start+vsize > uint64(len(p)) || vsize < bucketHeaderSize {
+		w.at = id
+		return fmt.Errorf("%w: a bucket's header reaches past its page", errNotTree)
+	}
+	v := p[start : start+vsize]
+	if root := le.Uint64(v); root != 0 {
+		return w.tree(root)
+	}
+	return w.inline(v[bucketHeaderSize:], id)
+}
+
+// inline follows the buckets of the inline bucket page p, a value of the
+// page id.
+func (w *walker) inline(p []byte, id uint64) error {
+	le := binary.LittleEndian
+	if len(p) < pageHeaderSize {
+		w.at = id
+		return fmt.Errorf("%w: an inline bucket is cut short", errNotTree)
+	}
+	flags, count := le.Uint16(p[8:]), int(le.Uint16(p[10:]))
+	if flags != leafPageFlag || pageHeaderSize+count*elementSize > len(p) {
+		w.at = id
+		return fmt.Errorf("%w: an inline bucket that is no leaf of its size", errNotTree)
+	}
+	for i := range count {
+		if le.Uint32(p[pageHeaderSize+i*elementSize:])&bucketLeafFlag == 0 {
+			continue
+		}
+		if err := w.bucketValue(p, int(pageHeaderSize+i*elementSize), id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
