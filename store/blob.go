@@ -289,7 +289,7 @@ func decodeBlob(bb *bolt.Bucket) ([]byte, error) {
 			continue
 		}
 		if len(k) != 8 || v == nil || binary.BigEndian.Uint64(k) != i || i >= nchunks {
-			return nil, fmt.Errorf("stray key %q among chunks", k)
+			return nil, fmt.Errorf("stray key %s among chunks", quoteKey(k))
 		}
 		if len(v) == 0 {
 			return nil, fmt.Errorf("chunk %d: empty", i)

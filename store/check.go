@@ -234,7 +234,7 @@ func (s *Store) readRecordings(tx *bolt.Tx, names []string, fn func(string, *sal
 		case bytes.Equal(k, removedBucket):
 			whole.problem("", 0, "it keeps the pages of damaged recordings that rm removed; acptap check --salvage copies the store without them")
 		case !bytes.Equal(k, storeBucket) && !bytes.Equal(k, recordingsBucket):
-			whole.problem("", 0, fmt.Sprintf("stray key %q at the top of the file", k))
+			whole.problem("", 0, fmt.Sprintf("stray key %s at the top of the file", quoteKey(k)))
 		}
 	}
 	if len(whole.problems) > 0 {
@@ -265,7 +265,7 @@ func recordingNames(rs *bolt.Bucket) (names []string, err error) {
 	c := rs.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if v != nil {
-			return names, fmt.Errorf("stray key %q among the recordings", k)
+			return names, fmt.Errorf("stray key %s among the recordings", quoteKey(k))
 		}
 		names = append(names, string(k))
 	}
@@ -335,7 +335,7 @@ func readRecording(rs *bolt.Bucket, name string) (r *salvaged) {
 	c := b.Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		if !bytes.Equal(k, metaKey) && !bytes.Equal(k, eventsBucket) && !bytes.Equal(k, blobsBucket) {
-			r.problem(name, 0, fmt.Sprintf("stray key %q in its bucket", k))
+			r.problem(name, 0, fmt.Sprintf("stray key %s in its bucket", quoteKey(k)))
 		}
 	}
 	return r
@@ -359,7 +359,7 @@ func readAllEvents(eb *bolt.Bucket, name string, r *salvaged) {
 	c := eb.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if len(k) != 8 || v == nil {
-			r.problem(name, next, fmt.Sprintf("stray key %q among the events", k))
+			r.problem(name, next, fmt.Sprintf("stray key %s among the events", quoteKey(k)))
 			continue
 		}
 		seq := binary.BigEndian.Uint64(k)
@@ -439,12 +439,12 @@ func readBlobs(bs *bolt.Bucket, name string, r *salvaged) {
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		bb := bs.Bucket(k)
 		if v != nil || bb == nil {
-			r.problem(name, 0, fmt.Sprintf("stray key %q among its blobs", k))
+			r.problem(name, 0, fmt.Sprintf("stray key %s among its blobs", quoteKey(k)))
 			continue
 		}
 		data, err := decodeBlob(bb)
 		if err != nil {
-			r.problem(name, 0, fmt.Sprintf("blob %q: %v", k, err))
+			r.problem(name, 0, fmt.Sprintf("blob %s: %v", quoteKey(k), err))
 			continue
 		}
 		r.blobs[string(k)] = data

@@ -900,3 +900,19 @@ func patchPage(t *testing.T, path string, id uint64, off int, v uint64) {
 		t.Fatal(err)
 	}
 }
+
+// TestQuoteKey: a key that damage made megabytes long is said in a line.
+func TestQuoteKey(t *testing.T) {
+	for _, tc := range []struct {
+		key  []byte
+		want string
+	}{
+		{[]byte("meta"), `"meta"`},
+		{[]byte{0xff, 0}, `"\xff\x00"`},
+		{bytes.Repeat([]byte("k"), 6<<20), `"` + strings.Repeat("k", 64) + `"… (6291456 bytes)`},
+	} {
+		if got := quoteKey(tc.key); got != tc.want {
+			t.Errorf("quoteKey of %d bytes = %.80s, want %.80s", len(tc.key), got, tc.want)
+		}
+	}
+}

@@ -247,7 +247,7 @@ func (c *pageChecker) node(p []byte, id uint64, min, max []byte, path []string, 
 			continue
 		}
 		if len(v) < bucketHeaderSize {
-			bad("bucket %q: its header is truncated", k)
+			bad("bucket %s: its header is truncated", quoteKey(k))
 			return
 		}
 		c.bucket(le.Uint64(v), slices.Clone(v[bucketHeaderSize:]), append(slices.Clip(path), string(k)))

@@ -144,7 +144,7 @@ func keptEvents(eb *bolt.Bucket, lane Lane) (*eventList, error) {
 	c := eb.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		if len(k) != 8 || v == nil {
-			return nil, fmt.Errorf("stray key %q among events", k)
+			return nil, fmt.Errorf("stray key %s among events", quoteKey(k))
 		}
 		seq := binary.BigEndian.Uint64(k)
 		if seq < next {

@@ -259,7 +259,7 @@ func (s *Store) checkLayout(tx *bolt.Tx) (empty bool, err error) {
 	v := b.Get(formatKey)
 	n, err := strconv.Atoi(string(v))
 	if err != nil || n < 1 {
-		return false, fmt.Errorf("open store %s: %w: bad format value %q", s.path, ErrNotStore, v)
+		return false, fmt.Errorf("open store %s: %w: bad format value %s", s.path, ErrNotStore, quoteKey(v))
 	}
 	if n > storeFormat {
 		return false, fmt.Errorf("open store %s: store format %d, this acptap reads up to %d: %w", s.path, n, storeFormat, ErrUnknownFormat)
@@ -309,7 +309,7 @@ func (s *Store) List() ([]Recording, error) {
 		c := rs.Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if v != nil {
-				return damaged(0, "", fmt.Errorf("stray key %q among recordings", k))
+				return damaged(0, "", fmt.Errorf("stray key %s among recordings", quoteKey(k)))
 			}
 			recs = append(recs, listed(rs, string(k), &p))
 		}
@@ -517,7 +517,7 @@ func (s *Store) readPage(tx *bolt.Tx, name string, from uint64, page []Event, fi
 			return page, true, nil
 		}
 		if len(k) != 8 || v == nil {
-			return page, false, damaged(next, "", fmt.Errorf("stray key %q among events", k))
+			return page, false, damaged(next, "", fmt.Errorf("stray key %s among events", quoteKey(k)))
 		}
 		seq := binary.BigEndian.Uint64(k)
 		at = seq
@@ -828,6 +828,16 @@ func QuoteName(name string) string {
 		cut = cut[:len(cut)-1]
 	}
 	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(cut), len(name))
+}
+
+// quoteKey quotes a key, or a value, read from the file, cut to its first
+// 64 bytes as QuoteName cuts a name: a damaged page can make one of
+// megabytes.
+func quoteKey(k []byte) string {
+	if len(k) <= maxQuotedName {
+		return strconv.Quote(string(k))
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(string(k[:maxQuotedName])), len(k))
 }
 
 // recording returns the named recording's bucket or ErrNotFound, once
