@@ -260,6 +260,7 @@ func TestTruncatedStore(t *testing.T) {
 				}
 			}
 			everyOperation(t, path)
+			unlocked(t, path)
 			ps := checkProblems(t, path)
 			if len(ps) == 0 || !strings.Contains(ps[0].What, "cut short") {
 				t.Errorf("Check of a file cut to %d bytes: %v, want first that it was cut short", size, ps)
@@ -301,7 +302,9 @@ func TestEveryPageDamaged(t *testing.T) {
 						t.Errorf("problem %q is not one line", p.String())
 					}
 				}
-				if everyOperation(t, path) {
+				sawDamage := everyOperation(t, path)
+				unlocked(t, path)
+				if sawDamage {
 					damagedCases++
 					if len(ps) == 0 {
 						t.Errorf("an operation found damage, Check nothing")
@@ -684,7 +687,23 @@ func FuzzDamagedStore(f *testing.F) {
 			t.Errorf("Check: %v", err)
 		}
 		everyOperation(t, path)
+		unlocked(t, path)
 	})
+}
+
+// unlocked fails t if a lock of the store file at path is still held:
+// nothing is left holding one once the operations on it have returned,
+// whatever they met.
+func unlocked(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Errorf("the store's lock is still held after the operations: %v", err)
+	}
 }
 
 // TestDamagedFreelist: bbolt reads the freelist only to write, and trusts
