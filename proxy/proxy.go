@@ -14,8 +14,10 @@
 // without it get 407 or 404 and are neither forwarded nor recorded.
 //
 // Each exchange is handed to the Recorder as an exchange.Exchange twice:
-// in flight as soon as its request has been read, and again when it has
-// ended, with its exchange.End saying how. Bodies are recorded decoded; a
+// in flight, once it has been for a few milliseconds (recording waits so as
+// not to compete with forwarding for the CPU), and again when it has
+// ended, with its exchange.End saying how; an exchange that ends sooner
+// has both made then, in that order. Bodies are recorded decoded; a
 // body that cannot be decoded is recorded as received, with its encoding
 // field left empty (its Content-Encoding header still says how it was
 // sent).
@@ -50,10 +52,9 @@ import (
 // Close, which waits for them.
 //
 // Every exchange gets one call of each method, in this order: Begin as its
-// request arrives, Started once the request has been read and decoded,
-// and Ended when the exchange has ended. What Started records is what a
-// recording keeps of the exchange if the program stops before Ended: the
-// request, in flight.
+// request arrives, Started once the exchange has been in flight for
+// 10 ms, or as it ends if sooner, and Ended when the exchange has ended. What Started records is what a recording keeps of
+// the exchange if the program stops before Ended: the request, in flight.
 type Recorder interface {
 	// Begin returns the id by which Started and Ended name a new
 	// exchange. It is called as the request arrives, so that a Recorder
