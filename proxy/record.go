@@ -252,30 +252,47 @@ func (r *record) finish() {
 	r.t.recorder.Ended(r.id, r.at, &r.x)
 }
 
-// blockSize is the size of an arena's blocks.
-const blockSize = 64 << 10
+// An arena's blocks grow from minBlock to maxBlock, doubling: a short
+// response takes little memory, and a long one few blocks.
+const (
+	minBlock    = 4 << 10
+	maxBlock    = 64 << 10
+	blockLevels = 5 // minBlock<<(blockLevels-1) == maxBlock
+)
 
-// blockPool holds the blocks of arenas.
-var blockPool = sync.Pool{New: func() any { b := make([]byte, blockSize); return &b }}
+// blockPools hold the blocks of arenas, by size: minBlock<<i in the i-th.
+var blockPools [blockLevels]sync.Pool
+
+// getBlock returns the i-th block of an arena.
+func getBlock(i int) *[]byte {
+	level := min(i, blockLevels-1)
+	if b, ok := blockPools[level].Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, minBlock<<level)
+	return &b
+}
 
 // An arena keeps a response body as it arrives, in pooled blocks that are
 // never moved or grown: a chunk is copied once, on arrival, where one
 // growing slice copied all before it again at each growth, on the
-// forwarding path. bytes joins the blocks off the forwarding path.
+// forwarding path. bytes joins the blocks, off it.
 type arena struct {
 	blocks []*[]byte // full but for the last
+	used   int       // bytes used of the last block
 	n      int       // bytes written
 }
 
 // write appends p.
 func (a *arena) write(p []byte) {
 	for len(p) > 0 {
-		off := a.n % blockSize
-		if off == 0 && a.n/blockSize == len(a.blocks) {
-			a.blocks = append(a.blocks, blockPool.Get().(*[]byte))
+		if len(a.blocks) == 0 || a.used == len(*a.blocks[len(a.blocks)-1]) {
+			a.blocks = append(a.blocks, getBlock(len(a.blocks)))
+			a.used = 0
 		}
-		c := copy((*a.blocks[len(a.blocks)-1])[off:], p)
+		c := copy((*a.blocks[len(a.blocks)-1])[a.used:], p)
 		p = p[c:]
+		a.used += c
 		a.n += c
 	}
 }
@@ -285,19 +302,19 @@ func (a *arena) bytes() []byte {
 	if a.n == 0 {
 		return nil
 	}
-	out := make([]byte, a.n)
-	for i, b := range a.blocks {
-		copy(out[i*blockSize:], *b)
+	out := make([]byte, 0, a.n)
+	for _, b := range a.blocks[:len(a.blocks)-1] {
+		out = append(out, *b...)
 	}
-	return out
+	return append(out, (*a.blocks[len(a.blocks)-1])[:a.used]...)
 }
 
-// release returns the blocks to their pool; the arena is empty after.
+// release returns the blocks to their pools; the arena is empty after.
 func (a *arena) release() {
-	for _, b := range a.blocks {
-		blockPool.Put(b)
+	for i, b := range a.blocks {
+		blockPools[min(i, blockLevels-1)].Put(b)
 	}
-	a.blocks, a.n = nil, 0
+	a.blocks, a.used, a.n = nil, 0, 0
 }
 
 // redactExchange applies Config.Redact to x.
