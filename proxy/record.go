@@ -17,9 +17,9 @@ import (
 // what it sees and never waits for it, nor shares the CPU with it while
 // the exchange waits for its first response bytes: decoding, redaction and
 // encoding run on goroutines of their own, the request's once the
-// exchange has been in flight for inFlightDelay (or has ended, if sooner),
-// and the response body is kept as received until the exchange ends. A nil
-// *record records nothing.
+// exchange has been in flight for inFlightDelay (or as it ends, if
+// sooner), and the response body is kept as received until the exchange
+// ends. A nil *record records nothing.
 type record struct {
 	t     *Tap
 	id    uint64        // the Recorder's, from Begin
@@ -51,10 +51,11 @@ type record struct {
 // inFlightDelay is how long an exchange is in flight before its request is
 // recorded (Recorder.Started). Until then the recording does nothing that
 // competes for the CPU with forwarding the request and the first response
-// bytes, and an exchange that ends sooner, as most non-streaming ones and
-// local streams do, has both its calls made together, which a Recorder
-// writing to disk can commit at once. A recording that stops within it
-// loses the exchange, as one stopping before a commit did anyway.
+// bytes, and an exchange that ends sooner, as non-streaming ones and local
+// streams often do, is recorded by Ended alone, once: encoding a
+// conversation-sized request twice was a third of the recording's CPU. A
+// recording that stops within it loses the exchange, as one stopping
+// before a commit did anyway.
 const inFlightDelay = 10 * time.Millisecond
 
 // finalEventSent reports whether the decoded body the agent received holds
@@ -124,15 +125,16 @@ func (r *record) request(h http.Header, body []byte) {
 	r.t.active.Add(1)
 	r.timer = time.AfterFunc(inFlightDelay, func() {
 		if r.due.CompareAndSwap(false, true) {
-			r.recordRequest()
+			r.recordRequest(true)
 		}
 	})
 }
 
-// recordRequest decodes the request and has the Recorder record the
-// exchange in flight.
-func (r *record) recordRequest() {
+// recordRequest decodes the request for Ended and, if started, has the
+// Recorder record the exchange in flight.
+func (r *record) recordRequest(started bool) {
 	defer r.t.active.Done()
+	defer close(r.reqDone) // after Started, which Ended must follow
 	h, body := r.sentHeader, r.sentBody
 	req := exchange.Exchange{ // the request line, before the response is known: in flight
 		Route:      r.x.Route,
@@ -152,6 +154,9 @@ func (r *record) recordRequest() {
 		decoded = bytes.Clone(body)
 	}
 	r.reqHeader, r.reqBody, r.reqEnc = h.Clone(), decoded, sent
+	if !started {
+		return
+	}
 
 	// Redact changes what it is given: give it copies.
 	req.RequestHeaders = h.Clone()
@@ -159,7 +164,6 @@ func (r *record) recordRequest() {
 	req.RequestEncoding = sent
 	r.t.redactExchange(&req)
 	r.t.recorder.Started(r.id, r.at, &req)
-	close(r.reqDone) // after Started, which Ended must follow
 }
 
 // response records the response's status and header, received ttfb after
@@ -195,7 +199,9 @@ func (r *record) end(how exchange.End, err error) {
 	if err != nil {
 		r.x.Error = err.Error()
 	}
-	// The request is recorded now if the timer has not done it.
+	// An exchange that ends before the timer has its request recorded
+	// by Ended alone: a Started now would be replaced at once, after
+	// costing as much as Ended to encode and append.
 	request := r.reqDone != nil && r.due.CompareAndSwap(false, true)
 	if request {
 		r.timer.Stop()
@@ -204,7 +210,7 @@ func (r *record) end(how exchange.End, err error) {
 	go func() {
 		defer r.t.active.Done()
 		if request {
-			r.recordRequest()
+			r.recordRequest(false)
 		}
 		r.finish()
 	}()
