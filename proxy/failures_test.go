@@ -323,6 +323,25 @@ func TestIncompleteFirst(t *testing.T) {
 	}
 }
 
+// TestGetBodyRecordedEmpty: a request without a body is recorded with an
+// empty one, not with none, as the tap always recorded it.
+func TestGetBodyRecordedEmpty(t *testing.T) {
+	rec := newFakeRecorder()
+	s := setup(t, routes[4], http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), "/v1/models", proxy.Config{Recorder: rec})
+	resp, err := s.client.Get(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	rec.finished(t, 1)
+	for _, c := range rec.all() {
+		if !bytes.Contains(c.Data, []byte(`"request_body":""`)) {
+			t.Errorf("recorded %s; want \"request_body\":\"\"", c.Data)
+		}
+	}
+}
+
 // TestIncompleteWhileStreaming: a stream that has sent its first bytes and
 // goes on is recorded in flight, with its request and without its
 // response, while it streams: the recording waits for no end.
