@@ -14,13 +14,13 @@
 // without it get 407 or 404 and are neither forwarded nor recorded.
 //
 // Each exchange is handed to the Recorder as an exchange.Exchange twice:
-// in flight, once it has been for 10 ms (recording waits so as not to
-// compete with forwarding for the CPU), and again when it has ended, with
-// its exchange.End saying how; an exchange that ends sooner is handed over
-// once, ended. Bodies are recorded decoded; a
-// body that cannot be decoded is recorded as received, with its encoding
-// field left empty (its Content-Encoding header still says how it was
-// sent).
+// in flight, once it has been for 10 ms, and again within 10 ms of its
+// end, with its exchange.End saying how; an exchange that ends sooner is
+// handed over once, ended. Recording waits so as not to compete with
+// forwarding for the CPU, and so that the ends of exchanges that end close
+// together are recorded together. Bodies are recorded decoded; a body that
+// cannot be decoded is recorded as received, with its encoding field left
+// empty (its Content-Encoding header still says how it was sent).
 //
 // The tap's notices (Config.Logf) name the tap, not the program: the
 // program that runs the tap says who is speaking.
@@ -52,11 +52,12 @@ import (
 // Close, which waits for them.
 //
 // Every exchange gets a call of Begin as its request arrives and one of
-// Ended when it has ended; in between, one of Started if it is still in
-// flight 10 ms after its request arrived. What Started records is what a
-// recording keeps of the exchange if the program stops before Ended: the
-// request, in flight. An exchange that ends sooner has no Started: Ended
-// records it whole, in place of nothing.
+// Ended within 10 ms of its end, with those of the exchanges that ended
+// meanwhile; in between, one of Started if it is still in flight 10 ms
+// after its request arrived. What Started records is what a recording
+// keeps of the exchange if the program stops before Ended: the request, in
+// flight. An exchange that ends sooner has no Started: Ended records it
+// whole, in place of nothing.
 type Recorder interface {
 	// Begin returns the id by which Started and Ended name a new
 	// exchange. It is called as the request arrives, so that a Recorder
@@ -166,6 +167,8 @@ type Tap struct {
 	servers []*http.Server        // their servers
 	pending map[net.Conn]struct{} // CONNECT tunnels not yet handed to tunnels
 	tempDir string                // files written by Env; "" until then
+
+	ends endQueue // the recordings of ended exchanges, waiting for endDelay
 
 	closeOnce sync.Once
 	closeErr  error
