@@ -113,16 +113,25 @@ func BenchmarkSSE(b *testing.B) {
 	}
 }
 
-// BenchmarkSmallRequests measures small non-streaming POSTs, 32 at a time.
-func BenchmarkSmallRequests(b *testing.B) {
-	reqBody := []byte(`{"model":"gpt-5-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 160) + `"}]}`)
-	respBody := []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("y", 200) + `"},"finish_reason":"stop"}]}`)
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
+// jsonUpstream answers requests of reqLen bytes with respBody, and
+// others with 400.
+func jsonUpstream(reqLen int, respBody []byte) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, _ := io.Copy(io.Discard, r.Body); n != int64(reqLen) {
+			http.Error(w, fmt.Sprintf("got %d bytes, want %d", n, reqLen), http.StatusBadRequest)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", fmt.Sprint(len(respBody)))
 		w.Write(respBody)
 	}))
+}
+
+// BenchmarkSmallRequests measures small non-streaming POSTs, 32 at a time.
+func BenchmarkSmallRequests(b *testing.B) {
+	reqBody := []byte(`{"model":"gpt-5-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 160) + `"}]}`)
+	respBody := []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("y", 200) + `"},"finish_reason":"stop"}]}`)
+	upstream := jsonUpstream(len(reqBody), respBody)
 	defer upstream.Close()
 	targets := benchTargets(b, upstream.URL)
 	for _, name := range benchNames {
@@ -142,14 +151,7 @@ func BenchmarkSmallRequests(b *testing.B) {
 func BenchmarkLargeRequest(b *testing.B) {
 	reqBody := []byte(`{"model":"gpt-5-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 256<<10) + `"}]}`)
 	respBody := []byte(`{"id":"chatcmpl-1","choices":[]}`)
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n, _ := io.Copy(io.Discard, r.Body); n != int64(len(reqBody)) {
-			http.Error(w, fmt.Sprintf("got %d bytes", n), http.StatusBadRequest)
-			return
-		}
-		w.Header().Set("Content-Length", fmt.Sprint(len(respBody)))
-		w.Write(respBody)
-	}))
+	upstream := jsonUpstream(len(reqBody), respBody)
 	defer upstream.Close()
 	targets := benchTargets(b, upstream.URL)
 	for _, name := range benchNames {
