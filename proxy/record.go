@@ -17,9 +17,9 @@ import (
 // what it sees and never waits for it, nor shares the CPU with it while
 // the exchange waits for its first response bytes: decoding, redaction and
 // encoding run on goroutines of their own, the request's once the
-// exchange has been in flight for inFlightDelay (or as it ends, if
-// sooner), and the response body is kept as received until the exchange
-// ends. A nil *record records nothing.
+// exchange has been in flight for inFlightDelay (or with the end's, if
+// sooner), the end's within endDelay of it, and the response body is kept
+// as received until then. A nil *record records nothing.
 type record struct {
 	t     *Tap
 	id    uint64        // the Recorder's, from Begin
@@ -38,7 +38,7 @@ type record struct {
 	due   atomic.Bool
 	timer *time.Timer
 
-	reqDone   chan struct{} // closed once the request is decoded and its incomplete event appended
+	reqDone   chan struct{} // closed once the request is decoded, after Started if it is called
 	reqHeader http.Header   // the request header; set before reqDone is closed
 	reqBody   []byte        // the decoded request body; set before reqDone is closed
 	reqEnc    string        // its encoding as recorded; set before reqDone is closed
