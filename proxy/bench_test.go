@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -112,22 +113,66 @@ func BenchmarkSSE(b *testing.B) {
 	}
 }
 
-// BenchmarkSmallRequests measures small non-streaming POSTs, 32 at a time.
-func BenchmarkSmallRequests(b *testing.B) {
-	reqBody := []byte(`{"model":"gpt-5-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 160) + `"}]}`)
-	respBody := []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("y", 200) + `"},"finish_reason":"stop"}]}`)
-	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
+// jsonUpstream answers requests of reqLen bytes with respBody, and
+// others with 400.
+func jsonUpstream(reqLen int, respBody []byte) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, _ := io.Copy(io.Discard, r.Body); n != int64(reqLen) {
+			http.Error(w, fmt.Sprintf("got %d bytes, want %d", n, reqLen), http.StatusBadRequest)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", fmt.Sprint(len(respBody)))
 		w.Write(respBody)
 	}))
+}
+
+// BenchmarkSmallRequests measures small non-streaming POSTs, 32 at a time.
+func BenchmarkSmallRequests(b *testing.B) {
+	reqBody := []byte(`{"model":"gpt-5-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 160) + `"}]}`)
+	respBody := []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("y", 200) + `"},"finish_reason":"stop"}]}`)
+	upstream := jsonUpstream(len(reqBody), respBody)
 	defer upstream.Close()
 	targets := benchTargets(b, upstream.URL)
 	for _, name := range benchNames {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			testkit.PostParallel(b, benchClient(b), targets[name]+"/v1/chat/completions", reqBody, len(respBody))
+		})
+	}
+}
+
+// BenchmarkLargeRequest measures a conversation-sized request, 256 KiB
+// of JSON answered at once with a small body, one at a time: the tap reads
+// a request body whole before sending it upstream (so that it can be sent
+// again, and recorded as sent), where httputil.ReverseProxy streams it.
+// ttfb-ns is the median time from sending the request to reading the
+// response's header.
+func BenchmarkLargeRequest(b *testing.B) {
+	reqBody := []byte(`{"model":"gpt-5-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 256<<10) + `"}]}`)
+	respBody := []byte(`{"id":"chatcmpl-1","choices":[]}`)
+	upstream := jsonUpstream(len(reqBody), respBody)
+	defer upstream.Close()
+	targets := benchTargets(b, upstream.URL)
+	for _, name := range benchNames {
+		b.Run(name, func(b *testing.B) {
+			client := benchClient(b)
+			u := targets[name] + "/v1/chat/completions"
+			ttfbs := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				start := time.Now()
+				resp, err := client.Post(u, "application/json", bytes.NewReader(reqBody))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ttfbs = append(ttfbs, time.Since(start))
+				n, _ := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || n != int64(len(respBody)) {
+					b.Fatalf("got %s with %d bytes", resp.Status, n)
+				}
+			}
+			b.ReportMetric(float64(testkit.Percentile(ttfbs, 50)), "ttfb-ns")
 		})
 	}
 }

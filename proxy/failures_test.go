@@ -323,6 +323,63 @@ func TestIncompleteFirst(t *testing.T) {
 	}
 }
 
+// TestGetBodyRecordedEmpty: a request without a body is recorded with an
+// empty one, not with none, as the tap always recorded it.
+func TestGetBodyRecordedEmpty(t *testing.T) {
+	rec := newFakeRecorder()
+	s := setup(t, routes[4], http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), "/v1/models", proxy.Config{Recorder: rec})
+	resp, err := s.client.Get(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	rec.finished(t, 1)
+	for _, c := range rec.all() {
+		if !bytes.Contains(c.Data, []byte(`"request_body":""`)) {
+			t.Errorf("recorded %s; want \"request_body\":\"\"", c.Data)
+		}
+	}
+}
+
+// TestIncompleteWhileStreaming: a stream that has sent its first bytes and
+// goes on is recorded in flight, with its request and without its
+// response, while it streams: the recording waits for no end.
+func TestIncompleteWhileStreaming(t *testing.T) {
+	for _, rt := range []route{routes[0], routes[4]} {
+		t.Run(rt.name, func(t *testing.T) {
+			var rec *fakeRecorder
+			h := func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, "data: 1\n\n")
+				w.(http.Flusher).Flush()
+				rec.waitFor(t, "the exchange in flight", func(calls []call) bool { return len(calls) > 0 })
+				io.WriteString(w, "data: 2\n\n")
+			}
+			rec = newFakeRecorder()
+			s := setup(t, rt, http.HandlerFunc(h), "/v1/chat", proxy.Config{Recorder: rec})
+			resp, err := s.client.Post(s.url, "application/json", strings.NewReader(`{"q":2}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(body) != "data: 1\n\ndata: 2\n\n" {
+				t.Fatalf("the client read %q, %v; want both events", body, err)
+			}
+			x := rec.finished(t, 1)[0]
+			if string(x.Body()) != string(body) || x.End != exchange.EndComplete {
+				t.Errorf("recorded body %q, end %v; want %q, complete", x.Body(), x.End, body)
+			}
+			calls := rec.all()
+			inFlight := decode(t, calls[0])
+			if calls[0].Ended || inFlight.Status != 0 || len(inFlight.Chunks) != 0 || string(inFlight.RequestBody) != `{"q":2}` {
+				t.Errorf("first call: ended %v, status %d, %d chunks, request body %q; want Started with the request only", calls[0].Ended, inFlight.Status, len(inFlight.Chunks), inFlight.RequestBody)
+			}
+		})
+	}
+}
+
 // TestUpgradeRefused: protocol upgrades are answered 501 and recorded.
 func TestUpgradeRefused(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -14,11 +14,13 @@
 // without it get 407 or 404 and are neither forwarded nor recorded.
 //
 // Each exchange is handed to the Recorder as an exchange.Exchange twice:
-// in flight as soon as its request has been read, and again when it has
-// ended, with its exchange.End saying how. Bodies are recorded decoded; a
-// body that cannot be decoded is recorded as received, with its encoding
-// field left empty (its Content-Encoding header still says how it was
-// sent).
+// in flight, once it has been for 10 ms, and again within 10 ms of its
+// end, with its exchange.End saying how; an exchange that ends sooner is
+// handed over once, ended. Recording waits so as not to compete with
+// forwarding for the CPU, and so that the ends of exchanges that end close
+// together are recorded together. Bodies are recorded decoded; a body that
+// cannot be decoded is recorded as received, with its encoding field left
+// empty (its Content-Encoding header still says how it was sent).
 //
 // The tap's notices (Config.Logf) name the tap, not the program: the
 // program that runs the tap says who is speaking.
@@ -49,11 +51,13 @@ import (
 // the forwarding path, the others off it, but a slow Recorder holds up
 // Close, which waits for them.
 //
-// Every exchange gets one call of each method, in this order: Begin as its
-// request arrives, Started once the request has been read and decoded,
-// and Ended when the exchange has ended. What Started records is what a
-// recording keeps of the exchange if the program stops before Ended: the
-// request, in flight.
+// Every exchange gets a call of Begin as its request arrives and one of
+// Ended within 10 ms of its end, with those of the exchanges that ended
+// meanwhile; in between, one of Started if it is still in flight 10 ms
+// after its request arrived. What Started records is what a recording
+// keeps of the exchange if the program stops before Ended: the request, in
+// flight. An exchange that ends sooner has no Started: Ended records it
+// whole, in place of nothing.
 type Recorder interface {
 	// Begin returns the id by which Started and Ended name a new
 	// exchange. It is called as the request arrives, so that a Recorder
@@ -65,9 +69,9 @@ type Recorder interface {
 	// x is redacted, and the Recorder's to keep.
 	Started(id uint64, at time.Duration, x *exchange.Exchange)
 	// Ended records exchange id as it ended, in place of what Started
-	// recorded: x is the whole exchange, its End anything but
-	// exchange.EndInFlight. at is Started's. x is redacted, and the
-	// Recorder's to keep.
+	// recorded, if it was called: x is the whole exchange, its End
+	// anything but exchange.EndInFlight. at is when its request arrived,
+	// Started's. x is redacted, and the Recorder's to keep.
 	Ended(id uint64, at time.Duration, x *exchange.Exchange)
 }
 
@@ -163,6 +167,8 @@ type Tap struct {
 	servers []*http.Server        // their servers
 	pending map[net.Conn]struct{} // CONNECT tunnels not yet handed to tunnels
 	tempDir string                // files written by Env; "" until then
+
+	ends endQueue // the recordings of ended exchanges, waiting for endDelay
 
 	closeOnce sync.Once
 	closeErr  error

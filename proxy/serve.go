@@ -311,6 +311,11 @@ func (t *Tap) notice(method string, u *url.URL, err error) {
 // conversation's requests are large, and growing was a tenth of a long
 // replay's time.
 func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == http.NoBody {
+		// A GET's: nothing to read, nor a buffer to make for it. Empty,
+		// not nil, as a body read whole is recorded.
+		return []byte{}, nil
+	}
 	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), maxPresize)+bytes.MinRead))
 	_, err := buf.ReadFrom(r.Body)
 	return buf.Bytes(), err

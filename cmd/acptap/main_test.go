@@ -33,7 +33,10 @@ func TestMain(m *testing.M) {
 	}
 	testscript.Main(closingBrowser{m}, map[string]func(){
 		"acptap": func() {
-			os.Exit(Main(os.Args, &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+			stop := childProfile()
+			code := Main(os.Args, &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+			stop()
+			os.Exit(code)
 		},
 		"testagent": func() {
 			os.Exit(testagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"testing"
 	"time"
@@ -204,4 +206,46 @@ func benchHTTPClient(b *testing.B) *http.Client {
 	tr := &http.Transport{MaxIdleConns: 100, MaxIdleConnsPerHost: 64, DisableCompression: true}
 	b.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
+}
+
+// childProfile starts a CPU profile of the process, as
+// $ACPTAP_CHILD_PROFILE/PID.cpu, when that variable names a directory, and
+// with ACPTAP_CHILD_TRACE=1 an execution trace as PID.trace instead (a
+// trace slows the process down, so the two are not taken together), so
+// that the tap in an acptap record child of the benchmarks can be profiled
+// where it runs. It returns what stops them, to call before the process
+// exits.
+func childProfile() (stop func()) {
+	dir := os.Getenv("ACPTAP_CHILD_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	tracing := os.Getenv("ACPTAP_CHILD_TRACE") == "1"
+	name := filepath.Join(dir, fmt.Sprint(os.Getpid(), ".cpu"))
+	if tracing {
+		name = filepath.Join(dir, fmt.Sprint(os.Getpid(), ".trace"))
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return func() {}
+	}
+	if tracing {
+		err = trace.Start(f)
+	} else {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		if tracing {
+			trace.Stop()
+		} else {
+			pprof.StopCPUProfile()
+		}
+		f.Close()
+	}
 }

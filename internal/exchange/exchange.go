@@ -70,6 +70,9 @@ func (e *Exchange) Body() []byte {
 
 // Marshal encodes e for the store.
 func Marshal(e *Exchange) ([]byte, error) {
+	if b, ok := encodeFast(e); ok {
+		return b, nil
+	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return nil, fmt.Errorf("encoding exchange %s %s: %w", e.Method, e.URL, err)
