@@ -424,6 +424,15 @@ func TestRecordSIGTERMCommitsAll(t *testing.T) {
 	up, requests := streamingUpstream(t)
 	stopped := startBusy(t, db, up.URL, "stopped")
 	other := startBusy(t, db, up.URL, "other")
+	// Traffic first: a SIGTERM before acptap has started recording (its
+	// handlers not yet installed, under load) tests nothing of this.
+	for _, b := range []*busyRecording{stopped, other} {
+		select {
+		case <-b.echoed:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s echoed nothing in a minute", b.name)
+		}
+	}
 	time.Sleep(300 * time.Millisecond)
 	if err := stopped.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
