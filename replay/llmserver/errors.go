@@ -17,5 +17,9 @@ var (
 	ErrInvalidOptions = errors.New("invalid replay options")
 )
 
+// errNoExchange is a LoadError's when Options.Load returns no exchange
+// and no error.
+var errNoExchange = errors.New("no exchange was returned")
+
 // errBodyClosed is what a replayed body's Read returns after Close.
 var errBodyClosed = errors.New("read on a closed replay body")
