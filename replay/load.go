@@ -24,10 +24,10 @@ type recording struct {
 	// frames are the editor and agent frames in recorded order, Continued
 	// pieces joined, spooled; agent are the agent frames among them that
 	// take part in the comparison (see compared), by index.
-	frames    *frameSpool
-	agent     []int
-	editors   int      // how many of frames are the editor's
-	cwds      []string // the cwds of the editor's session/new and session/load requests
+	frames  *frameSpool
+	agent   []int
+	editors int      // how many of frames are the editor's
+	cwds    []string // the cwds of the editor's session/new and session/load requests
 	// exchanges are the complete LLM exchanges, in recorded order: their
 	// heads, whose whole exchanges llm has, or, for a recording made up
 	// by a test, with llm nil, the whole exchanges.
