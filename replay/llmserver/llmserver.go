@@ -84,6 +84,15 @@
 // Each LLM request is paired with its recorded twin, the exchange its
 // queue's cursor gives it, and if Options.Compare says they differ, the
 // first difference is listed in Report.Drift.
+//
+// # Memory
+//
+// Given Options.Load, the Server keeps of each recorded exchange only
+// what queues it and names it in a Report, and loads the whole exchange
+// when a request is served from it, holding it while it answers and
+// compares that request: a long session's requests, each carrying the
+// conversation so far, are in memory one at a time rather than all
+// together.
 package llmserver
 
 import (
@@ -656,19 +665,6 @@ type Report struct {
 	// could not serve its recording.
 	LoadErrors []*LoadError
 }
-
-// A LoadError is a recorded exchange that Options.Load failed to return.
-type LoadError struct {
-	Number int    // the exchange's
-	Seq    uint64 // its event's
-	Err    error  // Load's
-}
-
-func (e *LoadError) Error() string {
-	return fmt.Sprintf("llm #%d (event %d): %v", e.Number, e.Seq, e.Err)
-}
-
-func (e *LoadError) Unwrap() error { return e.Err }
 
 // Request is a request the recording could not answer.
 type Request struct {
