@@ -260,7 +260,7 @@ func parseFaults(specs []string) (map[int]llmserver.Fault, error) {
 // replayHeapFloor is the heap a replay lets grow before it collects
 // (gcfloor.Set): it holds the recorded LLM exchanges one at a time, a few
 // MiB, and makes as much garbage with each it serves.
-const replayHeapFloor = 32 << 20
+const replayHeapFloor = 64 << 20
 
 func runReplay(opts *replayOptions) error {
 	defer gcfloor.Set(replayHeapFloor)()
