@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/llmserver"
 )
 
@@ -133,4 +135,43 @@ func TestServeTimeFailure(t *testing.T) {
 			t.Errorf("Run = %v, %v; want the LoadError of llm #1, of the spool", res, err)
 		}
 	})
+}
+
+// TestRequestLogLoaded: the requests kept for Options.KeepRequests are
+// numbered by the recorded exchanges loaded for them, and the log lets
+// go of each loaded exchange once its request is compared.
+func TestRequestLogLoaded(t *testing.T) {
+	st := openStore(t)
+	recordSession(t, st, "chat", session{llm: true, prompts: []string{"hello", "again"}})
+	rec, err := load(st, "chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.close()
+	kept := newRequestLog(rec, normalizersOf(normalize.Options{}), true)
+	kept.watch(rec)
+	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t)}, kept.compare, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer llm.close()
+	base, _ := envValue(llm.env, "OPENAI_BASE_URL")
+	for range 2 {
+		if status, _ := post(t, base+"/chat/completions", `{"model":"test-model","stream":true}`); status != http.StatusOK {
+			t.Errorf("a request got %d, want 200", status)
+		}
+	}
+	llm.server.Report() // waits for the comparisons
+	var numbers []int
+	for _, p := range kept.pairs() {
+		numbers = append(numbers, p.Number)
+	}
+	if !slices.Equal(numbers, []int{1, 2}) {
+		t.Errorf("kept requests of exchanges %v, want 1 and 2", numbers)
+	}
+	kept.mu.Lock()
+	defer kept.mu.Unlock()
+	if len(kept.number) != 0 {
+		t.Errorf("the log still holds %d loaded exchanges after their requests were compared, want none", len(kept.number))
+	}
 }
