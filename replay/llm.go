@@ -245,7 +245,7 @@ type requestLog struct {
 	mu sync.Mutex // guards the fields below
 	// number has the Numbers of the recorded exchanges that compare may
 	// be given: of a recording made up by a test, all of them; else those
-	// loaded for a request (see loading) and not yet compared.
+	// loaded for a request (see watch) and not yet compared.
 	number map[*exchange.Exchange]int
 	kept   []RequestPair
 }
