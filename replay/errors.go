@@ -21,8 +21,9 @@ var (
 	// ErrStoredRules: the rules stored with a recording by calibrate are
 	// not a rules file.
 	ErrStoredRules = errors.New("damaged calibrated rules")
-	// ErrSpool: the temporary file a replay keeps the recording's frames
-	// and the agent's output in could not be written or read.
+	// ErrSpool: a temporary file a replay keeps the recording's frames,
+	// its LLM exchanges or the agent's output in could not be written or
+	// read.
 	ErrSpool = errors.New("cannot spool the replay's frames")
 )
 

@@ -125,8 +125,13 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(re
 	if compare != nil {
 		compare = maskingSecret(compare, secret)
 	}
+	var load func(seq uint64) (*exchange.Exchange, error)
+	if rec.llm != nil {
+		load = rec.llm.load
+	}
 	server, err := llmserver.New(llmserver.Options{
 		Exchanges: rec.exchanges,
+		Load:      load,
 		Speed:     opts.Speed,
 		Faults:    opts.Faults,
 		Compare:   compare,
@@ -233,27 +238,62 @@ type RequestPair struct {
 // requestLog keeps the requests of a replay, normalized, for
 // Options.KeepRequests.
 type requestLog struct {
-	norms  normalizers
-	drift  bool                       // report drift to the server
-	number map[*exchange.Exchange]int // recorded exchanges' Numbers
+	norms normalizers
+	drift bool // report drift to the server
+	loads bool // number is filled by loading
 
-	mu   sync.Mutex // guards kept
-	kept []RequestPair
+	mu sync.Mutex // guards the fields below
+	// number has the Numbers of the recorded exchanges that compare may
+	// be given: of a recording made up by a test, all of them; else those
+	// loaded for a request (see watch) and not yet compared.
+	number map[*exchange.Exchange]int
+	kept   []RequestPair
 }
 
 func newRequestLog(rec *recording, norms normalizers, drift bool) *requestLog {
-	l := &requestLog{norms: norms, drift: drift, number: make(map[*exchange.Exchange]int, len(rec.exchanges))}
-	for _, x := range rec.exchanges {
-		l.number[x.Exchange] = x.Number
+	l := &requestLog{norms: norms, drift: drift, loads: rec.llm != nil, number: map[*exchange.Exchange]int{}}
+	if !l.loads {
+		for _, x := range rec.exchanges {
+			l.number[x.Exchange] = x.Number
+		}
 	}
 	return l
+}
+
+// watch has l note the Number of each LLM exchange rec loads to serve it,
+// for compare: the LLM server compares the request of each LLM exchange
+// it loads, once, with the exchange loaded for it, which compare then
+// forgets, so that l holds an exchange no longer than its request.
+func (l *requestLog) watch(rec *recording) {
+	if rec.llm == nil {
+		return
+	}
+	number := make(map[uint64]int, len(rec.exchanges))
+	for _, r := range rec.exchanges {
+		number[r.Seq] = r.Number
+	}
+	prev := rec.llm.loaded
+	rec.llm.loaded = func(seq uint64, x *exchange.Exchange) {
+		if prev != nil {
+			prev(seq, x)
+		}
+		if x.Class() == exchange.ClassLLM {
+			l.mu.Lock()
+			l.number[x] = number[seq]
+			l.mu.Unlock()
+		}
+	}
 }
 
 // compare is an llmserver.Options.Compare that keeps what it compares.
 func (l *requestLog) compare(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 	a, b := l.norms.requests(recorded, live)
 	l.mu.Lock()
-	l.kept = append(l.kept, RequestPair{Number: l.number[recorded], Recorded: a, Live: b})
+	n := l.number[recorded]
+	if l.loads {
+		delete(l.number, recorded)
+	}
+	l.kept = append(l.kept, RequestPair{Number: n, Recorded: a, Live: b})
 	l.mu.Unlock()
 	if !l.drift {
 		return llmserver.Drift{}, false

@@ -24,28 +24,38 @@ type recording struct {
 	// frames are the editor and agent frames in recorded order, Continued
 	// pieces joined, spooled; agent are the agent frames among them that
 	// take part in the comparison (see compared), by index.
-	frames    *frameSpool
-	agent     []int
-	editors   int      // how many of frames are the editor's
-	cwds      []string // the cwds of the editor's session/new and session/load requests
+	frames  *frameSpool
+	agent   []int
+	editors int      // how many of frames are the editor's
+	cwds    []string // the cwds of the editor's session/new and session/load requests
+	// exchanges are the complete LLM exchanges, in recorded order: their
+	// heads, whose whole exchanges llm has, or, for a recording made up
+	// by a test, with llm nil, the whole exchanges.
 	exchanges []llmserver.Recorded
+	llm       *exchangeSpool
 	rules     []normalize.Rule // stored by calibrate, unless Options.Uncalibrated
 }
 
 // load reads the named recording of st: its metadata, its editor and agent
 // frames, each line whole, into a spool, and its complete LLM exchanges,
-// numbered as `acptap show` numbers them. Stderr is left out: a replay
-// neither plays nor compares it. The caller closes the recording.
+// numbered as `acptap show` numbers them, into another, keeping in memory
+// only their heads. Stderr is left out: a replay neither plays nor
+// compares it. The caller closes the recording.
 func load(st *store.Store, name string) (*recording, error) {
 	meta, err := st.Get(name)
 	if err != nil {
 		return nil, err
 	}
-	sp, err := newSpool()
+	frames, err := newSpool()
 	if err != nil {
 		return nil, err
 	}
-	rec := &recording{meta: meta, frames: &frameSpool{spool: sp}}
+	exchanges, err := newSpool()
+	if err != nil {
+		frames.close()
+		return nil, err
+	}
+	rec := &recording{meta: meta, frames: &frameSpool{spool: frames}, llm: &exchangeSpool{spool: exchanges}}
 	var pending = map[store.Lane][]byte{}
 	number := 0
 	err = st.Events(name, func(e store.Event) error {
@@ -80,16 +90,24 @@ func load(st *store.Store, name string) (*recording, error) {
 				return nil
 			}
 			number++
-			x, err := exchange.Unmarshal(e.Data)
+			// The head queues and names the exchange; the rest is
+			// decoded when it is served, and what a request repeats of
+			// the conversation is in memory once at a time.
+			x, rest, err := exchange.UnmarshalHead(e.Data)
 			if err != nil {
 				return fmt.Errorf("llm #%d (event %d): %w", number, e.Seq, err)
 			}
-			rec.exchanges = append(rec.exchanges, llmserver.Recorded{Number: number, Seq: e.Seq, Exchange: x})
+			head := &exchange.Exchange{Route: x.Route, Method: x.Method, URL: x.URL, Status: x.Status}
+			rec.exchanges = append(rec.exchanges, llmserver.Recorded{Number: number, Seq: e.Seq, Exchange: head, Facts: llmserver.ReadRequestFacts(x)})
+			rec.llm.add(e.Seq, x.RequestBody, rest)
 		}
 		return nil
 	})
 	if err == nil {
 		err = rec.frames.flush()
+	}
+	if err == nil {
+		err = rec.llm.flush()
 	}
 	if err != nil {
 		rec.close()
@@ -98,8 +116,25 @@ func load(st *store.Store, name string) (*recording, error) {
 	return rec, nil
 }
 
-// close removes the recording's spool.
-func (rec *recording) close() { rec.frames.close() }
+// close removes the recording's spools.
+func (rec *recording) close() {
+	rec.frames.close()
+	if rec.llm != nil {
+		rec.llm.close()
+	}
+}
+
+// load returns the whole exchange of r, one of rec.exchanges.
+func (rec *recording) load(r llmserver.Recorded) (*exchange.Exchange, error) {
+	if rec.llm == nil {
+		return r.Exchange, nil
+	}
+	x, err := rec.llm.load(r.Seq)
+	if err != nil {
+		return nil, fmt.Errorf("llm #%d (event %d): %w", r.Number, r.Seq, err)
+	}
+	return x, nil
+}
 
 // agentLines returns the recorded agent lines that take part in the
 // comparison.

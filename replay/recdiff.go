@@ -87,24 +87,35 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 		res.Divergences = append(res.Divergences, outputDiffers(c.Diff))
 		res.Diff = unifiedDiff(a, b, pretty(c.Want), pretty(c.Got))
 	}
-	xa, xb := llmExchanges(ra), llmExchanges(rb)
-	for i := range max(len(xa), len(xb)) {
+	la, lb := llmExchanges(ra), llmExchanges(rb)
+	for i := range max(len(la), len(lb)) {
 		p := RequestPair{Number: i + 1, Recorded: normalize.Missing{}, Live: normalize.Missing{}}
+		var xa, xb *exchange.Exchange
+		if i < len(la) {
+			if xa, err = ra.load(la[i]); err != nil {
+				return nil, err
+			}
+		}
+		if i < len(lb) {
+			if xb, err = rb.load(lb[i]); err != nil {
+				return nil, err
+			}
+		}
 		switch {
-		case i >= len(xa):
-			p.Live = norms.new().Request(xb[i].Method, xb[i].URL, xb[i].RequestHeaders, xb[i].RequestBody)
+		case xa == nil:
+			p.Live = norms.new().Request(xb.Method, xb.URL, xb.RequestHeaders, xb.RequestBody)
 			res.Divergences = append(res.Divergences, Divergence{
 				Kind: RequestDrift, Lane: store.LaneLLM, Exchange: i + 1, Path: "$", Recorded: p.Recorded, Live: p.Live,
-				Message: fmt.Sprintf("llm request %d (%s %s) is in %s only", i+1, xb[i].Method, xb[i].URL, b),
+				Message: fmt.Sprintf("llm request %d (%s %s) is in %s only", i+1, xb.Method, xb.URL, b),
 			})
-		case i >= len(xb):
-			p.Recorded = norms.new().Request(xa[i].Method, xa[i].URL, xa[i].RequestHeaders, xa[i].RequestBody)
+		case xb == nil:
+			p.Recorded = norms.new().Request(xa.Method, xa.URL, xa.RequestHeaders, xa.RequestBody)
 			res.Divergences = append(res.Divergences, Divergence{
 				Kind: RequestDrift, Lane: store.LaneLLM, Exchange: i + 1, Path: "$", Recorded: p.Recorded, Live: p.Live,
-				Message: fmt.Sprintf("llm request %d (%s %s) is in %s only", i+1, xa[i].Method, xa[i].URL, a),
+				Message: fmt.Sprintf("llm request %d (%s %s) is in %s only", i+1, xa.Method, xa.URL, a),
 			})
 		default:
-			p.Recorded, p.Live = norms.requests(xa[i], xb[i])
+			p.Recorded, p.Live = norms.requests(xa, xb)
 			if d, ok := drift(p.Recorded, p.Live); ok {
 				d.Number = i + 1
 				div := requestDrift(d)
@@ -119,11 +130,11 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 
 // llmExchanges returns the exchanges of rec that went to its LLM, in
 // order: the http ones (registries, telemetry) are the agent's business.
-func llmExchanges(rec *recording) []*exchange.Exchange {
-	var out []*exchange.Exchange
+func llmExchanges(rec *recording) []llmserver.Recorded {
+	var out []llmserver.Recorded
 	for _, r := range rec.exchanges {
 		if r.Exchange.Class() == exchange.ClassLLM {
-			out = append(out, r.Exchange)
+			out = append(out, r)
 		}
 	}
 	return out

@@ -122,7 +122,8 @@ type Options struct {
 	// holds neither in memory and compares digests first, so that what it
 	// holds grows with the frames of the largest turn (an index of some
 	// bytes per frame) and the largest value, not with the bytes of the
-	// frames. The recorded LLM exchanges are still held whole. Plain
+	// frames. The recorded LLM exchanges are spooled either way, and held
+	// one at a time, while served and compared. Plain
 	// `acptap replay` sets it; --update and --html do not.
 	Discard bool
 	// CA intercepts TLS for agents that reach the LLM by HTTPS_PROXY. If
@@ -179,10 +180,16 @@ type Result struct {
 // Equal reports whether the replay matched the recording.
 func (r *Result) Equal() bool { return len(r.Divergences) == 0 }
 
+// testLoaded, if not nil, is called by Run with each recording it loads;
+// tests watch what it serves.
+var testLoaded func(rec *recording)
+
 // Run replays recording name of st. It returns an error when the replay
 // could not run: ErrNoCommand, ErrWorkspace, ErrEnv, ErrStart or ErrSpool wrapped,
-// or one of st's (store.ErrNotFound for a missing recording). How the
-// agent behaved, however badly, is in the Result.
+// one of st's (store.ErrNotFound for a missing recording), or an
+// *llmserver.LoadError for a recorded exchange that could not be read
+// back to be served. How the agent behaved, however badly, is in the
+// Result.
 func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Result, error) {
 	started := time.Now()
 	rec, err := load(st, name)
@@ -190,6 +197,9 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		return nil, err
 	}
 	defer rec.close()
+	if testLoaded != nil {
+		testLoaded(rec)
+	}
 	if !opts.Uncalibrated {
 		if rec.rules, err = StoredRules(st, name); err != nil {
 			return nil, err
@@ -213,6 +223,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	var kept *requestLog
 	if opts.KeepRequests {
 		kept = newRequestLog(rec, norms, opts.Requests != RequestsIgnore)
+		kept.watch(rec)
 		compare = kept.compare
 	}
 	llm, err := startLLM(rec, argv, sb.env, &opts, compare, norms.httpKey)
@@ -238,6 +249,11 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	defer run.live.close()
 
 	report := llm.server.Report()
+	if len(report.LoadErrors) > 0 {
+		// The agent was answered 502 where the recording has an answer:
+		// the replay says nothing of the agent.
+		return nil, report.LoadErrors[0]
+	}
 	res := &Result{
 		Name:      name,
 		Requests:  kept.pairs(),

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
+	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/driver"
 )
@@ -42,16 +44,19 @@ func newSpool() (*spool, error) {
 	return s, nil
 }
 
-// add appends a line. A write error is kept for flush to return.
-func (s *spool) add(line []byte) {
+// add appends a line, made of parts. A write error is kept for flush to
+// return.
+func (s *spool) add(parts ...[]byte) {
 	s.starts = append(s.starts, s.end)
-	s.end += int64(len(line))
-	if _, err := s.w.Write(line); err != nil {
-		s.mu.Lock()
-		if s.err == nil {
-			s.err = fmt.Errorf("%w: %v", ErrSpool, err)
+	for _, p := range parts {
+		s.end += int64(len(p))
+		if _, err := s.w.Write(p); err != nil {
+			s.mu.Lock()
+			if s.err == nil {
+				s.err = fmt.Errorf("%w: %v", ErrSpool, err)
+			}
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 	}
 }
 
@@ -108,6 +113,57 @@ func (fs *frameSpool) Len() int { return fs.spool.len() }
 func (fs *frameSpool) Frame(i int) (driver.Frame, error) {
 	data, err := fs.line(i)
 	return driver.Frame{Dir: fs.dirs[i], Data: data}, err
+}
+
+// exchangeSpool is a recording's LLM exchanges, as a replay serves them
+// (an llmserver.Options.Load): each a line of its request body, decoded,
+// then the rest of its stored form (exchange.UnmarshalHead), so that
+// serving an exchange decodes its request body no second time.
+type exchangeSpool struct {
+	*spool
+	seqs   []uint64 // each exchange's event Seq, ascending
+	bodies []int    // the length of each exchange's request body; -1 for none (nil)
+
+	// loaded, if not nil, is called with each exchange load returns and
+	// its Seq.
+	loaded func(seq uint64, x *exchange.Exchange)
+}
+
+// add appends the exchange of event seq, with its request body and the
+// rest of its stored form.
+func (xs *exchangeSpool) add(seq uint64, body, rest []byte) {
+	xs.seqs = append(xs.seqs, seq)
+	n := len(body)
+	if body == nil {
+		n = -1
+	}
+	xs.bodies = append(xs.bodies, n)
+	xs.spool.add(body, rest)
+}
+
+// load reads back and decodes the exchange of event seq.
+func (xs *exchangeSpool) load(seq uint64) (*exchange.Exchange, error) {
+	i, ok := slices.BinarySearch(xs.seqs, seq)
+	if !ok {
+		return nil, fmt.Errorf("%w: no exchange of event %d was spooled", ErrSpool, seq)
+	}
+	line, err := xs.line(i)
+	if err != nil {
+		return nil, err
+	}
+	n := xs.bodies[i]
+	x, err := exchange.Unmarshal(line[max(n, 0):])
+	if err != nil {
+		return nil, err
+	}
+	x.RequestBody = nil
+	if n >= 0 {
+		x.RequestBody = line[:n:n]
+	}
+	if xs.loaded != nil {
+		xs.loaded(seq, x)
+	}
+	return x, nil
 }
 
 // spooledLines are some lines of a spool, as the comparison reads the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/internal/gcfloor"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay"
@@ -256,7 +257,13 @@ func parseFaults(specs []string) (map[int]llmserver.Fault, error) {
 	return faults, nil
 }
 
+// replayHeapFloor is the heap a replay lets grow before it collects
+// (gcfloor.Set): it holds the recorded LLM exchanges one at a time, a few
+// MiB, and makes as much garbage with each it serves.
+const replayHeapFloor = 64 << 20
+
 func runReplay(opts *replayOptions) error {
+	defer gcfloor.Set(replayHeapFloor)()
 	report, err := openJUnit(opts.JUnit)
 	if err != nil {
 		return err

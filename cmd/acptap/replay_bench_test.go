@@ -202,3 +202,39 @@ func benchmarkReplay(b *testing.B, s *benchSession, live sessionTimes, flags ...
 		b.ReportMetric((replayCPU-live.cpu)/float64(s.exchanges), "overhead-cpu-ns/exchange")
 	}
 }
+
+// BenchmarkReplayPeakMemory reports the peak anonymous memory (RssAnon,
+// sampled from /proc every 50 ms) and peak RSS of acptap replay of a
+// session of 1,000 prompts, whose requests, each carrying the
+// conversation so far, add up to some 140 MiB: a replay that held every
+// recorded exchange would hold them all. Not a timing: run it with
+// -benchtime 1x (scripts/bench-bigstore does).
+func BenchmarkReplayPeakMemory(b *testing.B) {
+	s, err := newReplayBenchSession(benchPrompts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(s.dir) })
+	args := []string{"replay", "--store", s.db, "long"}
+	dir := b.TempDir()
+	var peak memoryPeak
+	for b.Loop() {
+		cmd := exec.Command("acptap", args...)
+		cmd.Dir = dir
+		cmd.Env = agentEnv()
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		stop := sampleMemory(cmd.Process.Pid)
+		err := cmd.Wait()
+		p := stop()
+		if err != nil || !bytes.HasPrefix(out.Bytes(), []byte("PASS long")) {
+			b.Fatalf("acptap %v: %v\n%.2000s", args, err, out.Bytes())
+		}
+		peak.rss, peak.anon = max(peak.rss, p.rss), max(peak.anon, p.anon)
+	}
+	b.ReportMetric(float64(peak.anon)/(1<<20), "peak-rssanon-MiB")
+	b.ReportMetric(float64(peak.rss)/(1<<20), "peak-rss-MiB")
+}

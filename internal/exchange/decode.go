@@ -25,12 +25,21 @@ import (
 // the conversation so far: encoding/json's validation pass and its
 // reflection were most of a long replay's time.
 func decodeFast(data []byte) (*Exchange, bool) {
+	e, _, ok := decodeFields(data, allFields)
+	return e, ok
+}
+
+// decodeFields is decodeFast decoding only the fields of the set fields,
+// checking the names of the others and that each is there once, and the
+// text as a whole, but not their values. It also returns the raw value of
+// the request body's member, of data, nil if there is none or it is null.
+func decodeFields(data []byte, fields uint32) (e *Exchange, body []byte, ok bool) {
 	var (
-		e      Exchange
+		x      Exchange
 		seen   uint32
 		hasEnd bool
-		ok     = true
 	)
+	ok = true
 	valid := jsonscan.ValidMembers(data, func(k, v []byte) bool {
 		f, known := fieldOf(k)
 		if !known {
@@ -50,17 +59,23 @@ func decodeFast(data []byte) (*Exchange, bool) {
 			// map to nil, which it is; "end": null is no end.
 			return true
 		}
+		if f == fieldRequestBody {
+			body = v
+		}
+		if fields&(1<<f) == 0 {
+			return true
+		}
 		hasEnd = hasEnd || f == fieldEnd
-		ok = e.decodeField(f, v)
+		ok = x.decodeField(f, v)
 		return ok
 	})
 	if !valid || !ok || !isObject(data) {
-		return nil, false
+		return nil, nil, false
 	}
-	if !hasEnd {
-		e.End = legacyEnd(e.Status, e.Error)
+	if !hasEnd && fields&(1<<fieldEnd) != 0 {
+		x.End = legacyEnd(x.Status, x.Error)
 	}
-	return &e, true
+	return &x, body, true
 }
 
 // The fields of the stored form, as bits of a set.
@@ -81,6 +96,8 @@ const (
 	fieldDuration
 	fieldEnd
 	fieldError
+
+	allFields = 1<<(fieldError+1) - 1
 )
 
 // fieldNames are the JSON names of the fields, as Exchange's tags give

@@ -1,6 +1,9 @@
 package llmserver
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned by this package, wrapped with context; test for them with
 // errors.Is.
@@ -17,5 +20,23 @@ var (
 	ErrInvalidOptions = errors.New("invalid replay options")
 )
 
+// errNoExchange is a LoadError's when Options.Load returns no exchange
+// and no error.
+var errNoExchange = errors.New("no exchange was returned")
+
 // errBodyClosed is what a replayed body's Read returns after Close.
 var errBodyClosed = errors.New("read on a closed replay body")
+
+// A LoadError is a recorded exchange that Options.Load failed to return
+// when a request came for it.
+type LoadError struct {
+	Number int    // the exchange's
+	Seq    uint64 // its event's
+	Err    error  // Load's
+}
+
+func (e *LoadError) Error() string {
+	return fmt.Sprintf("llm #%d (event %d): %v", e.Number, e.Seq, e.Err)
+}
+
+func (e *LoadError) Unwrap() error { return e.Err }

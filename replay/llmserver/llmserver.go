@@ -84,6 +84,15 @@
 // Each LLM request is paired with its recorded twin, the exchange its
 // queue's cursor gives it, and if Options.Compare says they differ, the
 // first difference is listed in Report.Drift.
+//
+// # Memory
+//
+// Given Options.Load, the Server keeps of each recorded exchange only
+// what queues it and names it in a Report, and loads the whole exchange
+// when a request is served from it, holding it while it answers and
+// compares that request: a long session's requests, each carrying the
+// conversation so far, are in memory one at a time rather than all
+// together.
 package llmserver
 
 import (
@@ -117,8 +126,35 @@ type Recorded struct {
 	Number int
 	// Seq is the exchange's event Seq in the recording.
 	Seq uint64
-	// Exchange is the exchange; the Server does not change it.
+	// Exchange is the exchange; the Server does not change it. With
+	// Options.Load it need only be the exchange's head: its Route, Method,
+	// URL and Status, and its RequestBody unless Facts are read.
 	Exchange *exchange.Exchange
+	// Facts, if read (ReadRequestFacts), are what the Server reads of the
+	// request body, which Exchange then need not carry: a caller that
+	// loads exchanges as they are served reads them when it has the body
+	// at hand, and keeps only the head.
+	Facts RequestFacts
+}
+
+// RequestFacts are what a Server reads of a recorded request's body for
+// the request's queue key: the model it asks for and whether it asks for
+// structured output. The zero value is facts not read.
+type RequestFacts struct {
+	model      string
+	structured bool
+	read       bool
+}
+
+// ReadRequestFacts reads the facts of x's request body, if x is an LLM
+// exchange (exchange.ClassLLM): an http exchange is keyed by its method
+// and URL alone. It is what New does with an exchange without them.
+func ReadRequestFacts(x *exchange.Exchange) RequestFacts {
+	f := RequestFacts{read: true}
+	if x.Class() == exchange.ClassLLM {
+		f.model, f.structured = requestFacts(wire.Detect(x.Method, x.URL, nil), x.URL, x.RequestBody)
+	}
+	return f
 }
 
 // Options configures a Server. The zero value works: it answers every
@@ -126,6 +162,16 @@ type Recorded struct {
 type Options struct {
 	// Exchanges are the recorded exchanges, in recorded order.
 	Exchanges []Recorded
+
+	// Load, if not nil, returns the whole recorded exchange of a Seq of
+	// Exchanges when a request is served from it, so that the Server
+	// holds an exchange only while it serves it and compares its request,
+	// and Exchanges need only be heads (see Recorded). An error fails the
+	// request's round trip with a *LoadError, which the tap answers 502,
+	// and is listed in Report.LoadErrors. It is called concurrently, and
+	// again for each request served from the same exchange. If nil,
+	// Exchanges are the whole exchanges, and served from memory.
+	Load func(seq uint64) (*exchange.Exchange, error)
 
 	// Speed scales the recorded timing: 0 sends everything as fast as it
 	// can, without waiting; N > 0 waits for the recorded time to first
@@ -162,6 +208,7 @@ type Options struct {
 type Server struct {
 	speed   float64
 	compare func(recorded, live *exchange.Exchange) (Drift, bool)
+	load    func(seq uint64) (*exchange.Exchange, error)
 	entries []*entry // in recorded order
 	httpKey func(method, rawURL string) string
 
@@ -177,6 +224,7 @@ type Server struct {
 	httpMissed []Request // http requests without a recorded answer
 	drift      []Drift
 	faulted    []int // Numbers, in order of application
+	loadErrs   []*LoadError
 }
 
 // queue is the recorded exchanges of one request key and its cursor. An
@@ -207,6 +255,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		speed:   opts.Speed,
 		compare: opts.Compare,
+		load:    opts.Load,
 		httpKey: opts.HTTPKey,
 		queues:  make(map[string]*queue),
 		http:    make(map[string]*queue),
@@ -230,8 +279,11 @@ func New(opts Options) (*Server, error) {
 		if class == exchange.ClassHTTP {
 			queues, key = s.http, s.httpKey(x.Method, x.URL)
 		} else {
-			model, structured := requestFacts(wire.Detect(x.Method, x.URL, nil), x.URL, x.RequestBody)
-			key = requestKey(x.Method, recordedPath(x.URL), model, structured)
+			f := r.Facts
+			if !f.read {
+				f = ReadRequestFacts(x)
+			}
+			key = requestKey(x.Method, recordedPath(x.URL), f.model, f.structured)
 		}
 		q := queues[key]
 		if q == nil {
@@ -334,6 +386,12 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	e := q.entries[q.next]
 	fault := s.take(q, e)
 	s.mu.Unlock()
+	var x *exchange.Exchange
+	if s.compare != nil || replays(fault) {
+		if x, err = s.exchangeOf(e); err != nil {
+			return nil, err
+		}
+	}
 
 	if s.compare != nil {
 		// Off the response path: normalizing a request that carries a
@@ -347,9 +405,30 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 			RequestBody:     body,
 			RequestEncoding: encoding,
 		}
-		s.comparing.Go(func() { s.checkDrift(e, live) })
+		s.comparing.Go(func() { s.checkDrift(e, x, live) })
 	}
-	return s.answer(req, start, format, e, fault)
+	return s.answer(req, start, format, e, x, fault)
+}
+
+// exchangeOf returns the whole recorded exchange of e: e's own, or
+// Options.Load's for its Seq, which fails with a *LoadError, listed for
+// the Report.
+func (s *Server) exchangeOf(e *entry) (*exchange.Exchange, error) {
+	if s.load == nil {
+		return e.Exchange, nil
+	}
+	x, err := s.load(e.Seq)
+	if err == nil && x == nil {
+		err = errNoExchange
+	}
+	if err != nil {
+		le := &LoadError{Number: e.Number, Seq: e.Seq, Err: err}
+		s.mu.Lock()
+		s.loadErrs = append(s.loadErrs, le)
+		s.mu.Unlock()
+		return nil, le
+	}
+	return x, nil
 }
 
 // take consumes e, the entry q's cursor is on, for a request, and returns
@@ -397,12 +476,27 @@ func (s *Server) roundTripHTTP(req *http.Request, start time.Time) (*http.Respon
 	e := q.entries[q.next]
 	fault := s.take(q, e)
 	s.mu.Unlock()
-	return s.answer(req, start, wire.Unknown, e, fault)
+	var x *exchange.Exchange
+	if replays(fault) {
+		var err error
+		if x, err = s.exchangeOf(e); err != nil {
+			return nil, err
+		}
+	}
+	return s.answer(req, start, wire.Unknown, e, x, fault)
 }
 
-// answer answers req with e's recorded response, or with fault if it is
-// not nil; format shapes the error body of a FaultStatus.
-func (s *Server) answer(req *http.Request, start time.Time, format wire.Format, e *entry, fault *Fault) (*http.Response, error) {
+// replays reports whether a request answered with fault, nil for none,
+// is answered with the recorded response: an injected status or hang
+// is not.
+func replays(fault *Fault) bool {
+	return fault == nil || fault.Kind != FaultStatus && fault.Kind != FaultHang
+}
+
+// answer answers req with e's recorded response, of x, its whole
+// exchange (nil if fault does not replay it), or with fault if it is not
+// nil; format shapes the error body of a FaultStatus.
+func (s *Server) answer(req *http.Request, start time.Time, format wire.Format, e *entry, x *exchange.Exchange, fault *Fault) (*http.Response, error) {
 	switch {
 	case fault != nil && fault.Kind == FaultStatus:
 		h := http.Header{markHeader: {"fault"}}
@@ -414,7 +508,7 @@ func (s *Server) answer(req *http.Request, start time.Time, format wire.Format, 
 	case fault != nil && fault.Kind == FaultHang:
 		return nil, s.waitCancel(req.Context(), e.Number, "hanging as injected")
 	}
-	return s.replay(req, start, e, fault)
+	return s.replay(req, start, e, x, fault)
 }
 
 // readBody reads and closes the body of req.
@@ -434,10 +528,10 @@ func readBody(req *http.Request) ([]byte, error) {
 // maxPresize bounds the buffer readBody allocates on a request's word.
 const maxPresize = 4 << 20
 
-// checkDrift compares a request with its recorded twin.
-func (s *Server) checkDrift(e *entry, live *exchange.Exchange) {
+// checkDrift compares a request with its recorded twin, x of e.
+func (s *Server) checkDrift(e *entry, x, live *exchange.Exchange) {
 	masker.Exchange(live)
-	d, differ := s.compare(e.Exchange, live)
+	d, differ := s.compare(x, live)
 	if !differ {
 		return
 	}
@@ -466,10 +560,10 @@ func agentLeft(x *exchange.Exchange) bool {
 	return x.End == exchange.EndClientGone || x.End == exchange.EndTapClosed
 }
 
-// replay answers req with the recorded response of e, with fault applied
-// if it is not nil.
-func (s *Server) replay(req *http.Request, start time.Time, e *entry, fault *Fault) (*http.Response, error) {
-	ctx, x := req.Context(), e.Exchange
+// replay answers req with the recorded response of e, of x, its whole
+// exchange, with fault applied if it is not nil.
+func (s *Server) replay(req *http.Request, start time.Time, e *entry, x *exchange.Exchange, fault *Fault) (*http.Response, error) {
+	ctx := req.Context()
 	if x.Status == 0 {
 		if err := s.sleepUntil(ctx, nil, e.Number, start, x.Duration); err != nil {
 			return nil, fmt.Errorf("replaying llm #%d: waiting for the recorded failure: %w", e.Number, err)
@@ -566,6 +660,10 @@ type Report struct {
 	// the order they were; a fault of Options.Faults missing here was never
 	// reached.
 	Faulted []int
+	// LoadErrors are the recorded exchanges Options.Load failed to return
+	// when a request came for them, in the order they came: the replay
+	// could not serve its recording.
+	LoadErrors []*LoadError
 }
 
 // Request is a request the recording could not answer.
@@ -626,6 +724,7 @@ func (s *Server) Report() Report {
 		HTTPUnanswered: slices.Clone(s.httpMissed),
 		Drift:          slices.SortedFunc(slices.Values(s.drift), func(a, b Drift) int { return a.Number - b.Number }),
 		Faulted:        slices.Clone(s.faulted),
+		LoadErrors:     slices.Clone(s.loadErrs),
 	}
 	for _, e := range s.entries {
 		switch {
