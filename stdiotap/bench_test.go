@@ -61,8 +61,10 @@ func BenchmarkPump(b *testing.B) {
 	b.Run("frame", func(b *testing.B) {
 		lines := 0
 		run(b, func(src, dst *os.File) {
-			l := &lane{framing: true, fr: framer{stream: Stdout, max: defaultMaxLine, emit: func(Line) { lines++ }}}
-			pump(src, dst, l, false)
+			fr := &framer{stream: Stdout, max: defaultMaxLine, emit: func(Line) { lines++ }}
+			t := newTape([3]*framer{fr, fr, fr}, 0, nil)
+			pump(src, dst, &lane{stream: Stdout, tape: t}, false)
+			t.close()
 		})
 		if lines != b.N {
 			b.Fatalf("framed %d lines, want %d", lines, b.N)
