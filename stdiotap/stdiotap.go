@@ -107,9 +107,10 @@ type Config struct {
 	MaxBacklog int
 
 	// OnBacklog, if not nil, is told when framing falls behind
-	// forwarding by an eighth of MaxBacklog, and when it has caught up
-	// again (nothing is left to frame). It is called between OnLine
-	// calls, from the same goroutine.
+	// forwarding by a quarter of MaxBacklog, and when it has caught up
+	// again (nothing is left to frame); a burst that falls behind again
+	// is told again. It is called between OnLine calls, from the same
+	// goroutine.
 	OnBacklog func(Backlog)
 
 	// Grace is how long the agent may take to exit on its own. Once the

@@ -62,19 +62,21 @@ type tape struct {
 	kick    chan struct{}
 	stopped chan struct{} // closed when the recorder goroutine returns
 
-	mu     sync.Mutex
-	space  sync.Cond // on mu; broadcast when a block is freed or the tape closes
-	queue  []chunk   // read and not yet taken by the recorder
-	spareQ []chunk   // the recorder's last batch, for reuse
-	inUse  int       // blocks not free
-	spares [][]byte  // free blocks kept for reuse
-	held   int       // bytes of chunks not yet framed
-	closed bool      // Wait is done with the streams: no more blocks
+	mu        sync.Mutex
+	space     sync.Cond // on mu; broadcast when a block is freed or the tape closes
+	queue     []chunk   // read and not yet taken by the recorder
+	spareQ    []chunk   // the recorder's last batch, for reuse
+	inUse     int       // blocks not free
+	spares    [][]byte  // free blocks kept for reuse
+	held      int       // bytes of chunks not yet framed
+	closed    bool      // Wait is done with the streams: no more blocks
+	waiting   int       // pumps waiting for a block
+	waitSince time.Time // since when a pump waits, if waiting > 0
 
 	// The notice state, on mu.
 	lagging bool          // Behind was reported, not yet caught up
 	peak    int           // the most held since lagging
-	waited  time.Duration // forwarding's wait for blocks since lagging
+	waited  time.Duration // forwarding's wait for blocks since the last catching up
 }
 
 // A block is a pump's read buffer on the tape.
@@ -106,7 +108,7 @@ func newTape(frames [3]*framer, bound int, notify func(Backlog)) *tape {
 		notify:  notify,
 		size:    size,
 		blocks:  max(bound/size, 4),
-		behind:  bound / 8,
+		behind:  bound / 4,
 		kick:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 	}
@@ -131,13 +133,14 @@ func (t *tape) room(b *block) *block {
 		t.disownLocked(b)
 	}
 	if t.inUse >= t.blocks && !t.closed {
-		start := time.Now()
+		if t.waiting == 0 {
+			t.waitSince = time.Now()
+		}
+		t.waiting++
 		for t.inUse >= t.blocks && !t.closed {
 			t.space.Wait()
 		}
-		if t.lagging {
-			t.waited += time.Since(start)
-		}
+		t.waiting--
 	}
 	if t.closed {
 		return nil
@@ -177,6 +180,12 @@ func (t *tape) disownLocked(b *block) {
 // few are kept, else unmapped.
 func (t *tape) freeLocked(b *block) {
 	t.inUse--
+	if t.waiting > 0 {
+		// The wait ends now for one pump; a next one may go on.
+		now := time.Now()
+		t.waited += now.Sub(t.waitSince)
+		t.waitSince = now
+	}
 	if !t.closed && len(t.spares) < maxSpares {
 		t.spares = append(t.spares, b.buf)
 	} else {
@@ -300,11 +309,12 @@ func (t *tape) framed(c *chunk) {
 	t.held -= len(c.data)
 	switch {
 	case !t.lagging && held >= t.behind:
-		t.lagging, t.peak, t.waited = true, held, 0
+		t.lagging, t.peak = true, held
 		notice = &Backlog{Behind: true, Bytes: held, Max: t.limit()}
 	case t.lagging && t.held == 0:
 		t.lagging = false
 		notice = &Backlog{Bytes: t.peak, Max: t.limit(), Waited: t.waited}
+		t.waited = 0
 	case t.lagging:
 		t.peak = max(t.peak, held)
 	}
