@@ -5,7 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/acptap/acptap/internal/redact"
+	"github.com/acptap/acptap/store"
 )
 
 // BenchmarkPump measures a stream of 1 KiB lines through a pump between
@@ -69,5 +75,84 @@ func BenchmarkPump(b *testing.B) {
 		if lines != b.N {
 			b.Fatalf("framed %d lines, want %d", lines, b.N)
 		}
+	})
+}
+
+// BenchmarkRecorder measures what acptap record does with the bytes of
+// BenchmarkStdioThroughput (cmd/acptap) once they are forwarded, without
+// forwarding them: 1 KiB lines in 64 KiB reads, each read put on the tape
+// twice, as the editor's and as the agent's (cat echoes it), and framed,
+// then masked as record masks them, then appended to a real store as
+// record appends them, compressed and committed. MB/s counts each line
+// once, as BenchmarkStdioThroughput does: it is the most that recording
+// can keep up with.
+func BenchmarkRecorder(b *testing.B) {
+	line := append(bytes.Repeat([]byte("x"), 1023), '\n')
+	read := bytes.Repeat(line, bufSize/len(line))
+	perRead := len(read) / len(line)
+	secrets := redact.New(append(os.Environ(), redact.TapSecret+"="+strings.Repeat("5e", 16)))
+
+	run := func(b *testing.B, onLine func(Line), finish func()) {
+		lines := 0
+		count := func(l Line) {
+			lines++
+			onLine(l)
+		}
+		t := newTape([3]*framer{
+			{stream: Stdin, max: defaultMaxLine, emit: count},
+			{stream: Stdout, max: defaultMaxLine, emit: count},
+		}, 0, nil)
+		var in, out *block
+		b.SetBytes(int64(len(line)))
+		b.ResetTimer()
+		for n := b.N; n > 0; {
+			k := min(n, perRead)
+			for st, blk := range []**block{&in, &out} {
+				*blk = t.room(*blk)
+				copy((*blk).buf[(*blk).tail:], read[:k*len(line)])
+				if _, urgent := t.put(Stream(st), *blk, k*len(line)); urgent {
+					t.wake()
+				}
+			}
+			n -= k
+		}
+		t.disown(in)
+		t.disown(out)
+		t.close()
+		if finish != nil {
+			finish()
+		}
+		b.StopTimer()
+		if lines != 2*b.N {
+			b.Fatalf("framed %d lines, want %d", lines, 2*b.N)
+		}
+	}
+	b.Run("frame", func(b *testing.B) { run(b, func(Line) {}, nil) })
+	b.Run("mask", func(b *testing.B) {
+		run(b, func(l Line) { secrets.Bytes(l.Data) }, nil)
+	})
+	b.Run("store", func(b *testing.B) {
+		st, err := store.Open(filepath.Join(b.TempDir(), "bench.db"), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		w, err := st.Create(store.Recording{Name: "bench", Created: time.Now()}, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		run(b, func(l Line) {
+			lane := store.LaneEditor
+			if l.Stream == Stdout {
+				lane = store.LaneAgent
+			}
+			w.Append(store.Event{Kind: store.KindFrame, Lane: lane, Offset: l.At.Sub(start), Data: secrets.Bytes(l.Data)})
+			w.Throttle(DefaultMaxBacklog / 4) // as record does
+		}, func() {
+			if err := w.Finish(); err != nil {
+				b.Fatal(err)
+			}
+		})
 	})
 }

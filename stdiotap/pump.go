@@ -87,9 +87,9 @@ func pump(src io.Reader, dst io.Writer, l *lane, atomic bool) {
 			chunk := buf[:n]
 			l.mu.Lock()
 			closed := l.closed
-			put := !closed && blk != nil
+			put, urgent := !closed && blk != nil, false
 			if put {
-				chunk = t.put(l.stream, blk, n)
+				chunk, urgent = t.put(l.stream, blk, n)
 			}
 			if atomic && !closed {
 				forward(chunk)
@@ -98,8 +98,8 @@ func pump(src io.Reader, dst io.Writer, l *lane, atomic bool) {
 			if !atomic {
 				forward(chunk)
 			}
-			if put {
-				// After forwarding: waking the recorder costs the
+			if urgent {
+				// After forwarding: waking the recorder may cost the
 				// forwarding thread a futex wake of another.
 				t.wake()
 			}

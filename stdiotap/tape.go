@@ -62,16 +62,19 @@ type tape struct {
 	kick    chan struct{}
 	stopped chan struct{} // closed when the recorder goroutine returns
 
-	mu        sync.Mutex
-	space     sync.Cond // on mu; broadcast when a block is freed or the tape closes
-	queue     []chunk   // read and not yet taken by the recorder
-	spareQ    []chunk   // the recorder's last batch, for reuse
-	inUse     int       // blocks not free
-	spares    [][]byte  // free blocks kept for reuse
-	held      int       // bytes of chunks not yet framed
-	closed    bool      // Wait is done with the streams: no more blocks
-	waiting   int       // pumps waiting for a block
-	waitSince time.Time // since when a pump waits, if waiting > 0
+	mu         sync.Mutex
+	space      sync.Cond   // on mu; broadcast when a block is freed or the tape closes
+	queue      []chunk     // read and not yet taken by the recorder
+	spareQ     []chunk     // the recorder's last batch, for reuse
+	inUse      int         // blocks not free
+	spares     [][]byte    // free blocks kept for reuse
+	held       int         // bytes of chunks not yet framed
+	closed     bool        // Wait is done with the streams: no more blocks
+	waiting    int         // pumps waiting for a block
+	wakeAt     int         // held from which put wants the recorder woken at once
+	timer      *time.Timer // wakes the recorder lazily; see lazyDelay
+	timerArmed bool        // timer is set and has not fired
+	waitSince  time.Time   // since when a pump waits, if waiting > 0
 
 	// The notice state, on mu.
 	lagging bool          // Behind was reported, not yet caught up
@@ -113,6 +116,9 @@ func newTape(frames [3]*framer, bound int, notify func(Backlog)) *tape {
 		stopped: make(chan struct{}),
 	}
 	t.space.L = &t.mu
+	t.wakeAt = min(wakeBytes, t.limit()/4)
+	t.timer = time.AfterFunc(time.Hour, t.tick)
+	t.timer.Stop()
 	go t.run()
 	return t
 }
@@ -207,17 +213,41 @@ func release(buf []byte) {
 	}
 }
 
+// When the recorder goroutine is woken. A chunk forwarded while it is
+// idle is framed lazyDelay later, with whatever follows it by then: woken
+// for every message of an exchange of short ones, it would take a CPU
+// from the forwarding of the next, and make the store commit each alone.
+// Once wakeBytes wait, it is woken at once.
+const (
+	lazyDelay = time.Millisecond
+	wakeBytes = 512 << 10
+)
+
 // put sequences the n bytes read into b at its tail as the next chunk of
-// stream, and returns them. The caller must then kick the tape.
-func (t *tape) put(stream Stream, b *block, n int) []byte {
-	data := b.buf[b.tail : b.tail+n : b.tail+n]
+// stream, and returns them. If urgent, the caller must wake the tape once
+// it has forwarded them; otherwise a timer will.
+func (t *tape) put(stream Stream, b *block, n int) (data []byte, urgent bool) {
+	data = b.buf[b.tail : b.tail+n : b.tail+n]
 	b.tail += n
 	t.mu.Lock()
 	b.pending++
 	t.held += n
 	t.queue = append(t.queue, chunk{stream: stream, at: time.Now(), data: data, blk: b})
+	urgent = t.held >= t.wakeAt
+	if !urgent && !t.timerArmed {
+		t.timerArmed = true
+		t.timer.Reset(lazyDelay)
+	}
 	t.mu.Unlock()
-	return data
+	return data, urgent
+}
+
+// tick wakes the recorder goroutine lazyDelay after put armed the timer.
+func (t *tape) tick() {
+	t.mu.Lock()
+	t.timerArmed = false
+	t.mu.Unlock()
+	t.wake()
 }
 
 // end sequences the end of stream: its pending bytes are framed with
@@ -246,6 +276,7 @@ func (t *tape) close() {
 	t.mu.Unlock()
 	t.wake()
 	<-t.stopped
+	t.timer.Stop()
 	t.mu.Lock()
 	for _, buf := range t.spares {
 		release(buf)

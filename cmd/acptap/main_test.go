@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +23,32 @@ import (
 	"github.com/acptap/acptap/store"
 )
 
+// cpuProfileEnv names a file that the test binary acting as acptap
+// writes its CPU profile to: how the load and benchmark scripts see where
+// a recording process spends its time.
+const cpuProfileEnv = "ACPTAP_TEST_CPUPROFILE"
+
+// startCPUProfile starts profiling into $ACPTAP_TEST_CPUPROFILE, if set,
+// and returns the function that stops it.
+func startCPUProfile() (stop func()) {
+	path := os.Getenv(cpuProfileEnv)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "acptap (test): cpu profile: %v\n", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
 // TestMain makes the test binary double as acptap, the test agent, the
 // scripted editor and a raw byte agent, installed on PATH for the tests and
 // the scripts, so that everything runs as real processes over real pipes.
@@ -33,7 +61,10 @@ func TestMain(m *testing.M) {
 	}
 	testscript.Main(closingBrowser{m}, map[string]func(){
 		"acptap": func() {
-			os.Exit(Main(os.Args, &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}))
+			stop := startCPUProfile()
+			code := Main(os.Args, &IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+			stop()
+			os.Exit(code)
 		},
 		"testagent": func() {
 			os.Exit(testagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
