@@ -9,16 +9,15 @@ import (
 
 func TestBacklogNotice(t *testing.T) {
 	for _, tc := range []struct {
-		b      stdiotap.Backlog
-		queued int
-		want   string
+		b    stdiotap.Backlog
+		want string
 	}{
-		{stdiotap.Backlog{Behind: true, Bytes: 48 << 20, Max: 192 << 20}, 16<<20 + 1, "recording falls behind the agent's stdio: 65 MiB forwarded and not yet recorded; forwarding waits for it once that reaches 256 MiB"},
-		{stdiotap.Backlog{Bytes: 192 << 20, Max: 192 << 20, Waited: 1234567 * time.Microsecond}, 0, "recording caught up with the agent's stdio (it fell up to 192 MiB behind; forwarding waited 1.235s for it)"},
-		{stdiotap.Backlog{Bytes: 50 << 20, Max: 192 << 20}, 0, "recording caught up with the agent's stdio (it fell up to 50 MiB behind; forwarding never waited)"},
+		{stdiotap.Backlog{Behind: true, Bytes: 32<<20 + 1, Max: 128 << 20}, "recording falls behind the agent's stdio by 33 MiB; forwarding will wait for it if that reaches 128 MiB"},
+		{stdiotap.Backlog{Bytes: 128 << 20, Max: 128 << 20, Waited: 1234567 * time.Microsecond}, "recording caught up with the agent's stdio (it fell up to 128 MiB behind; forwarding waited 1.235s for it)"},
+		{stdiotap.Backlog{Bytes: 50 << 20, Max: 128 << 20}, "recording caught up with the agent's stdio (it fell up to 50 MiB behind; forwarding never waited)"},
 	} {
-		if got := backlogNotice(tc.b, tc.queued, DefaultMaxBacklog); got != tc.want {
-			t.Errorf("backlogNotice(%+v, %d):\ngot  %q\nwant %q", tc.b, tc.queued, got, tc.want)
+		if got := backlogNotice(tc.b); got != tc.want {
+			t.Errorf("backlogNotice(%+v):\ngot  %q\nwant %q", tc.b, got, tc.want)
 		}
 	}
 }

@@ -99,13 +99,14 @@ type Options struct {
 	// in the working directory. Run sets it from the store if empty.
 	StorePath string
 
-	// MaxBacklog bounds the bytes of the agent's stdio forwarded but not
-	// yet recorded when recording falls behind (a flood of output
-	// outpacing the store's compression and commits): three quarters
-	// wait to be framed, a quarter as frames for the store. Forwarding
-	// waits for the recording only once the bound is full; no frame is
-	// ever dropped. Falling behind by a quarter of the bound, and
-	// catching up, are told by Logf. If zero, DefaultMaxBacklog.
+	// MaxBacklog bounds the memory that the agent's stdio forwarded but
+	// not yet recorded takes when recording falls behind (a flood of
+	// output outpacing the store's compression and commits): half of it
+	// holds stdio not yet framed, a sixteenth frames queued for the
+	// store, the rest is room for the Go heap around them. Forwarding
+	// waits for the recording only once that is full; no frame is ever
+	// dropped. Falling behind by a quarter of the half, and catching up,
+	// are told by Logf. If zero, DefaultMaxBacklog.
 	MaxBacklog int
 
 	// Version is the recorder's version, kept in the recording's metadata.
@@ -274,7 +275,7 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	if bound <= 0 {
 		bound = DefaultMaxBacklog
 	}
-	storeBound := bound / 4
+	storeBound := bound / 16
 	sess, err := stdiotap.Start(stdiotap.Config{
 		Argv:           proxy.ExpandBaseURLs(opts.Argv, local),
 		Env:            childEnv,
@@ -293,9 +294,9 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 			// full too.
 			w.Throttle(storeBound)
 		},
-		MaxBacklog: bound - storeBound,
+		MaxBacklog: bound / 2,
 		OnBacklog: func(b stdiotap.Backlog) {
-			opts.Logf("%s", backlogNotice(b, w.Backlog(), bound))
+			opts.Logf("%s", backlogNotice(b))
 		},
 	})
 	if err != nil {
@@ -450,14 +451,12 @@ func tapConfig(opts Options) (proxy.Config, error) {
 	return cfg, nil
 }
 
-// backlogNotice says that recording fell behind the agent's stdio, b
-// being the framing's backlog and queued the store's, or that it caught
-// up, b then saying how far framing fell behind.
-func backlogNotice(b stdiotap.Backlog, queued, bound int) string {
+// backlogNotice says that recording fell behind the agent's stdio, or
+// that it caught up.
+func backlogNotice(b stdiotap.Backlog) string {
 	mib := func(n int) string { return fmt.Sprintf("%.0f MiB", math.Ceil(float64(n)/(1<<20))) }
 	if b.Behind {
-		return fmt.Sprintf("recording falls behind the agent's stdio: %s forwarded and not yet recorded; forwarding waits for it once that reaches %s",
-			mib(b.Bytes+queued), mib(bound))
+		return fmt.Sprintf("recording falls behind the agent's stdio by %s; forwarding will wait for it if that reaches %s", mib(b.Bytes), mib(b.Max))
 	}
 	waited := "forwarding never waited"
 	if b.Waited > 0 {

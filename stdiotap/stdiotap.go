@@ -109,8 +109,9 @@ type Config struct {
 	// OnBacklog, if not nil, is told when framing falls behind
 	// forwarding by a quarter of MaxBacklog, and when it has caught up
 	// again (nothing is left to frame); a burst that falls behind again
-	// is told again. It is called between OnLine calls, from the same
-	// goroutine.
+	// is told again. It is called one call at a time, in order, from a
+	// goroutine that neither forwards nor frames, and never after Wait
+	// has returned.
 	OnBacklog func(Backlog)
 
 	// Grace is how long the agent may take to exit on its own. Once the

@@ -80,6 +80,10 @@ type tape struct {
 	lagging bool          // Behind was reported, not yet caught up
 	peak    int           // the most held since lagging
 	waited  time.Duration // forwarding's wait for blocks since the last catching up
+	notices []Backlog     // to deliver, in order
+
+	delivering sync.Mutex     // held by the one goroutine calling notify
+	delivered  sync.WaitGroup // the goroutines delivering notices
 }
 
 // A block is a pump's read buffer on the tape.
@@ -238,8 +242,36 @@ func (t *tape) put(stream Stream, b *block, n int) (data []byte, urgent bool) {
 		t.timerArmed = true
 		t.timer.Reset(lazyDelay)
 	}
+	if !t.lagging && t.held >= t.behind {
+		t.lagging, t.peak = true, t.held
+		t.noticeLocked(Backlog{Behind: true, Bytes: t.held, Max: t.limit()})
+	}
+	t.peak = max(t.peak, t.held)
 	t.mu.Unlock()
 	return data, urgent
+}
+
+// noticeLocked queues b for OnBacklog. Notices are delivered by a
+// goroutine of their own, in order: OnBacklog may write to a stderr that
+// nobody reads, and must stop neither forwarding nor framing.
+func (t *tape) noticeLocked(b Backlog) {
+	if t.notify == nil {
+		return
+	}
+	t.notices = append(t.notices, b)
+	t.delivered.Add(1)
+	go func() {
+		defer t.delivered.Done()
+		t.delivering.Lock()
+		defer t.delivering.Unlock()
+		t.mu.Lock()
+		notices := t.notices
+		t.notices = nil
+		t.mu.Unlock()
+		for _, b := range notices {
+			t.notify(b)
+		}
+	}()
 }
 
 // tick wakes the recorder goroutine lazyDelay after put armed the timer.
@@ -276,6 +308,7 @@ func (t *tape) close() {
 	t.mu.Unlock()
 	t.wake()
 	<-t.stopped
+	t.delivered.Wait()
 	t.timer.Stop()
 	t.mu.Lock()
 	for _, buf := range t.spares {
@@ -329,28 +362,17 @@ const maxSpareChunks = 4096
 // framed gives c's bytes back to the tape and tells OnBacklog when
 // framing falls behind or catches up.
 func (t *tape) framed(c *chunk) {
-	var notice *Backlog
 	t.mu.Lock()
 	b := c.blk
 	b.pending--
 	if b.pending == 0 && !b.owned {
 		t.freeLocked(b)
 	}
-	held := t.held // including c: it was held until now
 	t.held -= len(c.data)
-	switch {
-	case !t.lagging && held >= t.behind:
-		t.lagging, t.peak = true, held
-		notice = &Backlog{Behind: true, Bytes: held, Max: t.limit()}
-	case t.lagging && t.held == 0:
+	if t.lagging && t.held == 0 {
 		t.lagging = false
-		notice = &Backlog{Bytes: t.peak, Max: t.limit(), Waited: t.waited}
+		t.noticeLocked(Backlog{Bytes: t.peak, Max: t.limit(), Waited: t.waited})
 		t.waited = 0
-	case t.lagging:
-		t.peak = max(t.peak, held)
 	}
 	t.mu.Unlock()
-	if notice != nil && t.notify != nil {
-		t.notify(*notice)
-	}
 }
