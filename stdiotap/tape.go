@@ -196,7 +196,7 @@ func (t *tape) freeLocked(b *block) {
 		t.waited += now.Sub(t.waitSince)
 		t.waitSince = now
 	}
-	if !t.closed && len(t.spares) < maxSpares {
+	if !t.closed && (t.lagging || len(t.spares) < maxSpares) {
 		t.spares = append(t.spares, b.buf)
 	} else {
 		release(b.buf)
@@ -205,10 +205,23 @@ func (t *tape) freeLocked(b *block) {
 	t.space.Broadcast()
 }
 
-// maxSpares is how many free blocks the tape keeps: enough to run at full
-// speed without mapping and faulting in fresh memory for every block,
-// few enough not to pin a past burst's memory.
+// maxSpares is how many free blocks the tape keeps when framing keeps up:
+// enough to run at full speed without mapping and faulting in fresh
+// memory for every block, few enough not to pin a past burst's memory.
+// While framing is behind, it keeps every block it frees, since mapping a
+// fresh one costs a page fault per page, and a block freed is needed
+// again at once; it lets go of them when framing has caught up.
 const maxSpares = 16
+
+// trimLocked unmaps the spare blocks beyond maxSpares.
+func (t *tape) trimLocked() {
+	for len(t.spares) > maxSpares {
+		n := len(t.spares) - 1
+		release(t.spares[n])
+		t.spares[n] = nil
+		t.spares = t.spares[:n]
+	}
+}
 
 // release unmaps a block, unless it came from the heap.
 func release(buf []byte) {
@@ -373,6 +386,7 @@ func (t *tape) framed(c *chunk) {
 		t.lagging = false
 		t.noticeLocked(Backlog{Bytes: t.peak, Max: t.limit(), Waited: t.waited})
 		t.waited = 0
+		t.trimLocked()
 	}
 	t.mu.Unlock()
 }
