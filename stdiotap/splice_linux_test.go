@@ -1,9 +1,6 @@
 package stdiotap
 
 import (
-	"bytes"
-	"fmt"
-	"io"
 	"os"
 	"syscall"
 	"testing"
@@ -22,56 +19,9 @@ import (
 // within the noise of each other, while tee'd pipes would need the
 // cross-stream order, the read deadlines of Wait and EPIPE redone.
 func BenchmarkPumpSplice(b *testing.B) {
-	line := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"text":%q}}`, bytes.Repeat([]byte("x"), 1024)))
-	line = append(line[:1023], '\n')
-	block := bytes.Repeat(line, bufSize/len(line))
-	perBlock := len(block) / len(line)
-
-	run := func(b *testing.B, copyFn func(src, dst *os.File) int) {
-		srcR, srcW, err := os.Pipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		dstR, dstW, err := os.Pipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer dstR.Close()
-		go io.Copy(io.Discard, dstR)
-		done := make(chan int)
-		go func() {
-			n := copyFn(srcR, dstW)
-			srcR.Close()
-			dstW.Close()
-			done <- n
-		}()
-		b.SetBytes(int64(len(line)))
-		b.ResetTimer()
-		for n := b.N; n > 0; {
-			k := min(n, perBlock)
-			if _, err := srcW.Write(block[:k*len(line)]); err != nil {
-				b.Fatal(err)
-			}
-			n -= k
-		}
-		srcW.Close()
-		if lines := <-done; lines != b.N {
-			b.Fatalf("framed %d lines, want %d", lines, b.N)
-		}
-	}
-
-	b.Run("tape", func(b *testing.B) {
-		run(b, func(src, dst *os.File) int {
-			lines := 0
-			fr := &framer{stream: Stdout, max: defaultMaxLine, emit: func(Line) { lines++ }}
-			t := newTape([3]*framer{fr, fr, fr}, 0, nil)
-			pump(src, dst, &lane{stream: Stdout, tape: t}, false)
-			t.close()
-			return lines
-		})
-	})
+	b.Run("tape", func(b *testing.B) { benchPipes(b, tapePump) })
 	b.Run("tee-splice", func(b *testing.B) {
-		run(b, func(src, dst *os.File) int {
+		benchPipes(b, func(src, dst *os.File) int {
 			var side [2]int
 			if err := syscall.Pipe2(side[:], syscall.O_CLOEXEC); err != nil {
 				b.Fatal(err)

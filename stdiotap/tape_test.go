@@ -58,6 +58,21 @@ func (g *gatedLog) stream(st Stream) []Line {
 	return out
 }
 
+// startGated starts a session of the helper mode args with a MaxBacklog
+// of bound, a gatedLog and the agent's stdout written into a pipe, whose
+// ends it returns.
+func startGated(t *testing.T, bound int, args ...string) (*run, *gatedLog, *os.File, *os.File) {
+	t.Helper()
+	g := newGatedLog()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { outR.Close(); outW.Close() })
+	r := start(t, Config{Stdout: outW, OnLine: g.onLine, OnBacklog: g.onBacklog, MaxBacklog: bound}, args...)
+	return r, g, outR, outW
+}
+
 // countingReader reads r to EOF in the background, keeping what it reads
 // and counting it as it goes.
 type countingReader struct {
@@ -92,15 +107,8 @@ func TestSlowRecorderForwards(t *testing.T) {
 	seed := newSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	payload := acpPayload(rng, 3<<20)
-	g := newGatedLog()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outR.Close()
-	defer outW.Close()
 	const bound = 16 << 20 // over twice the 6 MiB (both ways) held
-	r := start(t, Config{Stdout: outW, OnLine: g.onLine, OnBacklog: g.onBacklog, MaxBacklog: bound}, "echo", strconv.FormatUint(seed, 10))
+	r, g, outR, _ := startGated(t, bound, "echo", strconv.FormatUint(seed, 10))
 	writeErr := make(chan error, 1)
 	go func() { writeErr <- writeChunked(r.stdin, payload, rng) }()
 	echo := make([]byte, len(payload))
@@ -180,16 +188,8 @@ func TestBacklogBound(t *testing.T) {
 	if err := os.WriteFile(file, payload, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := newGatedLog()
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outR.Close()
-	defer outW.Close()
 	const bound = 256 << 10
-	r := start(t, Config{Stdout: outW, OnLine: g.onLine, OnBacklog: g.onBacklog, MaxBacklog: bound},
-		"cat", file, strconv.FormatUint(seed, 10), "stdout")
+	r, g, outR, outW := startGated(t, bound, "cat", file, strconv.FormatUint(seed, 10), "stdout")
 	editor := readCounting(outR)
 
 	// Until the stdout pump waits for room, or the editor has it all.
