@@ -58,6 +58,26 @@ func (g *gatedLog) stream(st Stream) []Line {
 	return out
 }
 
+// checkReleased checks that once the session is over and its pumps
+// have returned (the stdin pump's once the editor's EOF reaches it),
+// every block of the tape is unmapped.
+func checkReleased(t *testing.T, tp *tape) {
+	t.Helper()
+	giveUp := time.Now().Add(time.Minute)
+	for {
+		tp.mu.Lock()
+		inUse, spares := tp.inUse, len(tp.spares)
+		tp.mu.Unlock()
+		if inUse == 0 && spares == 0 {
+			return
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("a minute after Wait: %d blocks in use, %d spare; want none", inUse, spares)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // startGated starts a session of the helper mode args with a MaxBacklog
 // of bound, a gatedLog and the agent's stdout written into a pipe, whose
 // ends it returns.
@@ -130,6 +150,7 @@ func TestSlowRecorderForwards(t *testing.T) {
 	if g.parallel {
 		t.Errorf("two OnLine calls overlapped")
 	}
+	checkReleased(t, r.tape)
 	in, out := g.stream(Stdin), g.stream(Stdout)
 	checkFrames(t, "stdin", in, refFrames(Stdin, payload, defaultMaxLine))
 	checkFrames(t, "stdout", out, refFrames(Stdout, payload, defaultMaxLine))
@@ -220,6 +241,8 @@ func TestBacklogBound(t *testing.T) {
 	outW.Close()
 	<-editor.done
 	checkBytes(t, "forwarded", editor.buf, payload)
+	r.stdin.Close()
+	checkReleased(t, r.tape)
 	checkFrames(t, "stdout", g.stream(Stdout), refFrames(Stdout, payload, defaultMaxLine))
 	if waited := checkNotices(t, g.notices, bound, bound); waited <= 0 {
 		t.Errorf("backlog notices: got %+v, want forwarding to have waited", g.notices)
