@@ -103,7 +103,8 @@ type Options struct {
 	// not yet recorded takes when recording falls behind (a flood of
 	// output outpacing the store's compression and commits): half of it
 	// holds stdio not yet framed, a sixteenth frames queued for the
-	// store, the rest is room for the Go heap around them. Forwarding
+	// store's next commit (and as much the commit under way), the rest is
+	// room for the Go heap around them. Forwarding
 	// waits for the recording only once that is full; no frame is ever
 	// dropped. Falling behind by a quarter of the half, and catching up,
 	// are told by Logf. If zero, DefaultMaxBacklog.

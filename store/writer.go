@@ -72,7 +72,6 @@ type Writer struct {
 	metaGen       uint64    // guarded by mu: count of Update calls
 	metaCommitted uint64    // guarded by mu: metaGen as of the last commit
 	queueBytes    int       // guarded by mu: the Data bytes of queue
-	backlog       int       // guarded by mu: the Data bytes appended and not yet committed
 	flushing      int       // guarded by mu: Flush calls waiting
 	lingering     bool      // guarded by mu: run waits for more events, see lingerLocked
 	ticked        bool      // guarded by mu: timer fired since run armed it
@@ -126,7 +125,6 @@ func (w *Writer) Append(e Event) uint64 {
 	w.queue = append(w.queue, e)
 	w.queued++
 	w.queueBytes += len(e.Data)
-	w.backlog += len(e.Data)
 	// A lingering run waits for its timer, not for each event: waking it
 	// for nothing would cost more than the event.
 	wake := !w.lingering || w.urgentLocked()
@@ -199,22 +197,16 @@ func (w *Writer) Flush() error {
 	return w.err
 }
 
-// Backlog returns how many bytes of event data were appended and are not
-// yet committed.
-func (w *Writer) Backlog() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.backlog
-}
-
-// Throttle waits while more than max bytes of event data appended are not
-// yet committed (see Backlog), so that a producer faster than the disk can
-// bound the memory its events hold. It returns at once after Finish was
-// called or a commit failed.
+// Throttle waits while more than max bytes of event data are queued for
+// the next commit, so that a producer faster than the disk can bound the
+// memory its events hold to about twice max: the queue, and the batch of
+// the commit under way, which the next batch queues behind without
+// waiting for it. It returns at once after Finish was called or a commit
+// failed.
 func (w *Writer) Throttle(max int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.backlog > max && w.err == nil && !w.finishing {
+	for w.queueBytes > max && w.err == nil && !w.finishing {
 		w.progress.Wait()
 	}
 }
@@ -282,7 +274,10 @@ func (w *Writer) run(stored Recording) {
 		}
 		batch := w.queue
 		w.queue = spare
-		w.queueBytes = 0
+		if w.queueBytes > 0 {
+			w.queueBytes = 0
+			w.progress.Broadcast() // a Throttle may return
+		}
 		meta, gen := w.meta.clone(), w.metaGen
 		w.mu.Unlock()
 		started = time.Now()
@@ -292,7 +287,6 @@ func (w *Writer) run(stored Recording) {
 		if err != nil {
 			w.err = err
 			w.queue = nil
-			w.backlog = 0
 		} else {
 			w.metaCommitted = gen
 		}
@@ -388,7 +382,6 @@ func (w *Writer) commitBatch(batch []Event, stored *Recording, meta Recording) e
 		if n > 0 {
 			w.mu.Lock()
 			w.committed += uint64(n)
-			w.backlog -= size
 			w.progress.Broadcast()
 			w.mu.Unlock()
 		}

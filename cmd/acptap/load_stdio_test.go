@@ -257,8 +257,9 @@ func TestLoadStdioGiB(t *testing.T) {
 	mb := float64(lines) * float64(len(tmpl))
 	t.Logf("%d lines (%.0f MiB) each way through acptap record -- cat: forwarded in %v (%.1f MB/s), recorded %v later (%.1f MB/s each way in all)",
 		lines, mb/(1<<20), forwarded.Round(time.Millisecond), mb/forwarded.Seconds()/1e6, (took - forwarded).Round(time.Millisecond), mb/took.Seconds()/1e6)
-	t.Logf("recorder peak RSS %.1f MiB, peak RssAnon %.1f MiB; the backlog's bound (record.DefaultMaxBacklog) %d MiB",
-		float64(mem.rss)/(1<<20), float64(mem.anon)/(1<<20), record.DefaultMaxBacklog>>20)
+	t.Logf("recorder peak RSS %.1f MiB, peak RssAnon %.1f MiB; the backlog's bound (record.DefaultMaxBacklog) %d MiB; its CPU time %v user, %v system",
+		float64(mem.rss)/(1<<20), float64(mem.anon)/(1<<20), record.DefaultMaxBacklog>>20,
+		cmd.ProcessState.UserTime().Round(time.Millisecond), cmd.ProcessState.SystemTime().Round(time.Millisecond))
 	for line := range strings.Lines(stderr.String()) {
 		t.Logf("record said: %s", strings.TrimSpace(line))
 	}
