@@ -103,11 +103,11 @@ type Options struct {
 	// not yet recorded takes when recording falls behind (a flood of
 	// output outpacing the store's compression and commits): half of it
 	// holds stdio not yet framed, a sixteenth frames queued for the
-	// store's next commit (and as much the commit under way), the rest is
-	// room for the Go heap around them. Forwarding
-	// waits for the recording only once that is full; no frame is ever
-	// dropped. Falling behind by a quarter of the half, and catching up,
-	// are told by Logf. If zero, DefaultMaxBacklog.
+	// store's next commit (and as much the commit under way), the rest
+	// is room for the Go heap around them. Forwarding waits for the
+	// recording only once that is full; no frame is ever dropped.
+	// Falling behind by a quarter of the half, and catching up, are told
+	// by Logf. If zero, DefaultMaxBacklog.
 	MaxBacklog int
 
 	// Version is the recorder's version, kept in the recording's metadata.
@@ -291,8 +291,8 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 			l.Data = p.secrets.Bytes(l.Data)
 			w.Append(frameEvent(l, start))
 			// The store's queue is part of the bound: framing waits
-			// for commits, and forwarding once the framing's share is
-			// full too.
+			// while a commit has yet to take it, and forwarding once
+			// the framing's share is full too.
 			w.Throttle(storeBound)
 		},
 		MaxBacklog: bound / 2,

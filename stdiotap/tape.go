@@ -223,11 +223,10 @@ func (t *tape) trimLocked() {
 	}
 }
 
-// release unmaps a block, unless it came from the heap.
+// release unmaps a block. Munmap refuses a block from the heap (see
+// room), which is the collector's.
 func release(buf []byte) {
-	if syscall.Munmap(buf) != nil {
-		return // a heap block (see room): the collector's
-	}
+	syscall.Munmap(buf)
 }
 
 // When the recorder goroutine is woken. A chunk forwarded while it is
@@ -373,7 +372,7 @@ func (t *tape) run() {
 const maxSpareChunks = 4096
 
 // framed gives c's bytes back to the tape and tells OnBacklog when
-// framing falls behind or catches up.
+// framing has caught up (put tells when it falls behind).
 func (t *tape) framed(c *chunk) {
 	t.mu.Lock()
 	b := c.blk
