@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
@@ -98,6 +99,17 @@ type Options struct {
 	// in the working directory. Run sets it from the store if empty.
 	StorePath string
 
+	// MaxBacklog bounds the memory that the agent's stdio forwarded but
+	// not yet recorded takes when recording falls behind (a flood of
+	// output outpacing the store's compression and commits): half of it
+	// holds stdio not yet framed, a sixteenth frames queued for the
+	// store's next commit (and as much the commit under way), the rest
+	// is room for the Go heap around them. Forwarding waits for the
+	// recording only once that is full; no frame is ever dropped.
+	// Falling behind by a quarter of the half, and catching up, are told
+	// by Logf. If zero, DefaultMaxBacklog.
+	MaxBacklog int
+
 	// Version is the recorder's version, kept in the recording's metadata.
 	Version string
 	// Logf receives notices (the recording's name, the snapshot taken,
@@ -105,6 +117,9 @@ type Options struct {
 	// If nil, notices are discarded.
 	Logf func(format string, args ...any)
 }
+
+// DefaultMaxBacklog is the Options.MaxBacklog used when it is zero.
+const DefaultMaxBacklog = stdiotap.DefaultMaxBacklog
 
 // Result is how a recorded session ended.
 type Result struct {
@@ -257,6 +272,11 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	if err != nil {
 		return nil, abandon(w, err)
 	}
+	bound := opts.MaxBacklog
+	if bound <= 0 {
+		bound = DefaultMaxBacklog
+	}
+	storeBound := bound / 16
 	sess, err := stdiotap.Start(stdiotap.Config{
 		Argv:           proxy.ExpandBaseURLs(opts.Argv, local),
 		Env:            childEnv,
@@ -270,6 +290,14 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 			// secrets are masked on every lane, not only in HTTP.
 			l.Data = p.secrets.Bytes(l.Data)
 			w.Append(frameEvent(l, start))
+			// The store's queue is part of the bound: framing waits
+			// while a commit has yet to take it, and forwarding once
+			// the framing's share is full too.
+			w.Throttle(storeBound)
+		},
+		MaxBacklog: bound / 2,
+		OnBacklog: func(b stdiotap.Backlog) {
+			opts.Logf("%s", backlogNotice(b))
 		},
 	})
 	if err != nil {
@@ -422,6 +450,20 @@ func tapConfig(opts Options) (proxy.Config, error) {
 	}
 	cfg.CA = ca
 	return cfg, nil
+}
+
+// backlogNotice says that recording fell behind the agent's stdio, or
+// that it caught up.
+func backlogNotice(b stdiotap.Backlog) string {
+	mib := func(n int) string { return fmt.Sprintf("%.0f MiB", math.Ceil(float64(n)/(1<<20))) }
+	if b.Behind {
+		return fmt.Sprintf("recording falls behind the agent's stdio by %s; forwarding will wait for it if that reaches %s", mib(b.Bytes), mib(b.Max))
+	}
+	waited := "forwarding never waited"
+	if b.Waited > 0 {
+		waited = "forwarding waited " + b.Waited.Round(time.Millisecond).String() + " for it"
+	}
+	return fmt.Sprintf("recording caught up with the agent's stdio (it fell up to %s behind; %s)", mib(b.Bytes), waited)
 }
 
 // frameEvent turns a framed stdio line into a store event.

@@ -10,47 +10,51 @@ import (
 // read usually empties the pipe.
 const bufSize = 64 << 10
 
-// A lane is the framing state of one stream, shared by its pump and by
-// Wait, which flushes and closes it once the session is over.
+// A lane is one stream's state, shared by its pump and by Wait, which
+// ends it once the session is over.
 type lane struct {
-	framing bool // OnLine is set; if false, nothing is framed
+	stream Stream
+	tape   *tape // where its chunks are sequenced; nil if nothing is framed
 
-	mu     sync.Mutex // guards closed and fr
+	mu     sync.Mutex // guards closed
 	closed bool       // the stream ended or Wait closed it: no more framing
-	fr     framer
 }
 
-// close flushes the lane's pending bytes and closes it.
+// close ends the lane: its pending bytes are framed, after everything put
+// on the tape before.
 func (l *lane) close(at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return
 	}
-	if l.framing {
-		l.fr.flush(at)
+	if l.tape != nil {
+		l.tape.end(l.stream, at)
 	}
 	l.closed = true
 }
 
-// pump copies src to dst, framing each chunk into l as soon as its read
-// returns and writing it to dst right after. Framing comes first so that
-// a line is handed to OnLine before the other side can see it: the
-// recorder's sequence then respects causality (a response is never
-// sequenced before the request that caused it). Framing a chunk is a scan
-// for '\n' and a copy, microseconds, never I/O. A failed write stops
-// forwarding but not reading or framing, so whoever writes into src is
-// never left blocked. pump returns at the first read error, io.EOF
-// included, after flushing and closing l, or once a read returns after l
-// was closed by someone else.
+// pump copies src to dst. Each chunk it reads is sequenced on l's tape as
+// soon as its read returns, before it is written to dst, so that a line
+// is sequenced before the other side can see it: the recorder's order then
+// respects causality (a response is never sequenced before the request
+// that caused it). Sequencing is an append to a queue, without a copy:
+// framing happens on the tape's goroutine. A failed write stops forwarding
+// but not reading or framing, so whoever writes into src is never left
+// blocked. pump returns at the first read error, io.EOF included, after
+// closing l, or once a read returns after l was closed by someone else.
 //
-// With atomic set, each chunk is framed and written under l.mu, so once
-// l.close has returned every chunk that reached dst has been framed; the
-// caller must be able to unblock a write to dst before closing l (Wait
-// closes the agent's stdin first). Otherwise only framing holds l.mu,
+// Reading waits only when the tape's bound is full (Config.MaxBacklog):
+// the recorder has fallen that far behind.
+//
+// With atomic set, each chunk is sequenced and written under l.mu, so once
+// l.close has returned every chunk that reached dst has been sequenced;
+// the caller must be able to unblock a write to dst before closing l (Wait
+// closes the agent's stdin first). Otherwise only sequencing holds l.mu,
 // since a write to the editor may block for as long as the editor likes.
 func pump(src io.Reader, dst io.Writer, l *lane, atomic bool) {
-	buf := make([]byte, bufSize)
+	var own []byte  // the read buffer when there is no tape, or it closed
+	var blk *block  // the read buffer on the tape
 	broken := false // a write to dst failed
 	forward := func(p []byte) {
 		if !broken {
@@ -59,18 +63,33 @@ func pump(src io.Reader, dst io.Writer, l *lane, atomic bool) {
 			}
 		}
 	}
+	t := l.tape
+	defer func() {
+		if blk != nil {
+			t.disown(blk)
+		}
+	}()
 	for {
+		var buf []byte
+		if t != nil {
+			blk = t.room(blk)
+		}
+		if blk != nil {
+			buf = blk.buf[blk.tail : blk.tail+bufSize]
+		} else {
+			if own == nil {
+				own = make([]byte, bufSize)
+			}
+			buf = own
+		}
 		n, err := src.Read(buf)
 		if n > 0 {
 			chunk := buf[:n]
-			var at time.Time
-			if l.framing {
-				at = time.Now()
-			}
 			l.mu.Lock()
 			closed := l.closed
-			if !closed && l.framing {
-				l.fr.write(chunk, at)
+			put, urgent := !closed && blk != nil, false
+			if put {
+				chunk, urgent = t.put(l.stream, blk, n)
 			}
 			if atomic && !closed {
 				forward(chunk)
@@ -78,6 +97,11 @@ func pump(src io.Reader, dst io.Writer, l *lane, atomic bool) {
 			l.mu.Unlock()
 			if !atomic {
 				forward(chunk)
+			}
+			if urgent {
+				// After forwarding: waking the recorder may cost the
+				// forwarding thread a futex wake of another.
+				t.wake()
 			}
 			if closed {
 				return

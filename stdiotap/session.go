@@ -25,6 +25,7 @@ type Session struct {
 	stdoutR    *os.File // our end of the agent's stdout
 	stderrR    *os.File // our end of the agent's stderr
 	lanes      [3]*lane // indexed by Stream
+	tape       *tape    // nil without Config.OnLine
 	outputs    sync.WaitGroup
 
 	// exited is closed once the agent has been reaped and state and
@@ -83,12 +84,6 @@ func Start(cfg Config) (*Session, error) {
 	if maxLine <= 0 {
 		maxLine = defaultMaxLine
 	}
-	for i := range s.lanes {
-		s.lanes[i] = &lane{
-			framing: cfg.OnLine != nil,
-			fr:      framer{stream: Stream(i), max: maxLine, emit: cfg.OnLine},
-		}
-	}
 
 	// The child's ends are *os.File so that exec hands them to the agent
 	// as they are, without copying goroutines of its own.
@@ -142,6 +137,16 @@ func Start(cfg Config) (*Session, error) {
 	}
 	if s.fwdSigs != nil {
 		go s.relay()
+	}
+	if cfg.OnLine != nil {
+		var frames [3]*framer
+		for i := range frames {
+			frames[i] = &framer{stream: Stream(i), max: maxLine, emit: cfg.OnLine}
+		}
+		s.tape = newTape(frames, cfg.MaxBacklog, cfg.OnBacklog)
+	}
+	for i := range s.lanes {
+		s.lanes[i] = &lane{stream: Stream(i), tape: s.tape}
 	}
 	s.outputs.Add(2)
 	go func() {
@@ -358,6 +363,9 @@ func (s *Session) finish() {
 	now := time.Now()
 	for _, l := range s.lanes {
 		l.close(now)
+	}
+	if s.tape != nil {
+		s.tape.close() // frames what is left on it
 	}
 	s.stopSignals()
 	close(s.done)

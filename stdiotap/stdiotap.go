@@ -88,13 +88,31 @@ type Config struct {
 	// used. Write failures are handled as for Stdout.
 	Stderr io.Writer
 
-	// OnLine, if not nil, is called with every framed Line after its
-	// bytes have been forwarded. It is called from the session's pump
-	// goroutines, one call at a time per stream but concurrently for
-	// different streams, and never after Wait has returned. It must not
-	// block: the stream it frames does not move while it runs. If nil,
-	// nothing is framed.
+	// OnLine, if not nil, is called with every framed Line. Framing is
+	// off the forwarding path: a chunk is forwarded as soon as its read
+	// returns, and framed by a goroutine of the session's own, which
+	// calls OnLine one call at a time, in the order the chunks were read
+	// across all three streams (a chunk read before another was
+	// forwarded is framed before it: a response never precedes its
+	// request), and never after Wait has returned. OnLine may take its
+	// time: the streams keep moving while the Lines it has yet to see
+	// wait, up to MaxBacklog bytes of them. If nil, nothing is framed.
 	OnLine func(Line)
+
+	// MaxBacklog bounds the bytes read and forwarded but not yet
+	// framed and handed to OnLine (rounded to the session's buffers, of
+	// up to 1 MiB each). When framing is that far behind, the streams
+	// wait for it: no byte is ever left unframed. If zero or negative,
+	// DefaultMaxBacklog (256 MiB) is used; at least 256 KiB is.
+	MaxBacklog int
+
+	// OnBacklog, if not nil, is told when framing falls behind
+	// forwarding by a quarter of MaxBacklog, and when it has caught up
+	// again (nothing is left to frame); a burst that falls behind again
+	// is told again. It is called one call at a time, in order, from a
+	// goroutine that neither forwards nor frames, and never after Wait
+	// has returned.
+	OnBacklog func(Backlog)
 
 	// Grace is how long the agent may take to exit on its own. Once the
 	// editor closes Stdin, the agent's stdin is closed; if the agent is

@@ -197,12 +197,27 @@ func (w *Writer) Flush() error {
 	return w.err
 }
 
+// Throttle waits while more than max bytes of event data are queued for
+// the next commit, so that a producer faster than the disk can bound the
+// memory its events hold to about twice max: the queue, and the batch of
+// the commit under way, which the next batch queues behind without
+// waiting for it. It returns at once after Finish was called or a commit
+// failed.
+func (w *Writer) Throttle(max int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.queueBytes > max && w.err == nil && !w.finishing {
+		w.progress.Wait()
+	}
+}
+
 // Finish commits everything queued, stops the Writer's goroutine and
 // returns the first commit error. Calls after the first return the same.
 func (w *Writer) Finish() error {
 	w.finishOnce.Do(func() {
 		w.mu.Lock()
 		w.finishing = true
+		w.progress.Broadcast() // a Throttle returns
 		w.mu.Unlock()
 		w.wake.Signal()
 		<-w.done
@@ -259,7 +274,10 @@ func (w *Writer) run(stored Recording) {
 		}
 		batch := w.queue
 		w.queue = spare
-		w.queueBytes = 0
+		if w.queueBytes > 0 {
+			w.queueBytes = 0
+			w.progress.Broadcast() // a Throttle may return
+		}
 		meta, gen := w.meta.clone(), w.metaGen
 		w.mu.Unlock()
 		started = time.Now()

@@ -7,13 +7,17 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/acptap/acptap/internal/bytesize"
+	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/store"
 )
 
@@ -129,5 +133,142 @@ func TestLoadStdioFlood(t *testing.T) {
 		recorders, lines, total/recorders/(1<<20), took.Round(time.Millisecond), total/took.Seconds()/1e6, float64(fi.Size())/(1<<20))
 	for r, p := range peaks {
 		t.Logf("rec%d: peak RSS %.1f MiB, peak RssAnon %.1f MiB", r, float64(p.rss)/(1<<20), float64(p.anon)/(1<<20))
+	}
+}
+
+// gibLine writes line i of TestLoadStdioGiB into line, a template of 1 KiB
+// ending in '\n': its number, in 16 digits after the prefix.
+func gibLine(line []byte, i int) {
+	const prefix = len(`{"jsonrpc":"2.0","method":"session/update","params":{"i":`)
+	n := uint64(i)
+	for j := prefix + 15; j >= prefix; j-- {
+		line[j] = byte('0' + n%10)
+		n /= 10
+	}
+}
+
+// gibTemplate returns the 1 KiB template of TestLoadStdioGiB's lines.
+func gibTemplate() []byte {
+	line := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"i":0000000000000000,"pad":"`)
+	line = append(line, bytes.Repeat([]byte("x"), 1024-len(line)-4)...)
+	return append(line, `"}}`+"\n"...)
+}
+
+// TestLoadStdioGiB pushes ACPTAP_LOAD_GIB (default 1GiB) of 1 KiB lines
+// through one `acptap record -- cat` as fast as it takes them, reading and
+// checking the echo as it comes, and reports the throughput, the
+// recorder's peak RSS and RssAnon against record.DefaultMaxBacklog, what
+// it said on stderr (that recording fell behind, and caught up), and how
+// long after the last echo it took to finish recording. Every line of both
+// lanes must then be in the store, in order. With ACPTAP_LOAD_PROFILE set,
+// the recorder writes its CPU profile there (scripts/load summarizes it).
+func TestLoadStdioGiB(t *testing.T) {
+	if os.Getenv(loadEnv) != "1" {
+		t.Skipf("set %s=1 to run the load test (scripts/load)", loadEnv)
+	}
+	size := int64(1 << 30)
+	if v := os.Getenv("ACPTAP_LOAD_GIB"); v != "" {
+		n, err := bytesize.Parse(v)
+		if err != nil {
+			t.Fatalf("ACPTAP_LOAD_GIB=%q: %v", v, err)
+		}
+		size = n
+	}
+	tmpl := gibTemplate()
+	lines := int(size / int64(len(tmpl)))
+	db := filepath.Join(t.TempDir(), "gib.db")
+	cmd := exec.Command("acptap", "record", "--store", db, "--name", "gib", "--grace", "10m", "--", "cat")
+	profile := os.Getenv("ACPTAP_LOAD_PROFILE")
+	profileDir := t.TempDir()
+	if profile != "" {
+		cmd.Env = append(os.Environ(), "ACPTAP_CHILD_PROFILE="+profileDir)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	peak := sampleMemory(cmd.Process.Pid)
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() {
+		w := bufio.NewWriterSize(stdin, 64<<10)
+		line := slices.Clone(tmpl)
+		for i := range lines {
+			gibLine(line, i)
+			if _, err := w.Write(line); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- w.Flush()
+	}()
+	r := bufio.NewReaderSize(stdout, 64<<10)
+	want := slices.Clone(tmpl)
+	for i := range lines {
+		got, err := r.ReadSlice('\n')
+		if err != nil {
+			t.Fatalf("echo %d: %v", i, err)
+		}
+		gibLine(want, i)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("echo %d differs from the line sent", i)
+		}
+	}
+	forwarded := time.Since(start)
+	if err := <-errc; err != nil {
+		t.Fatalf("writing: %v", err)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("record: %v\nstderr:\n%s", err, stderr.String())
+	}
+	took := time.Since(start)
+	mem := peak()
+	if profile != "" {
+		// childProfile names it by the recorder's pid.
+		if err := os.Rename(filepath.Join(profileDir, fmt.Sprint(cmd.Process.Pid, ".cpu")), profile); err != nil {
+			t.Errorf("the recorder's CPU profile: %v", err)
+		}
+	}
+
+	st, err := store.Open(db, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	next := map[store.Lane]int{}
+	err = st.Events("gib", func(e store.Event) error {
+		i := next[e.Lane]
+		gibLine(want, i)
+		if !bytes.Equal(e.Data, want[:len(want)-1]) {
+			return fmt.Errorf("%v frame %d (seq %d) differs from the line sent", e.Lane, i, e.Seq)
+		}
+		next[e.Lane] = i + 1
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next[store.LaneEditor] != lines || next[store.LaneAgent] != lines {
+		t.Errorf("%d editor and %d agent frames recorded, want %d of each", next[store.LaneEditor], next[store.LaneAgent], lines)
+	}
+	mb := float64(lines) * float64(len(tmpl))
+	t.Logf("%d lines (%.0f MiB) each way through acptap record -- cat: forwarded in %v (%.1f MB/s), recorded %v later (%.1f MB/s each way in all)",
+		lines, mb/(1<<20), forwarded.Round(time.Millisecond), mb/forwarded.Seconds()/1e6, (took - forwarded).Round(time.Millisecond), mb/took.Seconds()/1e6)
+	t.Logf("recorder peak RSS %.1f MiB, peak RssAnon %.1f MiB; the backlog's bound (record.DefaultMaxBacklog) %d MiB; its CPU time %v user, %v system",
+		float64(mem.rss)/(1<<20), float64(mem.anon)/(1<<20), record.DefaultMaxBacklog>>20,
+		cmd.ProcessState.UserTime().Round(time.Millisecond), cmd.ProcessState.SystemTime().Round(time.Millisecond))
+	for line := range strings.Lines(stderr.String()) {
+		t.Logf("record said: %s", strings.TrimSpace(line))
 	}
 }
