@@ -3,13 +3,11 @@ package main
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
