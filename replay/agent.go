@@ -90,6 +90,8 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 		Stderr:  stderr,
 		Grace:   cfg.grace,
 		MaxLine: cfg.maxLine,
+		// The driver answers the agent's lines: each must reach it now.
+		FrameAtOnce: true,
 		OnLine: func(l stdiotap.Line) {
 			// Called from the stdout pump only, one at a time: long
 			// lines are joined from their pieces here.

@@ -64,7 +64,7 @@ func benchPipes(b *testing.B, copyFn func(src, dst *os.File) (lines int)) {
 func tapePump(src, dst *os.File) int {
 	lines := 0
 	fr := &framer{stream: Stdout, max: defaultMaxLine, emit: func(Line) { lines++ }}
-	t := newTape([3]*framer{fr, fr, fr}, 0, nil)
+	t := newTape([3]*framer{fr, fr, fr}, 0, nil, false)
 	pump(src, dst, &lane{stream: Stdout, tape: t}, false)
 	t.close()
 	return lines
@@ -112,7 +112,7 @@ func BenchmarkRecorder(b *testing.B) {
 		t := newTape([3]*framer{
 			{stream: Stdin, max: defaultMaxLine, emit: count},
 			{stream: Stdout, max: defaultMaxLine, emit: count},
-		}, 0, nil)
+		}, 0, nil, false)
 		var in, out *block
 		b.SetBytes(int64(len(line)))
 		b.ResetTimer()

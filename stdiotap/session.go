@@ -143,7 +143,7 @@ func Start(cfg Config) (*Session, error) {
 		for i := range frames {
 			frames[i] = &framer{stream: Stream(i), max: maxLine, emit: cfg.OnLine}
 		}
-		s.tape = newTape(frames, cfg.MaxBacklog, cfg.OnBacklog)
+		s.tape = newTape(frames, cfg.MaxBacklog, cfg.OnBacklog, cfg.FrameAtOnce)
 	}
 	for i := range s.lanes {
 		s.lanes[i] = &lane{stream: Stream(i), tape: s.tape}

@@ -114,6 +114,14 @@ type Config struct {
 	// has returned.
 	OnBacklog func(Backlog)
 
+	// FrameAtOnce frames each chunk as soon as it is forwarded. By
+	// default a chunk that finds framing idle is framed up to a
+	// millisecond later, with whatever follows it by then, so that an
+	// exchange of short messages does not pay for framing each alone;
+	// a caller that answers the Lines it is handed (replay's driver
+	// does) sets it, or waits that much longer for each.
+	FrameAtOnce bool
+
 	// Grace is how long the agent may take to exit on its own. Once the
 	// editor closes Stdin, the agent's stdin is closed; if the agent is
 	// still running after Grace (some agents never exit on stdin EOF)

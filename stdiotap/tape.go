@@ -104,7 +104,7 @@ type chunk struct {
 
 // newTape returns a tape that frames into frames, and starts its
 // recorder goroutine.
-func newTape(frames [3]*framer, bound int, notify func(Backlog)) *tape {
+func newTape(frames [3]*framer, bound int, notify func(Backlog), atOnce bool) *tape {
 	if bound <= 0 {
 		bound = DefaultMaxBacklog
 	}
@@ -121,6 +121,9 @@ func newTape(frames [3]*framer, bound int, notify func(Backlog)) *tape {
 	}
 	t.space.L = &t.mu
 	t.wakeAt = min(wakeBytes, t.limit()/4)
+	if atOnce {
+		t.wakeAt = 0 // every chunk is urgent
+	}
 	t.timer = time.AfterFunc(time.Hour, t.tick)
 	t.timer.Stop()
 	go t.run()

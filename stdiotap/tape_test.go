@@ -248,3 +248,25 @@ func TestBacklogBound(t *testing.T) {
 		t.Errorf("backlog notices: got %+v, want forwarding to have waited", g.notices)
 	}
 }
+
+// TestFrameAtOnce: with FrameAtOnce every chunk wakes the recorder as it
+// is put, for a caller that answers lines; by default a short one waits
+// for the lazy timer, with what follows it.
+func TestFrameAtOnce(t *testing.T) {
+	for _, atOnce := range []bool{false, true} {
+		var lines []string
+		fr := &framer{stream: Stdout, max: defaultMaxLine, emit: func(l Line) { lines = append(lines, string(l.Data)) }}
+		tp := newTape([3]*framer{fr, fr, fr}, 0, nil, atOnce)
+		blk := tp.room(nil)
+		n := copy(blk.buf[blk.tail:], "ping\n")
+		if _, urgent := tp.put(Stdout, blk, n); urgent != atOnce {
+			t.Errorf("FrameAtOnce %v: a 5-byte chunk is urgent: %v, want %v", atOnce, urgent, atOnce)
+		}
+		tp.wake()
+		tp.disown(blk)
+		tp.close()
+		if len(lines) != 1 || lines[0] != "ping" {
+			t.Errorf("FrameAtOnce %v: framed %q, want [ping]", atOnce, lines)
+		}
+	}
+}
