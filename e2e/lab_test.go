@@ -208,8 +208,13 @@ func (l *lab) env(home string) []string {
 	if home == "" {
 		home = filepath.Join(l.dir, "home")
 	}
+	// The agents' own temporary files (Claude Code keeps a directory per
+	// workspace under $TMPDIR/claude-UID) go where the test removes them.
+	tmp := filepath.Join(l.dir, "tmp")
+	os.MkdirAll(tmp, 0o700)
 	env = append(env,
 		"HOME="+home,
+		"TMPDIR="+tmp,
 		"ACPTAP_CA_DIR="+l.caDir,
 		"ACPTAP_STORE="+l.store,
 	)

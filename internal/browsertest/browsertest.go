@@ -44,7 +44,15 @@ var browser struct {
 
 func start() (context.Context, error) {
 	browser.once.Do(func() {
+		// Chromium leaves directories of its own in TMPDIR
+		// (org.chromium.Chromium.*): it gets one that Close removes.
+		tmp, err := os.MkdirTemp("", "acptap-browser-")
+		if err != nil {
+			browser.err = err
+			return
+		}
 		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.Env("TMPDIR="+tmp),
 			chromedp.ExecPath(Path()),
 			chromedp.NoSandbox, // root in CI containers
 			chromedp.WindowSize(1400, 900),
@@ -60,11 +68,12 @@ func start() (context.Context, error) {
 		if err := chromedp.Do(bctx); err != nil {
 			bcancel()
 			acancel()
+			os.RemoveAll(tmp)
 			browser.err = err
 			return
 		}
 		browser.ctx = bctx
-		browser.cancel = func() { bcancel(); acancel() }
+		browser.cancel = func() { bcancel(); acancel(); os.RemoveAll(tmp) }
 	})
 	return browser.ctx, browser.err
 }
