@@ -935,3 +935,83 @@ func TestQuoteKey(t *testing.T) {
 		}
 	}
 }
+
+// TestShortEventKey: an events key that is not 8 bytes long, where Events
+// starts reading, is damage. It was read as a Seq, a panic of acptap's own
+// code, which left the store's lock held (found by FuzzDamagedStore).
+func TestShortEventKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Create(Recording{Name: "r"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Append(Event{Kind: KindFrame, Lane: LaneAgent, Data: []byte("a line")})
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := bolt.Open(path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		eb := tx.Bucket(recordingsBucket).Bucket([]byte("r")).Bucket(eventsBucket)
+		c := eb.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return eb.Put([]byte("\x00\x00\x00\x00\x00\x00\x02"), []byte("x"))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, &Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Events("r", func(Event) error { return nil })
+	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "stray key") {
+		t.Errorf("Events over a 7-byte key: %v, want ErrDamaged saying it is a stray key", err)
+	}
+	s.Close()
+	unlocked(t, path)
+}
+
+// TestBugPanicLetsGoOfTheLock: a panic of acptap's own code inside a
+// transaction goes on up, as guard lets it, and does not leave the file's
+// lock held on its way.
+func TestBugPanicLetsGoOfTheLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, write := range []bool{false, true} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil {
+					t.Errorf("write %v: the panic was swallowed", write)
+				}
+			}()
+			bug := func(*bolt.Tx) error {
+				s := make([]int, len(os.Args))
+				_ = s[len(s)]
+				return nil
+			}
+			if write {
+				s.update("test", "", bug)
+			} else {
+				s.view("test", "", bug)
+			}
+		}()
+		unlocked(t, path)
+	}
+}

@@ -118,7 +118,17 @@ func (s *Store) withDBWaited(write bool, wait time.Duration, waited *time.Durati
 	if err != nil {
 		return openError(s.path, wait, err)
 	}
+	// guard lets a panic of acptap's own code go on up: the file's lock
+	// must not stay held while it does (a program that recovers it would
+	// find the store locked by itself).
+	returned := false
+	defer func() {
+		if !returned {
+			closeDB(db, file, true)
+		}
+	}()
 	recovered, err := guard(func() error { return fn(db) })
+	returned = true
 	if cerr := closeDB(db, file, recovered); cerr != nil && err == nil {
 		err = cerr
 	}

@@ -495,7 +495,8 @@ func (s *Store) readPage(tx *bolt.Tx, name string, from uint64, page []Event, fi
 	}
 	c := eb.Cursor()
 	k, v := c.Seek(seqKey(from))
-	if k == nil || binary.BigEndian.Uint64(k) > from {
+	// A key not of 8 bytes is damage, which the loop below reports.
+	if k == nil || len(k) == 8 && binary.BigEndian.Uint64(k) > from {
 		// A frame block stored before from may reach into it.
 		var pk, pv []byte
 		if k == nil {

@@ -536,6 +536,9 @@ func clearSpan(eb *bolt.Bucket, cur *bolt.Cursor, first, last uint64, c *counts)
 	var key [8]byte
 	binary.BigEndian.PutUint64(key[:], first)
 	k, v := cur.Seek(key[:])
+	if k != nil && len(k) != 8 {
+		return fmt.Errorf("stray key %s among events", quoteKey(k))
+	}
 	if k == nil || binary.BigEndian.Uint64(k) > first {
 		// Only a block can reach into the span from a key before it.
 		var pk, pv []byte
@@ -543,6 +546,9 @@ func clearSpan(eb *bolt.Bucket, cur *bolt.Cursor, first, last uint64, c *counts)
 			pk, pv = cur.Last()
 		} else {
 			pk, pv = cur.Prev()
+		}
+		if pk != nil && len(pk) != 8 {
+			return fmt.Errorf("stray key %s among events", quoteKey(pk))
 		}
 		if pk != nil {
 			seq := binary.BigEndian.Uint64(pk)
@@ -559,6 +565,9 @@ func clearSpan(eb *bolt.Bucket, cur *bolt.Cursor, first, last uint64, c *counts)
 		}
 	}
 	for ; k != nil; k, v = cur.Next() {
+		if len(k) != 8 {
+			return fmt.Errorf("stray key %s among events", quoteKey(k))
+		}
 		seq := binary.BigEndian.Uint64(k)
 		if seq > last {
 			break
