@@ -40,6 +40,49 @@ const (
 	noFreelist       = ^uint64(0)
 )
 
+// pageHeader is what the first 16 bytes of a page say.
+type pageHeader struct {
+	id       uint64
+	flags    uint16
+	count    int // elements
+	overflow uint64
+}
+
+func readPageHeader(b []byte) pageHeader {
+	le := binary.LittleEndian
+	return pageHeader{id: le.Uint64(b), flags: le.Uint16(b[8:]), count: int(le.Uint16(b[10:])), overflow: uint64(le.Uint32(b[12:]))}
+}
+
+// element returns the key and the value (nil for a branch) of element i
+// of the branch or leaf page p, whose elements fit p, and whether they
+// lie inside p.
+func element(p []byte, flags uint16, i int) (k, v []byte, ok bool) {
+	le := binary.LittleEndian
+	at := pageHeaderSize + i*elementSize
+	e := p[at : at+elementSize]
+	var pos, ksize, vsize uint64
+	if flags == branchPageFlag {
+		pos, ksize = uint64(le.Uint32(e)), uint64(le.Uint32(e[4:]))
+	} else {
+		pos, ksize, vsize = uint64(le.Uint32(e[4:])), uint64(le.Uint32(e[8:])), uint64(le.Uint32(e[12:]))
+	}
+	start := uint64(at) + pos
+	if start+ksize+vsize > uint64(len(p)) {
+		return nil, nil, false
+	}
+	return p[start : start+ksize], p[start+ksize : start+ksize+vsize], true
+}
+
+// childPage returns the page id of element i of the branch page p.
+func childPage(p []byte, i int) uint64 {
+	return binary.LittleEndian.Uint64(p[pageHeaderSize+i*elementSize+8:])
+}
+
+// isBucket reports whether element i of the leaf page p is a bucket.
+func isBucket(p []byte, i int) bool {
+	return binary.LittleEndian.Uint32(p[pageHeaderSize+i*elementSize:])&bucketLeafFlag != 0
+}
+
 // checkPages checks the bbolt file f, of size bytes. It reports whether
 // bbolt can open the file at all (a valid meta page).
 func checkPages(f *os.File, size int64, report func(Problem)) (usable bool) {
@@ -92,8 +135,8 @@ func (c *pageChecker) page(id uint64, want uint16, rec string) []byte {
 	if n, _ := c.f.ReadAt(hdr[:], int64(id)*c.pageSize); n < len(hdr) {
 		return bad("past the end of the file")
 	}
-	le := binary.LittleEndian
-	pid, flags, overflow := le.Uint64(hdr[:]), le.Uint16(hdr[8:]), uint64(le.Uint32(hdr[12:]))
+	h := readPageHeader(hdr[:])
+	pid, flags, overflow := h.id, h.flags, h.overflow
 	switch {
 	case pid != id:
 		return bad("says it is page %d", pid)
@@ -194,8 +237,8 @@ func (c *pageChecker) node(p []byte, id uint64, min, max []byte, path []string, 
 		bad("truncated")
 		return
 	}
-	le := binary.LittleEndian
-	flags, count := le.Uint16(p[8:]), int(le.Uint16(p[10:]))
+	h := readPageHeader(p)
+	flags, count := h.flags, h.count
 	if inline && flags != leafPageFlag {
 		bad("unexpected type (flags %#x)", flags)
 		return
@@ -204,25 +247,9 @@ func (c *pageChecker) node(p []byte, id uint64, min, max []byte, path []string, 
 		bad("%d elements do not fit the page", count)
 		return
 	}
-	// key returns the key of element i, or nil if it reaches past p.
-	key := func(i int) (k, v []byte, ok bool) {
-		at := pageHeaderSize + i*elementSize
-		e := p[at : at+elementSize]
-		var pos, ksize, vsize uint64
-		if flags == branchPageFlag {
-			pos, ksize = uint64(le.Uint32(e)), uint64(le.Uint32(e[4:]))
-		} else {
-			pos, ksize, vsize = uint64(le.Uint32(e[4:])), uint64(le.Uint32(e[8:])), uint64(le.Uint32(e[12:]))
-		}
-		start := uint64(at) + pos
-		if start+ksize+vsize > uint64(len(p)) {
-			return nil, nil, false
-		}
-		return p[start : start+ksize], p[start+ksize : start+ksize+vsize], true
-	}
 	var prev []byte
 	for i := range count {
-		k, v, ok := key(i)
+		k, v, ok := element(p, flags, i)
 		if !ok {
 			bad("element %d reaches past the page", i)
 			return
@@ -232,24 +259,23 @@ func (c *pageChecker) node(p []byte, id uint64, min, max []byte, path []string, 
 			return
 		}
 		prev = k
-		at := pageHeaderSize + i*elementSize
 		if flags == branchPageFlag {
 			next := max
 			if i+1 < count {
-				if nk, _, ok := key(i + 1); ok {
+				if nk, _, ok := element(p, flags, i+1); ok {
 					next = nk
 				}
 			}
-			c.tree(le.Uint64(p[at+8:]), k, next, path)
+			c.tree(childPage(p, i), k, next, path)
 			continue
 		}
-		if le.Uint32(p[at:])&bucketLeafFlag == 0 {
+		if !isBucket(p, i) {
 			continue
 		}
 		if len(v) < bucketHeaderSize {
 			bad("bucket %s: its header is truncated", quoteKey(k))
 			return
 		}
-		c.bucket(le.Uint64(v), slices.Clone(v[bucketHeaderSize:]), append(slices.Clip(path), string(k)))
+		c.bucket(binary.LittleEndian.Uint64(v), slices.Clone(v[bucketHeaderSize:]), append(slices.Clip(path), string(k)))
 	}
 }

@@ -165,81 +165,63 @@ func (w *walker) tree(id uint64) error {
 	if id < 2 || id >= w.m.pages {
 		return fmt.Errorf("%w: a page id out of bounds (the commit has %d pages)", errNotTree, w.m.pages)
 	}
-	le := binary.LittleEndian
-	hdr := w.m.data[id*w.m.pageSize:]
-	pid, flags, count, overflow := le.Uint64(hdr), le.Uint16(hdr[8:]), uint64(le.Uint16(hdr[10:])), uint64(le.Uint32(hdr[12:]))
+	h := readPageHeader(w.m.data[id*w.m.pageSize:])
 	switch {
-	case pid != id:
-		return fmt.Errorf("%w: the page says it is page %d", errNotTree, pid)
-	case flags != branchPageFlag && flags != leafPageFlag:
-		return fmt.Errorf("%w: a page of type %#x where a branch or leaf must be", errNotTree, flags)
-	case overflow >= w.m.pages-id:
-		return fmt.Errorf("%w: %d overflow pages past the commit's %d", errNotTree, overflow, w.m.pages)
-	case pageHeaderSize+count*elementSize > (overflow+1)*w.m.pageSize:
-		return fmt.Errorf("%w: %d elements do not fit the page", errNotTree, count)
+	case h.id != id:
+		return fmt.Errorf("%w: the page says it is page %d", errNotTree, h.id)
+	case h.flags != branchPageFlag && h.flags != leafPageFlag:
+		return fmt.Errorf("%w: a page of type %#x where a branch or leaf must be", errNotTree, h.flags)
+	case h.overflow >= w.m.pages-id:
+		return fmt.Errorf("%w: %d overflow pages past the commit's %d", errNotTree, h.overflow, w.m.pages)
+	case uint64(pageHeaderSize+h.count*elementSize) > (h.overflow+1)*w.m.pageSize:
+		return fmt.Errorf("%w: %d elements do not fit the page", errNotTree, h.count)
 	}
-	if flags == leafPageFlag && !w.deep {
+	if h.flags == leafPageFlag && !w.deep {
 		return nil
 	}
 	if w.seen[id] {
 		return fmt.Errorf("%w: the page is reached twice", errNotTree)
 	}
 	w.seen[id] = true
-	p := w.m.data[id*w.m.pageSize : (id+overflow+1)*w.m.pageSize]
-	for i := range count {
-		e := p[pageHeaderSize+i*elementSize:]
-		if flags == branchPageFlag {
-			if err := w.tree(le.Uint64(e[8:])); err != nil {
+	return w.elements(w.m.data[id*w.m.pageSize:(id+h.overflow+1)*w.m.pageSize], h, id)
+}
+
+// elements follows the children of the branch page p, or the buckets of
+// the leaf page p, of header h: the page id, or an inline bucket page, a
+// value of the page id.
+func (w *walker) elements(p []byte, h pageHeader, id uint64) error {
+	for i := range h.count {
+		if h.flags == branchPageFlag {
+			if err := w.tree(childPage(p, i)); err != nil {
 				return err
 			}
 			continue
 		}
-		if le.Uint32(e)&bucketLeafFlag == 0 {
+		if !isBucket(p, i) {
 			continue
 		}
-		if err := w.bucketValue(p, int(pageHeaderSize+i*elementSize), id); err != nil {
-			return err
+		_, v, ok := element(p, h.flags, i)
+		if !ok || len(v) < bucketHeaderSize {
+			w.at = id
+			return fmt.Errorf("%w: a bucket's header reaches past its page", errNotTree)
 		}
-	}
-	return nil
-}
-
-// bucketValue follows the bucket whose header is the value of the leaf
-// element at offset at of page p (the page id, or an inline page: 0).
-func (w *walker) bucketValue(p []byte, at int, id uint64) error {
-	le := binary.LittleEndian
-	e := p[at:]
-	start := uint64(at) + uint64(le.Uint32(e[4:])) + uint64(le.Uint32(e[8:]))
-	vsize := uint64(le.Uint32(e[12:]))
-	if start+vsize > uint64(len(p)) || vsize < bucketHeaderSize {
-		w.at = id
-		return fmt.Errorf("%w: a bucket's header reaches past its page", errNotTree)
-	}
-	v := p[start : start+vsize]
-	if root := le.Uint64(v); root != 0 {
-		return w.tree(root)
-	}
-	return w.inline(v[bucketHeaderSize:], id)
-}
-
-// inline follows the buckets of the inline bucket page p, a value of the
-// page id.
-func (w *walker) inline(p []byte, id uint64) error {
-	le := binary.LittleEndian
-	if len(p) < pageHeaderSize {
-		w.at = id
-		return fmt.Errorf("%w: an inline bucket is cut short", errNotTree)
-	}
-	flags, count := le.Uint16(p[8:]), int(le.Uint16(p[10:]))
-	if flags != leafPageFlag || pageHeaderSize+count*elementSize > len(p) {
-		w.at = id
-		return fmt.Errorf("%w: an inline bucket that is no leaf of its size", errNotTree)
-	}
-	for i := range count {
-		if le.Uint32(p[pageHeaderSize+i*elementSize:])&bucketLeafFlag == 0 {
+		if root := binary.LittleEndian.Uint64(v); root != 0 {
+			if err := w.tree(root); err != nil {
+				return err
+			}
 			continue
 		}
-		if err := w.bucketValue(p, int(pageHeaderSize+i*elementSize), id); err != nil {
+		inline := v[bucketHeaderSize:]
+		if len(inline) < pageHeaderSize {
+			w.at = id
+			return fmt.Errorf("%w: an inline bucket is cut short", errNotTree)
+		}
+		ih := readPageHeader(inline)
+		if ih.flags != leafPageFlag || pageHeaderSize+ih.count*elementSize > len(inline) {
+			w.at = id
+			return fmt.Errorf("%w: an inline bucket that is no leaf of its size", errNotTree)
+		}
+		if err := w.elements(inline, ih, id); err != nil {
 			return err
 		}
 	}
