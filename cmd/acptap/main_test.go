@@ -63,6 +63,10 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join("..", "..", "testdata", "script"),
 		RequireExplicitExec: true,
+		// testscript's own root for the scripts' work directories is left
+		// behind, empty, by a run of some of the scripts (-run); the test's
+		// temporary directory goes whatever runs.
+		WorkdirRoot: t.TempDir(),
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("ACPTAP_STORE", "")
 			// The test agent's binary, for scripts that copy it.
