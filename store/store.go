@@ -301,7 +301,6 @@ func (s *Store) List() ([]Recording, error) {
 	var recs []Recording
 	err := s.view("list", "", func(tx *bolt.Tx) error {
 		var p pages
-		defer p.close()
 		rs, err := recordings(tx, &p)
 		if err != nil || rs == nil {
 			return err
@@ -595,7 +594,6 @@ func (s *Store) Delete(name string) error {
 		// Its own pages may be what is damaged: moving it reads only
 		// the recordings bucket's.
 		var p pages
-		defer p.close()
 		rs, err := recordings(tx, &p)
 		if err != nil {
 			return err
@@ -735,7 +733,6 @@ func (s *Store) notLive(name string) error {
 	if err != nil {
 		return err
 	}
-	defer p.close()
 	live, err := p.live(name)
 	if err != nil {
 		return err
@@ -846,7 +843,6 @@ func quoteKey(k []byte) string {
 // its buckets (events, blobs) is for the caller to walk.
 func recording(tx *bolt.Tx, name string) (*bolt.Bucket, error) {
 	var p pages
-	defer p.close()
 	rs, err := recordings(tx, &p)
 	if err != nil || rs == nil {
 		return nil, cmp.Or(err, ErrNotFound)

@@ -25,9 +25,10 @@ const (
 
 // When to commit. A commit costs two fdatasyncs whatever it holds, which
 // take hundreds of µs of CPU, mostly the kernel's, from the agent and the
-// pumps that forward its stdio: the Writer commits a few big batches
-// rather than many small ones. But it must not keep events in memory for
-// long, where a SIGKILL loses them.
+// pumps that forward its stdio, and an open, a lock, a map and an unmap of
+// the file, whose TLB shootdown interrupts every thread of the process:
+// the Writer commits a few big batches rather than many small ones. But it
+// must not keep events in memory for long, where a SIGKILL loses them.
 //
 // When the queue was empty, the Writer commits the first event at once:
 // a lone line, or the first of a burst, reaches the disk without delay.
@@ -37,6 +38,15 @@ const (
 // waiting longer would only delay what it has), the queue reaches
 // lingerEvents or lingerBytes, or Flush or Finish is waiting.
 //
+// Whatever the queue does, a commit starts at least commitSpacing times
+// as long after the last one started as the last one took (at most
+// maxCommitInterval): commits then take at most a twentieth of the time,
+// however slow the disk's fdatasync is, and a stream of events that
+// arrive faster than that is committed in batches, not one commit per
+// event interrupting the forwarding of each. On a disk whose commit takes
+// 1 ms that is a commit at most every 20 ms; on one that takes 0.1 ms the
+// spacing is below commitInterval and changes nothing.
+//
 // Writers of other processes share the file's lock: when a commit had to
 // wait for it, the Writer lingers for up to four times that wait (at most
 // maxCommitInterval), so that busy Writers take the lock less often, and
@@ -45,10 +55,15 @@ const (
 const (
 	commitInterval    = 5 * time.Millisecond
 	maxCommitInterval = 50 * time.Millisecond
+	commitSpacing     = 20
 	lingerQuiet       = time.Millisecond
 	lingerEvents      = maxCommitEvents
 	lingerBytes       = 8 << 20
 )
+
+// minCommitTook is the least a commit is taken to have taken: tests raise
+// it to pretend that the disk is slow.
+var minCommitTook time.Duration
 
 // Writer appends events to one recording from many goroutines without
 // ever blocking the caller on disk I/O: events wait in an unbounded
@@ -81,6 +96,7 @@ type Writer struct {
 
 	timer  *time.Timer   // wakes run while it lingers; only run uses it, nil until then
 	waited time.Duration // how long the last commit waited for the file's lock; only run uses it
+	took   time.Duration // how long the last commit took, but for that wait; only run uses it
 
 	// Buffers reused from commit to commit; only run uses them.
 	vals  []value // the values of a transaction
@@ -261,9 +277,10 @@ func (w *Writer) run(stored Recording) {
 	var started time.Time // when the last commit started
 	for {
 		w.mu.Lock()
+		spaced := started.Add(min(commitSpacing*w.took, maxCommitInterval))
 		if w.hasWorkLocked() {
 			// It came while run committed: more is likely coming.
-			w.lingerLocked(started.Add(max(commitInterval, min(4*w.waited, maxCommitInterval))))
+			w.lingerLocked(started.Add(max(commitInterval, min(4*w.waited, maxCommitInterval))), spaced)
 		}
 		for !w.hasWorkLocked() && !w.finishing {
 			w.wake.Wait()
@@ -272,6 +289,7 @@ func (w *Writer) run(stored Recording) {
 			w.mu.Unlock()
 			return
 		}
+		w.lingerLocked(spaced, spaced)
 		batch := w.queue
 		w.queue = spare
 		if w.queueBytes > 0 {
@@ -283,6 +301,7 @@ func (w *Writer) run(stored Recording) {
 		started = time.Now()
 
 		err := w.commitBatch(batch, &stored, meta)
+		w.took = max(time.Since(started)-w.waited, minCommitTook)
 		w.mu.Lock()
 		if err != nil {
 			w.err = err
@@ -318,16 +337,21 @@ func (w *Writer) urgentLocked() bool {
 
 // lingerLocked waits, with w.mu held, until deadline for more events to
 // commit with those queued, as long as they keep coming (see
-// commitInterval).
-func (w *Writer) lingerLocked(deadline time.Time) {
+// commitInterval), and in any case until notBefore (see commitSpacing),
+// unless the commit is urgent.
+func (w *Writer) lingerLocked(deadline, notBefore time.Time) {
 	w.lingering = true
 	defer func() { w.lingering = false }()
 	for !w.urgentLocked() {
-		wait := time.Until(deadline)
+		now := time.Now()
+		quiet := !now.Before(notBefore) // a quiet queue may end the wait
+		wait := max(deadline.Sub(now), notBefore.Sub(now))
 		if wait <= 0 {
 			break
 		}
-		wait = min(wait, lingerQuiet)
+		if quiet {
+			wait = min(wait, lingerQuiet)
+		}
 		if w.timer == nil {
 			w.timer = time.AfterFunc(wait, w.tick)
 		} else {
@@ -338,7 +362,7 @@ func (w *Writer) lingerLocked(deadline time.Time) {
 		for !w.ticked && !w.urgentLocked() {
 			w.wake.Wait()
 		}
-		if w.queued == n {
+		if quiet && w.queued == n {
 			// Nothing came for lingerQuiet (or since a stale tick of
 			// an earlier Reset, which only makes this batch smaller).
 			break
