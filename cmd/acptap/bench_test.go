@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -13,15 +14,60 @@ import (
 )
 
 // The benchmarks below compare, in one run, a bare pipe to an agent with
-// the same agent behind `acptap record`, and behind a Python line tee that
-// appends every line of both directions to a file (the fair anchor of a
-// recorder that frames lines; skipped without python3). The agent is
-// cat(1): it echoes each line, so every byte crosses acptap twice
-// (editor→agent, agent→editor) and is recorded twice. scripts/bench prints
-// the ratios.
+// the same agent behind `acptap record`, behind a relay that only copies
+// both ways in a process of its own (the fair anchor: the least a process
+// in acptap's place costs, in Go as relay and, when a C compiler is
+// installed, in C as relay-c), and behind a Python line tee that appends
+// every line of both directions to a file (a recorder that frames lines;
+// skipped without python3). The agent is cat(1): it echoes each line, so
+// every byte crosses acptap twice (editor→agent, agent→editor) and is
+// recorded twice. scripts/bench prints the ratios.
 
 // stdioPaths are the ways to the echo agent, in the order they run.
-var stdioPaths = []string{"pipe", "acptap", "python-tee"}
+var stdioPaths = []string{"pipe", "acptap", "relay", "relay-c", "python-tee"}
+
+// relayMain is the "relay" command of the test binary: it runs its
+// arguments as a child and copies its stdin to the child's and the
+// child's stdout to its own, as acptap's forwarding does, recording
+// nothing.
+func relayMain() {
+	cmd := exec.Command(os.Args[1], os.Args[2:]...)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	var out io.ReadCloser
+	if err == nil {
+		out, err = cmd.StdoutPipe()
+	}
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "relay:", err)
+		os.Exit(1)
+	}
+	go func() {
+		io.Copy(in, os.Stdin)
+		in.Close()
+	}()
+	io.Copy(os.Stdout, out)
+	if err := cmd.Wait(); err != nil {
+		os.Exit(1)
+	}
+}
+
+// cRelay compiles testdata/bench/relay.c into a temporary directory of b
+// and returns the program; the error says why it cannot (no C compiler).
+func cRelay(b *testing.B) (string, error) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(b.TempDir(), "relay")
+	if out, err := exec.Command(cc, "-O2", "-pthread", "-o", bin, filepath.Join("testdata", "bench", "relay.c")).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, out)
+	}
+	return bin, nil
+}
 
 // pythonTee runs its arguments as a child and copies its stdin to the
 // child's and the child's stdout to its own, a line at a time, appending
@@ -54,6 +100,14 @@ func stdioTarget(b *testing.B, path string) (io.WriteCloser, *bufio.Reader, func
 	case "acptap":
 		db := filepath.Join(b.TempDir(), "bench.db")
 		cmd = exec.Command("acptap", "record", "--store", db, "--name", "bench", "--grace", "5s", "--", "cat")
+	case "relay":
+		cmd = exec.Command("relay", "cat")
+	case "relay-c":
+		bin, err := cRelay(b)
+		if err != nil {
+			b.Skipf("relay-c: %v", err)
+		}
+		cmd = exec.Command(bin, "cat")
 	case "python-tee":
 		python, err := exec.LookPath("python3")
 		if err != nil {

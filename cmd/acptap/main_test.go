@@ -50,6 +50,7 @@ func TestMain(m *testing.M) {
 		"loadagent": loadAgent,
 		// The tap benchmarks' processes (tap_bench_test.go).
 		"reverseproxy": reverseProxyMain,
+		"relay":        relayMain,
 		"urlagent":     urlAgentMain,
 		// The tap secret's tests (secret_test.go).
 		"secretagent": secretAgent,
