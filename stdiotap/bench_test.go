@@ -121,8 +121,11 @@ func BenchmarkRecorder(b *testing.B) {
 			for st, blk := range []**block{&in, &out} {
 				*blk = t.room(*blk)
 				copy((*blk).buf[(*blk).tail:], read[:k*len(line)])
-				if _, urgent := t.put(Stream(st), *blk, k*len(line)); urgent {
+				switch _, w := t.put(Stream(st), *blk, k*len(line)); w {
+				case wakeNow:
 					t.wake()
+				case wakeLater:
+					t.arm()
 				}
 			}
 			n -= k

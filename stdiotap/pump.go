@@ -87,9 +87,9 @@ func pump(src io.Reader, dst io.Writer, l *lane, atomic bool) {
 			chunk := buf[:n]
 			l.mu.Lock()
 			closed := l.closed
-			put, urgent := !closed && blk != nil, false
+			put, w := !closed && blk != nil, wakeNone
 			if put {
-				chunk, urgent = t.put(l.stream, blk, n)
+				chunk, w = t.put(l.stream, blk, n)
 			}
 			if atomic && !closed {
 				forward(chunk)
@@ -98,10 +98,13 @@ func pump(src io.Reader, dst io.Writer, l *lane, atomic bool) {
 			if !atomic {
 				forward(chunk)
 			}
-			if urgent {
-				// After forwarding: waking the recorder may cost the
-				// forwarding thread a futex wake of another.
+			// After forwarding: waking the recorder, or arming its
+			// timer, may cost the forwarding thread a wake-up of another.
+			switch w {
+			case wakeNow:
 				t.wake()
+			case wakeLater:
+				t.arm()
 			}
 			if closed {
 				return

@@ -242,20 +242,34 @@ const (
 	wakeBytes = 512 << 10
 )
 
+// A waking is what the caller of put must do once it has forwarded the
+// chunk, so that the recorder goroutine frames it.
+type waking uint8
+
+const (
+	wakeNone  waking = iota // the recorder is woken already, or its timer armed
+	wakeNow                 // wake it (tape.wake)
+	wakeLater               // arm its timer (tape.arm)
+)
+
 // put sequences the n bytes read into b at its tail as the next chunk of
-// stream, and returns them. If urgent, the caller must wake the tape once
-// it has forwarded them; otherwise a timer will.
-func (t *tape) put(stream Stream, b *block, n int) (data []byte, urgent bool) {
+// stream, and returns them, and what the caller must do once it has
+// forwarded them. Both waking the recorder and arming its timer are left
+// to after forwarding: either may cost the forwarding thread the wake-up
+// of another (a timer earlier than the poller's sleep interrupts it).
+func (t *tape) put(stream Stream, b *block, n int) (data []byte, w waking) {
 	data = b.buf[b.tail : b.tail+n : b.tail+n]
 	b.tail += n
 	t.mu.Lock()
 	b.pending++
 	t.held += n
 	t.queue = append(t.queue, chunk{stream: stream, at: time.Now(), data: data, blk: b})
-	urgent = t.held >= t.wakeAt
-	if !urgent && !t.timerArmed {
+	switch {
+	case t.held >= t.wakeAt:
+		w = wakeNow
+	case !t.timerArmed:
 		t.timerArmed = true
-		t.timer.Reset(lazyDelay)
+		w = wakeLater
 	}
 	if !t.lagging && t.held >= t.behind {
 		t.lagging, t.peak = true, t.held
@@ -263,7 +277,13 @@ func (t *tape) put(stream Stream, b *block, n int) (data []byte, urgent bool) {
 	}
 	t.peak = max(t.peak, t.held)
 	t.mu.Unlock()
-	return data, urgent
+	return data, w
+}
+
+// arm sets the timer that wakes the recorder lazyDelay from now, as put
+// said to. A timer armed after close fires once, to no effect.
+func (t *tape) arm() {
+	t.timer.Reset(lazyDelay)
 }
 
 // noticeLocked queues b for OnBacklog. Notices are delivered by a

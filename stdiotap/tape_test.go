@@ -1,6 +1,7 @@
 package stdiotap
 
 import (
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -259,14 +260,47 @@ func TestFrameAtOnce(t *testing.T) {
 		tp := newTape([3]*framer{fr, fr, fr}, 0, nil, atOnce)
 		blk := tp.room(nil)
 		n := copy(blk.buf[blk.tail:], "ping\n")
-		if _, urgent := tp.put(Stdout, blk, n); urgent != atOnce {
-			t.Errorf("FrameAtOnce %v: a 5-byte chunk is urgent: %v, want %v", atOnce, urgent, atOnce)
+		want := wakeLater
+		if atOnce {
+			want = wakeNow
+		}
+		if _, w := tp.put(Stdout, blk, n); w != want {
+			t.Errorf("FrameAtOnce %v: a 5-byte chunk's waking = %d, want %d", atOnce, w, want)
 		}
 		tp.wake()
 		tp.disown(blk)
 		tp.close()
 		if len(lines) != 1 || lines[0] != "ping" {
 			t.Errorf("FrameAtOnce %v: framed %q, want [ping]", atOnce, lines)
+		}
+	}
+}
+
+// TestLazyWake: a short chunk put while the recorder's timer is not armed
+// asks its caller to arm it, once forwarded; one put while it is armed
+// asks nothing; the timer alone gets both framed.
+func TestLazyWake(t *testing.T) {
+	framed := make(chan string, 2)
+	fr := &framer{stream: Stdout, max: defaultMaxLine, emit: func(l Line) { framed <- string(l.Data) }}
+	tp := newTape([3]*framer{fr, fr, fr}, 0, nil, false)
+	defer tp.close()
+	blk := tp.room(nil)
+	defer tp.disown(blk)
+	for i, want := range []waking{wakeLater, wakeNone} {
+		n := copy(blk.buf[blk.tail:], fmt.Sprintf("line %d\n", i))
+		if _, w := tp.put(Stdout, blk, n); w != want {
+			t.Errorf("chunk %d: waking = %d, want %d", i, w, want)
+		}
+	}
+	tp.arm()
+	for i := range 2 {
+		select {
+		case got := <-framed:
+			if want := fmt.Sprintf("line %d", i); got != want {
+				t.Errorf("framed %q, want %q", got, want)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("line %d not framed a minute after the timer was armed", i)
 		}
 	}
 }
