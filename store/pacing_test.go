@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -48,6 +49,51 @@ func TestCommitSpacing(t *testing.T) {
 	}
 	if got := mustGet(t, s, "spaced").Frames; got != n {
 		t.Errorf("Frames = %d, want %d", got, n)
+	}
+}
+
+// TestUrgentDespiteSpacing checks that Flush, Throttle and Finish do not
+// wait for the spacing of commits: with the last commit taken to have
+// lasted a minute, the next would start 20 minutes later.
+func TestUrgentDespiteSpacing(t *testing.T) {
+	minCommitTook, maxSpacing = time.Minute, time.Hour
+	t.Cleanup(func() { minCommitTook, maxSpacing = 0, maxCommitInterval })
+	s := openTestStore(t)
+	w := mustCreate(t, s, Recording{Name: "urgent"})
+	waitFor := func(what string, f func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			f()
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s still waits a minute later: it waits for the commits' spacing", what)
+		}
+	}
+	data := bytes.Repeat([]byte("x"), 1024)
+	waitFor("Flush", func() {
+		w.Append(Event{Kind: KindFrame, Data: data})
+		if err := w.Flush(); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor("Throttle", func() {
+		for range 3 {
+			w.Append(Event{Kind: KindFrame, Data: data})
+		}
+		w.Throttle(len(data))
+	})
+	waitFor("Finish", func() {
+		w.Append(Event{Kind: KindFrame, Data: data})
+		if err := w.Finish(); err != nil {
+			t.Error(err)
+		}
+	})
+	if got := mustGet(t, s, "urgent").Frames; got != 5 {
+		t.Errorf("Frames = %d, want 5", got)
 	}
 }
 

@@ -36,7 +36,7 @@ const (
 // Writer lingers, so that commits start at most every commitInterval,
 // unless lingerQuiet passes without a new event (the queue went idle, and
 // waiting longer would only delay what it has), the queue reaches
-// lingerEvents or lingerBytes, or Flush or Finish is waiting.
+// lingerEvents or lingerBytes, or Flush, Throttle or Finish is waiting.
 //
 // Whatever the queue does, a commit starts at least commitSpacing times
 // as long after the last one started as the last one took (at most
@@ -61,9 +61,13 @@ const (
 	lingerBytes       = 8 << 20
 )
 
-// minCommitTook is the least a commit is taken to have taken: tests raise
-// it to pretend that the disk is slow.
-var minCommitTook time.Duration
+// minCommitTook is the least a commit is taken to have taken, and
+// maxSpacing the most commitSpacing spaces commits: tests raise them to
+// pretend that the disk is slow.
+var (
+	minCommitTook time.Duration
+	maxSpacing    = maxCommitInterval
+)
 
 // Writer appends events to one recording from many goroutines without
 // ever blocking the caller on disk I/O: events wait in an unbounded
@@ -88,6 +92,7 @@ type Writer struct {
 	metaCommitted uint64    // guarded by mu: metaGen as of the last commit
 	queueBytes    int       // guarded by mu: the Data bytes of queue
 	flushing      int       // guarded by mu: Flush calls waiting
+	throttled     int       // guarded by mu: Throttle calls waiting
 	lingering     bool      // guarded by mu: run waits for more events, see lingerLocked
 	ticked        bool      // guarded by mu: timer fired since run armed it
 	finishing     bool      // guarded by mu: Finish was called; run drains and returns
@@ -222,8 +227,14 @@ func (w *Writer) Flush() error {
 func (w *Writer) Throttle(max int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.queueBytes > max && w.err == nil && !w.finishing {
-		w.progress.Wait()
+	if w.queueBytes > max && w.err == nil && !w.finishing {
+		// Stop run lingering: the producer waits for the commit.
+		w.throttled++
+		w.wake.Signal()
+		for w.queueBytes > max && w.err == nil && !w.finishing {
+			w.progress.Wait()
+		}
+		w.throttled--
 	}
 }
 
@@ -277,7 +288,7 @@ func (w *Writer) run(stored Recording) {
 	var started time.Time // when the last commit started
 	for {
 		w.mu.Lock()
-		spaced := started.Add(min(commitSpacing*w.took, maxCommitInterval))
+		spaced := started.Add(min(commitSpacing*w.took, maxSpacing))
 		if w.hasWorkLocked() {
 			// It came while run committed: more is likely coming.
 			w.lingerLocked(started.Add(max(commitInterval, min(4*w.waited, maxCommitInterval))), spaced)
@@ -332,7 +343,7 @@ func (w *Writer) hasWorkLocked() bool {
 
 // urgentLocked reports whether run must commit without lingering.
 func (w *Writer) urgentLocked() bool {
-	return w.finishing || w.flushing > 0 || len(w.queue) >= lingerEvents || w.queueBytes >= lingerBytes
+	return w.finishing || w.flushing > 0 || w.throttled > 0 || len(w.queue) >= lingerEvents || w.queueBytes >= lingerBytes
 }
 
 // lingerLocked waits, with w.mu held, until deadline for more events to
