@@ -236,9 +236,12 @@ func release(buf []byte) {
 // idle is framed lazyDelay later, with whatever follows it by then: woken
 // for every message of an exchange of short ones, it would take a CPU
 // from the forwarding of the next, and make the store commit each alone.
-// Once wakeBytes wait, it is woken at once.
+// lazyDelay is the store Writer's commit interval under load (5 ms):
+// framing more often would only wake the recorder, and with it the
+// Writer, more often than the Writer commits. Once wakeBytes wait, it is
+// woken at once.
 const (
-	lazyDelay = time.Millisecond
+	lazyDelay = 5 * time.Millisecond
 	wakeBytes = 512 << 10
 )
 
