@@ -107,7 +107,8 @@ type Options struct {
 	// is room for the Go heap around them. Forwarding waits for the
 	// recording only once that is full; no frame is ever dropped.
 	// Falling behind by a quarter of the half, and catching up, are told
-	// by Logf. If zero, DefaultMaxBacklog.
+	// by Logf. If zero, DefaultMaxBacklog; below MinMaxBacklog, the stdio's
+	// half is raised to stdiotap's least bound.
 	MaxBacklog int
 
 	// Version is the recorder's version, kept in the recording's metadata.
@@ -120,6 +121,10 @@ type Options struct {
 
 // DefaultMaxBacklog is the Options.MaxBacklog used when it is zero.
 const DefaultMaxBacklog = stdiotap.DefaultMaxBacklog
+
+// MinMaxBacklog is the smallest Options.MaxBacklog kept as given: its half
+// for stdio is stdiotap's least bound.
+const MinMaxBacklog = 2 * stdiotap.MinBacklog
 
 // Result is how a recorded session ended.
 type Result struct {

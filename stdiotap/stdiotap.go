@@ -103,7 +103,7 @@ type Config struct {
 	// framed and handed to OnLine (rounded to the session's buffers, of
 	// up to 1 MiB each). When framing is that far behind, the streams
 	// wait for it: no byte is ever left unframed. If zero or negative,
-	// DefaultMaxBacklog (256 MiB) is used; at least 256 KiB is.
+	// DefaultMaxBacklog (256 MiB) is used; at least MinBacklog (256 KiB) is.
 	MaxBacklog int
 
 	// OnBacklog, if not nil, is told when framing falls behind

@@ -9,9 +9,10 @@ import (
 // DefaultMaxBacklog is the Config.MaxBacklog used when it is zero.
 const DefaultMaxBacklog = 256 << 20
 
-// minBacklog is the smallest MaxBacklog: room for one block per pump and
-// one for the recorder to free while a pump waits.
-const minBacklog = 4 * bufSize
+// MinBacklog is the smallest Config.MaxBacklog (a smaller one is raised
+// to it): room for one block per pump and one for the recorder to free
+// while a pump waits.
+const MinBacklog = 4 * bufSize
 
 // Sizes of the tape's blocks: big enough that a pump takes a new one
 // rarely, small enough that a bound of a few of them still leaves room.
@@ -108,7 +109,7 @@ func newTape(frames [3]*framer, bound int, notify func(Backlog), atOnce bool) *t
 	if bound <= 0 {
 		bound = DefaultMaxBacklog
 	}
-	bound = max(bound, minBacklog)
+	bound = max(bound, MinBacklog)
 	size := min(max(bound/8/minBlockSize*minBlockSize, minBlockSize), maxBlockSize)
 	t := &tape{
 		frame:   frames,

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/internal/bytesize"
 	"github.com/acptap/acptap/internal/snapshot"
 	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/store"
@@ -44,6 +46,7 @@ func recordCommand(stdio *IO) *cli.Command {
 			&cli.BoolFlag{Name: "snapshot", Usage: "store the working directory (minus .gitignore'd files and .git) in the recording; replay restores it as the agent's workspace"},
 			&cli.GenericFlag{Name: "snapshot-max", Value: &sizeValue{snapshot.DefaultMaxBytes}, Usage: "largest `SIZE` of the files of a --snapshot (e.g. 64MiB, 1GiB)"},
 			&cli.IntFlag{Name: "snapshot-max-files", Value: snapshot.DefaultMaxFiles, Usage: "most files, directories and symlinks in a --snapshot"},
+			&cli.StringFlag{Name: "max-backlog", Value: fmt.Sprintf("%dMiB", record.DefaultMaxBacklog>>20), Usage: "most memory `SIZE` that the agent's stdio forwarded but not yet recorded may take when recording falls behind (half of it stdio not yet framed); forwarding waits once it is full (" + backlogRange + ")"},
 		},
 		Action: func(c *cli.Context) error {
 			opts, err := newRecordOptions(c, stdio)
@@ -74,6 +77,10 @@ func newRecordOptions(c *cli.Context, stdio *IO) (*recordOptions, error) {
 	if n := c.Int("snapshot-max-files"); n < 1 {
 		return nil, usageErrorf("--snapshot-max-files %d: want 1 or more files", n)
 	}
+	backlog, err := maxBacklog(c.String("max-backlog"))
+	if err != nil {
+		return nil, err
+	}
 	var routes []record.BaseURL
 	for _, spec := range c.StringSlice("base-url") {
 		name, upstream, _ := strings.Cut(spec, "=")
@@ -102,8 +109,28 @@ func newRecordOptions(c *cli.Context, stdio *IO) (*recordOptions, error) {
 			Snapshot:         c.Bool("snapshot"),
 			SnapshotMaxBytes: c.Generic("snapshot-max").(*sizeValue).n,
 			SnapshotMaxFiles: c.Int("snapshot-max-files"),
+			MaxBacklog:       backlog,
 		},
 	}, nil
+}
+
+// maxMaxBacklog is the largest --max-backlog: more is a typo rather than
+// a plan (the bound is memory the recorder may take), and it must fit in
+// an int, whose 32-bit kind holds 1 GiB of whole GiBs.
+const maxMaxBacklog = min(16<<30, math.MaxInt>>30<<30)
+
+// backlogRange is what --max-backlog accepts, for its help and errors.
+var backlogRange = fmt.Sprintf("%dKiB to %dGiB", record.MinMaxBacklog>>10, int64(maxMaxBacklog)>>30)
+
+// maxBacklog reads --max-backlog, refusing sizes outside backlogRange:
+// below it the bound would not be kept as given (see
+// record.MinMaxBacklog).
+func maxBacklog(v string) (int, error) {
+	n, err := bytesize.Parse(v)
+	if err != nil || n < record.MinMaxBacklog || n > maxMaxBacklog {
+		return 0, usageErrorf("--max-backlog %q: want a size from %s, e.g. 64MiB or 1GiB", v, backlogRange)
+	}
+	return int(n), nil
 }
 
 func runRecord(opts *recordOptions) error {
