@@ -43,14 +43,21 @@ var secretNameParts = []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "
 // Redactor masks credentials in recorded data. The zero value masks the
 // well-known headers and query keys only.
 type Redactor struct {
-	// secrets are the values to mask anywhere, longest first so that a
-	// secret containing another is masked whole; each maps to its mask.
+	// secrets are the values to mask anywhere, grouped by their first
+	// byte and longest first within a group, so that a secret containing
+	// another is masked whole; each maps to its mask.
 	secrets []secret
+	// group[c] to group[c+1] are the secrets whose first byte is c.
+	group [257]int32
+	// first is the first byte of every secret when they all have the
+	// same one, so that candidates are found by bytes.IndexByte, which
+	// outruns a loop over a table; else -1.
+	first int
 }
 
 type secret struct {
-	value []byte
-	mask  []byte
+	value string
+	mask  string
 }
 
 // New returns a Redactor for an agent started with env (KEY=VALUE pairs):
@@ -58,7 +65,7 @@ type secret struct {
 // *SECRET*, *PASSWORD*, ...) are masked wherever they appear, as
 // [REDACTED:NAME].
 func New(env []string) *Redactor {
-	r := &Redactor{}
+	var secrets []secret
 	seen := map[string]bool{}
 	for _, kv := range env {
 		name, value, ok := strings.Cut(kv, "=")
@@ -66,22 +73,44 @@ func New(env []string) *Redactor {
 			continue
 		}
 		seen[value] = true
-		mask := []byte("[REDACTED:" + name + "]")
-		r.secrets = append(r.secrets, secret{value: []byte(value), mask: mask})
+		mask := "[REDACTED:" + name + "]"
+		secrets = append(secrets, secret{value: value, mask: mask})
 		// Inside JSON bodies a secret may appear escaped ("/" as "\/",
 		// non-ASCII as \u sequences).
 		if esc, err := json.Marshal(value); err == nil {
 			if esc = esc[1 : len(esc)-1]; string(esc) != value && !seen[string(esc)] {
 				seen[string(esc)] = true
-				r.secrets = append(r.secrets, secret{value: esc, mask: mask})
+				secrets = append(secrets, secret{value: string(esc), mask: mask})
 			}
 		}
 		if esc := strings.ReplaceAll(value, "/", `\/`); esc != value && !seen[esc] {
 			seen[esc] = true
-			r.secrets = append(r.secrets, secret{value: []byte(esc), mask: mask})
+			secrets = append(secrets, secret{value: esc, mask: mask})
 		}
 	}
-	sort.SliceStable(r.secrets, func(i, j int) bool { return len(r.secrets[i].value) > len(r.secrets[j].value) })
+	return newRedactor(secrets)
+}
+
+// newRedactor returns a Redactor masking secrets, whose values are not
+// empty and not repeated.
+func newRedactor(secrets []secret) *Redactor {
+	r := &Redactor{secrets: secrets, first: -1}
+	sort.SliceStable(secrets, func(i, j int) bool {
+		a, b := secrets[i].value, secrets[j].value
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		return len(a) > len(b)
+	})
+	for _, s := range secrets {
+		r.group[int(s.value[0])+1]++
+	}
+	for c := 1; c < len(r.group); c++ {
+		r.group[c] += r.group[c-1]
+	}
+	if len(secrets) > 0 && secrets[0].value[0] == secrets[len(secrets)-1].value[0] {
+		r.first = int(secrets[0].value[0])
+	}
 	return r
 }
 
@@ -97,31 +126,89 @@ func SecretName(name string) bool {
 	return false
 }
 
-// Bytes returns b with every secret value masked. It returns b itself when
-// there is nothing to mask, so the common case costs no allocation.
+// Bytes returns b with every secret value masked, in one pass: from the
+// start of b, at each position the longest secret that begins there is
+// replaced by its mask, and the scan goes on after that secret (matches
+// do not overlap, and a mask is never scanned again); where none begins,
+// the scan moves one byte on. It returns b itself when there is nothing
+// to mask, so the common case costs no allocation, and never changes b.
 func (r *Redactor) Bytes(b []byte) []byte {
-	if r == nil {
-		return b
-	}
-	for _, s := range r.secrets {
-		if bytes.Contains(b, s.value) {
-			b = bytes.ReplaceAll(b, s.value, s.mask)
-		}
+	if out, ok := maskSecrets(r, b); ok {
+		return out
 	}
 	return b
 }
 
 // String is Bytes for strings.
 func (r *Redactor) String(s string) string {
-	if r == nil {
-		return s
-	}
-	for _, sec := range r.secrets {
-		if strings.Contains(s, string(sec.value)) {
-			s = strings.ReplaceAll(s, string(sec.value), string(sec.mask))
-		}
+	if out, ok := maskSecrets(r, s); ok {
+		return string(out)
 	}
 	return s
+}
+
+// maskSecrets is Bytes and String: in with its secrets masked, and true, or
+// false if in holds no secret.
+func maskSecrets[T []byte | string](r *Redactor, in T) ([]byte, bool) {
+	if r == nil || len(r.secrets) == 0 {
+		return nil, false
+	}
+	var out []byte
+	done := 0 // in[:done] is in out, masked
+	for i := 0; i < len(in); {
+		i = candidate(r, in, i)
+		if i < 0 {
+			break
+		}
+		c := in[i]
+		var s *secret
+		for k := r.group[c]; k < r.group[int(c)+1]; k++ {
+			v := r.secrets[k].value
+			if len(in)-i >= len(v) && string(in[i:i+len(v)]) == v {
+				s = &r.secrets[k]
+				break
+			}
+		}
+		if s == nil {
+			i++
+			continue
+		}
+		if out == nil {
+			out = make([]byte, 0, len(in)+len(s.mask))
+		}
+		out = append(out, in[done:i]...)
+		out = append(out, s.mask...)
+		i += len(s.value)
+		done = i
+	}
+	if out == nil {
+		return nil, false
+	}
+	return append(out, in[done:]...), true
+}
+
+// candidate returns the first position from i on where a secret may
+// begin (its byte is a secret's first byte), or -1.
+func candidate[T []byte | string](r *Redactor, in T, i int) int {
+	if r.first >= 0 {
+		var j int
+		switch in := any(in[i:]).(type) {
+		case []byte:
+			j = bytes.IndexByte(in, byte(r.first))
+		case string:
+			j = strings.IndexByte(in, byte(r.first))
+		}
+		if j < 0 {
+			return -1
+		}
+		return i + j
+	}
+	for ; i < len(in); i++ {
+		if c := in[i]; r.group[c] != r.group[int(c)+1] {
+			return i
+		}
+	}
+	return -1
 }
 
 // Header returns a copy of h with credential headers masked and secret
