@@ -49,11 +49,29 @@ type Redactor struct {
 	secrets []secret
 	// group[c] to group[c+1] are the secrets whose first byte is c.
 	group [257]int32
-	// first is the first byte of every secret when they all have the
-	// same one, so that candidates are found by bytes.IndexByte, which
-	// outruns a loop over a table; else -1.
-	first int
+	// The scan slides a window as long as the shortest secret (up to
+	// maxWindow) along the input, moving it on by shift[pairHash] of the
+	// window's last two bytes: the least distance at which that pair is
+	// within the first window bytes of a secret that would begin there,
+	// so that no secret's start is passed over (as in Wu and Manber's
+	// search for many patterns). Secrets are tried only where the shift
+	// is 0. Most of a line is thus skipped a window at a time, most of
+	// its bytes never read, where trying each secret in turn, or each
+	// position, reads every byte at least once.
+	window int
+	shift  [1 << pairBits]uint8
 }
+
+// pairBits is the size of the hash of two bytes that indexes
+// Redactor.shift: 4 KiB, where the pairs of 16 secrets leave most of the
+// table at the window's full shift.
+const pairBits = 12
+
+// maxWindow bounds Redactor.window so that a shift fits in a uint8.
+const maxWindow = 255
+
+// pairHash is the index in Redactor.shift of the bytes a, b.
+func pairHash(a, b byte) int { return (int(a)<<4 ^ int(b)) & (1<<pairBits - 1) }
 
 type secret struct {
 	value string
@@ -91,10 +109,13 @@ func New(env []string) *Redactor {
 	return newRedactor(secrets)
 }
 
-// newRedactor returns a Redactor masking secrets, whose values are not
-// empty and not repeated.
+// newRedactor returns a Redactor masking secrets, whose values are 2
+// bytes long or more (New's are minSecretLen) and not repeated.
 func newRedactor(secrets []secret) *Redactor {
-	r := &Redactor{secrets: secrets, first: -1}
+	r := &Redactor{secrets: secrets}
+	if len(secrets) == 0 {
+		return r
+	}
 	sort.SliceStable(secrets, func(i, j int) bool {
 		a, b := secrets[i].value, secrets[j].value
 		if a[0] != b[0] {
@@ -102,14 +123,25 @@ func newRedactor(secrets []secret) *Redactor {
 		}
 		return len(a) > len(b)
 	})
+	r.window = maxWindow
 	for _, s := range secrets {
 		r.group[int(s.value[0])+1]++
+		r.window = min(r.window, len(s.value))
 	}
 	for c := 1; c < len(r.group); c++ {
 		r.group[c] += r.group[c-1]
 	}
-	if len(secrets) > 0 && secrets[0].value[0] == secrets[len(secrets)-1].value[0] {
-		r.first = int(secrets[0].value[0])
+	// A window whose last two bytes are a secret's bytes j-1 and j may
+	// have that secret begin window-1-j bytes on; a pair in no secret
+	// moves the window past its first byte of the two.
+	for i := range r.shift {
+		r.shift[i] = uint8(r.window - 1)
+	}
+	for _, s := range secrets {
+		for j := 1; j < r.window; j++ {
+			h := pairHash(s.value[j-1], s.value[j])
+			r.shift[h] = min(r.shift[h], uint8(r.window-1-j))
+		}
 	}
 	return r
 }
@@ -155,10 +187,11 @@ func maskSecrets[T []byte | string](r *Redactor, in T) ([]byte, bool) {
 	}
 	var out []byte
 	done := 0 // in[:done] is in out, masked
-	for i := 0; i < len(in); {
-		i = candidate(r, in, i)
-		if i < 0 {
-			break
+	w := r.window
+	for i := 0; i+w <= len(in); {
+		if n := r.shift[pairHash(in[i+w-2], in[i+w-1])]; n > 0 {
+			i += int(n)
+			continue
 		}
 		c := in[i]
 		var s *secret
@@ -174,7 +207,8 @@ func maskSecrets[T []byte | string](r *Redactor, in T) ([]byte, bool) {
 			continue
 		}
 		if out == nil {
-			out = make([]byte, 0, len(in)+len(s.mask))
+			// Room for one mask, the most common case beyond none.
+			out = make([]byte, 0, len(in)-len(s.value)+len(s.mask))
 		}
 		out = append(out, in[done:i]...)
 		out = append(out, s.mask...)
@@ -185,30 +219,6 @@ func maskSecrets[T []byte | string](r *Redactor, in T) ([]byte, bool) {
 		return nil, false
 	}
 	return append(out, in[done:]...), true
-}
-
-// candidate returns the first position from i on where a secret may
-// begin (its byte is a secret's first byte), or -1.
-func candidate[T []byte | string](r *Redactor, in T, i int) int {
-	if r.first >= 0 {
-		var j int
-		switch in := any(in[i:]).(type) {
-		case []byte:
-			j = bytes.IndexByte(in, byte(r.first))
-		case string:
-			j = strings.IndexByte(in, byte(r.first))
-		}
-		if j < 0 {
-			return -1
-		}
-		return i + j
-	}
-	for ; i < len(in); i++ {
-		if c := in[i]; r.group[c] != r.group[int(c)+1] {
-			return i
-		}
-	}
-	return -1
 }
 
 // Header returns a copy of h with credential headers masked and secret
