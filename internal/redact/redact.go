@@ -60,7 +60,15 @@ type Redactor struct {
 	// position, reads every byte at least once.
 	window int
 	shift  [1 << pairBits]uint8
+	// firsts are the secrets' first bytes, if there are maxFirsts or
+	// fewer: the scan starts, and goes on after each secret, where the
+	// next of them is, found by bytes.IndexByte, which outruns the
+	// window where they are rare (with one short secret, 35 times).
+	firsts []byte
 }
+
+// maxFirsts bounds Redactor.firsts: each is one search of the input.
+const maxFirsts = 4
 
 // pairBits is the size of the hash of two bytes that indexes
 // Redactor.shift: 4 KiB, where the pairs of 16 secrets leave most of the
@@ -130,6 +138,12 @@ func newRedactor(secrets []secret) *Redactor {
 	}
 	for c := 1; c < len(r.group); c++ {
 		r.group[c] += r.group[c-1]
+		if r.group[c] != r.group[c-1] && len(r.firsts) <= maxFirsts {
+			r.firsts = append(r.firsts, byte(c-1))
+		}
+	}
+	if len(r.firsts) > maxFirsts {
+		r.firsts = nil
 	}
 	// A window whose last two bytes are a secret's bytes j-1 and j may
 	// have that secret begin window-1-j bytes on; a pair in no secret
@@ -187,8 +201,9 @@ func maskSecrets[T []byte | string](r *Redactor, in T) ([]byte, bool) {
 	}
 	var out []byte
 	done := 0 // in[:done] is in out, masked
+	i := skip(r, in, 0)
 	w := r.window
-	for i := 0; i+w <= len(in); {
+	for i+w <= len(in) {
 		if n := r.shift[pairHash(in[i+w-2], in[i+w-1])]; n > 0 {
 			i += int(n)
 			continue
@@ -214,11 +229,38 @@ func maskSecrets[T []byte | string](r *Redactor, in T) ([]byte, bool) {
 		out = append(out, s.mask...)
 		i += len(s.value)
 		done = i
+		i = skip(r, in, i)
 	}
 	if out == nil {
 		return nil, false
 	}
 	return append(out, in[done:]...), true
+}
+
+// skip returns where the first of r.firsts is in in from i on, or len(in)
+// if none is; i if r.firsts is nil.
+func skip[T []byte | string](r *Redactor, in T, i int) int {
+	if r.firsts == nil {
+		return i
+	}
+	end := len(in)
+	for _, c := range r.firsts {
+		if j := indexByte(in[i:end], c); j >= 0 {
+			end = i + j
+		}
+	}
+	return end
+}
+
+// indexByte is bytes.IndexByte and strings.IndexByte.
+func indexByte[T []byte | string](in T, c byte) int {
+	switch in := any(in).(type) {
+	case []byte:
+		return bytes.IndexByte(in, c)
+	case string:
+		return strings.IndexByte(in, c)
+	}
+	panic("unreachable")
 }
 
 // Header returns a copy of h with credential headers masked and secret
