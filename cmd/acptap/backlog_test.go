@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -23,37 +22,15 @@ import (
 func TestRecordMaxBacklog(t *testing.T) {
 	const size = 8 << 20
 	db := filepath.Join(t.TempDir(), "s.db")
-	cmd := exec.Command("acptap", "record", "--store", db, "--name", "bounded", "--max-backlog", "4MiB", "--grace", "1s", "--", "cat")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderrPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	cmd, stdin, stdout, errs := startCat(t, db, "bounded", "--max-backlog", "4MiB")
 	stderr := make(chan string, 16)
 	go func() {
 		defer close(stderr)
-		sc := bufio.NewScanner(stderrPipe)
+		sc := bufio.NewScanner(errs)
 		for sc.Scan() {
 			stderr <- sc.Text()
 		}
 	}()
-	if line := <-stderr; !strings.Contains(line, `recording "bounded"`) {
-		t.Fatalf("acptap record said %q first; want the recording line", line)
-	}
 
 	// The recording exists: take the store's lock from under its writer.
 	lock, err := os.Open(db)

@@ -164,7 +164,16 @@ func TestRecordPassesBytesThroughAndShowsThem(t *testing.T) {
 // store, and returns once acptap says it is recording.
 func startRecording(t *testing.T, db, name string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
 	t.Helper()
-	cmd := exec.Command("acptap", "record", "--store", db, "--name", name, "--grace", "1s", "--", "cat")
+	cmd, stdin, stdout, _ := startCat(t, db, name)
+	return cmd, stdin, stdout
+}
+
+// startCat is startRecording with more flags for acptap record, and the
+// rest of its stderr.
+func startCat(t *testing.T, db, name string, flags ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader, *bufio.Reader) {
+	t.Helper()
+	args := append([]string{"record", "--store", db, "--name", name, "--grace", "1s"}, flags...)
+	cmd := exec.Command("acptap", append(args, "--", "cat")...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -184,11 +193,12 @@ func startRecording(t *testing.T, db, name string) (*exec.Cmd, io.WriteCloser, *
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	line, err := bufio.NewReader(stderr).ReadString('\n')
+	errs := bufio.NewReader(stderr)
+	line, err := errs.ReadString('\n')
 	if err != nil || !strings.Contains(line, "recording") {
 		t.Fatalf("acptap record said %q, %v; want the recording line", line, err)
 	}
-	return cmd, stdin, bufio.NewReader(stdout)
+	return cmd, stdin, bufio.NewReader(stdout), errs
 }
 
 func TestRecordSurvivesSIGKILL(t *testing.T) {
