@@ -460,7 +460,14 @@ func tapConfig(opts Options) (proxy.Config, error) {
 // backlogNotice says that recording fell behind the agent's stdio, or
 // that it caught up.
 func backlogNotice(b stdiotap.Backlog) string {
-	mib := func(n int) string { return fmt.Sprintf("%.0f MiB", math.Ceil(float64(n)/(1<<20))) }
+	// Whole MiB, rounded up, but below a MiB whole KiB: a bound of
+	// --max-backlog 1MiB is 512 KiB of stdio, not "1 MiB".
+	mib := func(n int) string {
+		if n < 1<<20 {
+			return fmt.Sprintf("%.0f KiB", math.Ceil(float64(n)/(1<<10)))
+		}
+		return fmt.Sprintf("%.0f MiB", math.Ceil(float64(n)/(1<<20)))
+	}
 	if b.Behind {
 		return fmt.Sprintf("recording falls behind the agent's stdio by %s; forwarding will wait for it if that reaches %s", mib(b.Bytes), mib(b.Max))
 	}

@@ -36,9 +36,11 @@ func Parse(s string) (int64, error) {
 	return int64(n), nil
 }
 
-// Format writes n bytes for people: "512 B", "1.5 KiB", "64.0 MiB".
+// Format writes n bytes for people: "512 B", "1.5 KiB", "64.0 MiB", "2.0 GiB".
 func Format(n int64) string {
 	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 	case n >= 1<<10:
