@@ -40,8 +40,9 @@ const (
 //
 // Whatever the queue does, a commit starts at least commitSpacing times
 // as long after the last one started as the last one took (at most
-// maxCommitInterval): commits then take at most a twentieth of the time,
-// however slow the disk's fdatasync is, and a stream of events that
+// maxCommitInterval): commits then take at most a twentieth of the time
+// while each takes up to 2.5 ms, however slow the disk's fdatasync makes
+// them, and a stream of events that
 // arrive faster than that is committed in batches, not one commit per
 // event interrupting the forwarding of each. On a disk whose commit takes
 // 1 ms that is a commit at most every 20 ms; on one that takes 0.1 ms the
