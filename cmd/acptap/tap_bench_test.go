@@ -56,8 +56,10 @@ func reverseProxyMain() {
 		os.Exit(1)
 	}
 	fmt.Printf("http://%s\n", l.Addr())
+	stop := childProfile() // the anchor's profile, beside acptap's
 	go http.Serve(l, rp)
 	io.Copy(io.Discard, os.Stdin)
+	stop()
 }
 
 // urlAgentMain is the "urlagent" command of the test binary, an agent for
@@ -213,8 +215,8 @@ func benchHTTPClient(b *testing.B) *http.Client {
 // with ACPTAP_CHILD_TRACE=1 an execution trace as PID.trace instead (a
 // trace slows the process down, so the two are not taken together), so
 // that the tap in an acptap record child of the benchmarks can be profiled
-// where it runs. It returns what stops them, to call before the process
-// exits.
+// where it runs, and the reverseproxy anchor beside it. It returns what
+// stops them, to call before the process exits.
 func childProfile() (stop func()) {
 	dir := os.Getenv("ACPTAP_CHILD_PROFILE")
 	if dir == "" {
