@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -29,7 +31,12 @@ func (t *Tap) serveForward(w http.ResponseWriter, r *http.Request) {
 		t.refuseProxy(w, r)
 		return
 	}
-	if r.Method == http.MethodConnect || !r.URL.IsAbs() {
+	if r.Method == http.MethodConnect {
+		kept := new(connectRest)
+		t.goproxy.ServeHTTP(restKeeper{w, kept}, r.WithContext(context.WithValue(r.Context(), connectRestKey{}, kept)))
+		return
+	}
+	if !r.URL.IsAbs() {
 		t.goproxy.ServeHTTP(w, r)
 		return
 	}
@@ -62,9 +69,8 @@ const tlsRecordHandshake = 0x16
 // hands the connection to the tunnels server, behind a TLS server with a
 // certificate for the CONNECT host if that byte starts a ClientHello, or as
 // it is, for plain HTTP, otherwise (some clients CONNECT even for http://
-// targets). goproxy has parsed the CONNECT request from the connection and
-// drops anything the client sent after it unasked; clients wait for the
-// response below before they send anything.
+// targets). What the client sent right behind the CONNECT request, before
+// the response (a ClientHello in the same write, say), comes first.
 func (t *Tap) hijackTunnel(r *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
 	if !t.trackPending(client, true) {
 		client.Close()
@@ -80,7 +86,11 @@ func (t *Tap) hijackTunnel(r *http.Request, client net.Conn, _ *goproxy.ProxyCtx
 	if _, err := fmt.Fprintf(client, "HTTP/%d.%d 200 Connection established\r\n\r\n", r.ProtoMajor, r.ProtoMinor); err != nil {
 		return
 	}
-	br := bufio.NewReader(client)
+	var src io.Reader = client
+	if kept, _ := r.Context().Value(connectRestKey{}).(*connectRest); kept != nil && len(kept.rest) > 0 {
+		src = io.MultiReader(bytes.NewReader(kept.rest), client)
+	}
+	br := bufio.NewReader(src)
 	first, err := br.Peek(1)
 	if err != nil {
 		return
@@ -95,6 +105,38 @@ func (t *Tap) hijackTunnel(r *http.Request, client net.Conn, _ *goproxy.ProxyCtx
 	}
 	handed = t.tunnelLn.push(c)
 }
+
+// connectRest holds the bytes that the HTTP server had read from a
+// connection past its CONNECT request when the connection was hijacked:
+// goproxy's ConnectHijack (v1.9.3) hands the bare connection to
+// hijackTunnel and drops the server's buffer, and with it the start of the
+// tunnel of a client that does not wait for the response.
+type connectRest struct{ rest []byte }
+
+// connectRestKey is the context key of the *connectRest of a CONNECT
+// request.
+type connectRestKey struct{}
+
+// restKeeper is the ResponseWriter of a CONNECT request, given to goproxy:
+// its Hijack keeps what the server has buffered in kept.
+type restKeeper struct {
+	http.ResponseWriter
+	kept *connectRest
+}
+
+func (k restKeeper) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(k.ResponseWriter).Hijack()
+	if err == nil {
+		if n := rw.Reader.Buffered(); n > 0 {
+			p, _ := rw.Reader.Peek(n)
+			k.kept.rest = bytes.Clone(p)
+		}
+	}
+	return c, rw, err
+}
+
+// Unwrap lets http.ResponseController reach the server's ResponseWriter.
+func (k restKeeper) Unwrap() http.ResponseWriter { return k.ResponseWriter }
 
 // trackPending adds c to, or removes it from, the tunnels Close must close
 // itself because no server owns them yet. It returns false once the tap is

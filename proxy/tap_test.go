@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testkit"
@@ -109,6 +112,119 @@ func TestConnectPlainHTTP(t *testing.T) {
 			t.Errorf("exchange %d: route %q, URL %s, status %d; want proxy, %s, 200", i, x.Route, x.URL, x.Status, want)
 		}
 	}
+}
+
+// TestConnectPipelined: a client that sends the start of its tunnel in
+// the same write as the CONNECT request, without waiting for the response,
+// loses none of it, whether the tunnel carries plain HTTP or TLS.
+func TestConnectPipelined(t *testing.T) {
+	t.Run("http", func(t *testing.T) {
+		srv := httptest.NewServer(echoHandler)
+		defer srv.Close()
+		host := strings.TrimPrefix(srv.URL, "http://")
+		rec := newFakeRecorder()
+		tap := newTap(t, proxy.Config{Recorder: rec})
+		conn := dialPipelined(t, tap, host)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(`{"n":0}`))
+		if err := req.Write(conn); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+		if err != nil {
+			t.Fatalf("the request sent with the CONNECT: %v", err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := `POST /v1/chat/completions {"n":0}`; string(got) != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+		if x := rec.finished(t, 1)[0]; x.URL != srv.URL+"/v1/chat/completions" || x.Status != http.StatusOK {
+			t.Errorf("recorded %s, status %d; want %s/v1/chat/completions, 200", x.URL, x.Status, srv.URL)
+		}
+	})
+	t.Run("tls", func(t *testing.T) {
+		upCA := newTestCA(t)
+		srv := upCA.startTLS(t, echoHandler, false)
+		host := strings.TrimPrefix(srv.URL, "https://")
+		rec := newFakeRecorder()
+		ca := newCA(t)
+		tap := newTap(t, proxy.Config{CA: ca, Recorder: rec, UpstreamCAs: upCA.pool})
+		// The ClientHello is the first write, and goes with the CONNECT.
+		conn := tls.Client(dialPipelined(t, tap, host), &tls.Config{RootCAs: caPool(t, ca), ServerName: "127.0.0.1"})
+		if err := conn.Handshake(); err != nil {
+			t.Fatalf("TLS handshake sent with the CONNECT: %v", err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/responses", strings.NewReader(`{"n":1}`))
+		if err := req.Write(conn); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := `POST /v1/responses {"n":1}`; string(got) != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+		if x := rec.finished(t, 1)[0]; x.URL != srv.URL+"/v1/responses" || x.Status != http.StatusOK {
+			t.Errorf("recorded %s, status %d; want %s/v1/responses, 200", x.URL, x.Status, srv.URL)
+		}
+	})
+}
+
+// pipelinedConn is a connection to the tap's forward proxy whose first
+// write carries a CONNECT request to target in front of what it is given,
+// and whose reads start after the CONNECT response.
+type pipelinedConn struct {
+	net.Conn
+	connect []byte // sent with the first write; nil after it
+	br      *bufio.Reader
+	read    bool // the CONNECT response has been read
+}
+
+func dialPipelined(t testing.TB, tap *proxy.Tap, target string) *pipelinedConn {
+	t.Helper()
+	pu, err := url.Parse(tap.ProxyURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", pu.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	// Bytes that the tap loses would leave it waiting for them.
+	conn.SetDeadline(time.Now().Add(hangGuard))
+	pw, _ := pu.User.Password()
+	connect := fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, testkit.BasicAuth(pu.User.Username(), pw))
+	return &pipelinedConn{Conn: conn, connect: []byte(connect), br: bufio.NewReader(conn)}
+}
+
+func (c *pipelinedConn) Write(p []byte) (int, error) {
+	if c.connect == nil {
+		return c.Conn.Write(p)
+	}
+	_, err := c.Conn.Write(append(c.connect, p...))
+	c.connect = nil
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (c *pipelinedConn) Read(p []byte) (int, error) {
+	if !c.read {
+		c.read = true
+		resp, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			return 0, fmt.Errorf("reading the CONNECT response: %w", err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("CONNECT: %s, want 200", resp.Status)
+		}
+	}
+	return c.br.Read(p)
 }
 
 // TestOwnListenersRecordedOnce: an agent that sends a base-URL request
