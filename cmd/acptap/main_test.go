@@ -49,9 +49,10 @@ func TestMain(m *testing.M) {
 		"busyagent": busyAgent,
 		"loadagent": loadAgent,
 		// The tap benchmarks' processes (tap_bench_test.go).
-		"reverseproxy": reverseProxyMain,
-		"relay":        relayMain,
-		"urlagent":     urlAgentMain,
+		"reverseproxy":  reverseProxyMain,
+		"tapunrecorded": tapUnrecordedMain,
+		"relay":         relayMain,
+		"urlagent":      urlAgentMain,
 		// The tap secret's tests (secret_test.go).
 		"secretagent": secretAgent,
 		"intruder": func() {

@@ -19,13 +19,16 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/proxy"
 )
 
 // The benchmarks below put acptap's LLM tap side by side with its peers,
 // each in a process of its own as acptap is: the client and the upstream
 // are the benchmark's, the path between them is a child process. The
 // paths are: direct (no process between), acptap (acptap record's
-// base-URL route, recording into a store), reverseproxy (Go's
+// base-URL route, recording into a store), tap-unrecorded (the same tap,
+// proxy.Tap with a base-URL route, in a process that records nothing: what
+// forwarding costs apart from recording), reverseproxy (Go's
 // httputil.ReverseProxy flushing at once, in a child process: the fair
 // anchor, the least a Go proxy in acptap's layout costs), and, when
 // mitmdump is installed, mitmproxy in reverse mode, streaming bodies
@@ -34,7 +37,7 @@ import (
 // prints medians and ratios against direct.
 
 // tapPaths are the paths of the tap benchmarks, in the order they run.
-var tapPaths = []string{"direct", "acptap", "reverseproxy", "mitmproxy-stream", "mitmproxy"}
+var tapPaths = []string{"direct", "acptap", "tap-unrecorded", "reverseproxy", "mitmproxy-stream", "mitmproxy"}
 
 // reverseProxyMain is the "reverseproxy" command of the test binary: an
 // httputil.ReverseProxy to $UPSTREAM on a loopback port, whose URL it
@@ -62,6 +65,30 @@ func reverseProxyMain() {
 	stop()
 }
 
+// tapUnrecordedMain is the "tapunrecorded" command of the test binary:
+// acptap's tap with a base-URL route to $UPSTREAM and no Recorder, whose
+// URL it prints, serving until its stdin closes.
+func tapUnrecordedMain() {
+	tap, err := proxy.New(proxy.Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tapunrecorded:", err)
+		os.Exit(1)
+	}
+	u, err := tap.AddBaseURL("OPENAI_BASE_URL", os.Getenv("UPSTREAM"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tapunrecorded:", err)
+		os.Exit(2)
+	}
+	fmt.Println(u)
+	stop := childProfile()
+	io.Copy(io.Discard, os.Stdin)
+	stop()
+	if err := tap.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "tapunrecorded:", err)
+		os.Exit(1)
+	}
+}
+
 // urlAgentMain is the "urlagent" command of the test binary, an agent for
 // acptap record that prints the base URL it was given and waits for its
 // stdin to close.
@@ -83,6 +110,9 @@ func startPath(b *testing.B, path, upstream string) (string, bool) {
 		db := filepath.Join(b.TempDir(), "bench.db")
 		cmd = exec.Command("acptap", "record", "--store", db, "--name", "bench", "--no-proxy-env",
 			"--base-url", "OPENAI_BASE_URL="+upstream, "--", "urlagent")
+	case "tap-unrecorded":
+		cmd = exec.Command("tapunrecorded")
+		cmd.Env = append(os.Environ(), "UPSTREAM="+upstream)
 	case "reverseproxy":
 		cmd = exec.Command("reverseproxy")
 		cmd.Env = append(os.Environ(), "UPSTREAM="+upstream)
