@@ -98,14 +98,15 @@ func urlAgentMain() {
 }
 
 // startPath starts the process of path between the benchmark and
-// upstream and returns the URL that reaches upstream through it; ok is
-// false when the path cannot run here (mitmdump not installed).
-func startPath(b *testing.B, path, upstream string) (string, bool) {
+// upstream and returns the URL that reaches upstream through it and the
+// process's PID (0 for direct); ok is false when the path cannot run here
+// (mitmdump not installed).
+func startPath(b *testing.B, path, upstream string) (u string, pid int, ok bool) {
 	b.Helper()
 	var cmd *exec.Cmd
 	switch path {
 	case "direct":
-		return upstream, true
+		return upstream, 0, true
 	case "acptap":
 		db := filepath.Join(b.TempDir(), "bench.db")
 		cmd = exec.Command("acptap", "record", "--store", db, "--name", "bench", "--no-proxy-env",
@@ -119,7 +120,7 @@ func startPath(b *testing.B, path, upstream string) (string, bool) {
 	case "mitmproxy-stream", "mitmproxy":
 		mitm, err := exec.LookPath("mitmdump")
 		if err != nil {
-			return "", false
+			return "", 0, false
 		}
 		port := freePort(b)
 		args := []string{"--mode", "reverse:" + upstream, "--listen-host", "127.0.0.1", "--listen-port", port, "-q"}
@@ -135,9 +136,9 @@ func startPath(b *testing.B, path, upstream string) (string, bool) {
 			cmd.Process.Kill()
 			cmd.Wait()
 		})
-		u := "http://127.0.0.1:" + port
+		u = "http://127.0.0.1:" + port
 		waitListening(b, "127.0.0.1:"+port)
-		return u, true
+		return u, cmd.Process.Pid, true
 	default:
 		b.Fatalf("unknown path %q", path)
 	}
@@ -162,7 +163,55 @@ func startPath(b *testing.B, path, upstream string) (string, bool) {
 	if err != nil {
 		b.Fatalf("%s: reading its URL: %v", path, err)
 	}
-	return strings.TrimSpace(line), true
+	return strings.TrimSpace(line), cmd.Process.Pid, true
+}
+
+// reportCPU starts measuring the CPU time that process pid takes, and
+// returns what reports it per op, as cpu-ns/op: the cost of the path on a
+// machine whose CPUs are wanted by others, which unlike its latency hardly
+// depends on how idle the CPUs are. It is the time on CPU of every thread
+// of the process (/proc/PID/task/*/schedstat), so it needs Linux; threads
+// that end meanwhile take theirs with them, which Go's rarely do. A pid of
+// 0 (the direct path) reports nothing.
+func reportCPU(b *testing.B, pid int) (report func()) {
+	if pid == 0 {
+		return func() {}
+	}
+	start, err := processCPU(pid)
+	if err != nil {
+		b.Logf("not measuring the CPU of process %d: %v", pid, err)
+		return func() {}
+	}
+	return func() {
+		end, err := processCPU(pid)
+		if err != nil {
+			b.Logf("not measuring the CPU of process %d: %v", pid, err)
+			return
+		}
+		b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+// processCPU returns the time that the live threads of process pid have
+// spent on a CPU.
+func processCPU(pid int) (time.Duration, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, fmt.Errorf("no /proc/%d/task/*/schedstat", pid)
+	}
+	var total time.Duration
+	for _, name := range tasks {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			continue // the thread ended
+		}
+		var ns int64
+		if _, err := fmt.Sscan(string(data), &ns); err != nil {
+			return 0, fmt.Errorf("%s: %w", name, err)
+		}
+		total += time.Duration(ns)
+	}
+	return total, nil
 }
 
 // freePort returns a loopback port nothing listens on, for a program that
@@ -199,11 +248,13 @@ func BenchmarkTapSSE(b *testing.B) {
 	defer upstream.Close()
 	for _, path := range tapPaths {
 		b.Run(path, func(b *testing.B) {
-			base, ok := startPath(b, path, upstream.URL)
+			base, pid, ok := startPath(b, path, upstream.URL)
 			if !ok {
 				b.Skipf("%s: mitmdump is not installed", path)
 			}
+			report := reportCPU(b, pid)
 			upstream.Measure(b, benchHTTPClient(b), base+"/v1/chat/completions", path == "mitmproxy")
+			report()
 		})
 	}
 }
@@ -222,10 +273,12 @@ func BenchmarkTapRequests(b *testing.B) {
 	defer upstream.Close()
 	for _, path := range tapPaths {
 		b.Run(path, func(b *testing.B) {
-			base, ok := startPath(b, path, upstream.URL)
+			base, pid, ok := startPath(b, path, upstream.URL)
 			if !ok {
 				b.Skipf("%s: mitmdump is not installed", path)
 			}
+			report := reportCPU(b, pid)
+			defer report()
 			testkit.PostParallel(b, benchHTTPClient(b), base+"/v1/chat/completions", reqBody, len(respBody))
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 		})
