@@ -31,7 +31,8 @@ func (t *Tap) serveForward(w http.ResponseWriter, r *http.Request) {
 		t.refuseProxy(w, r)
 		return
 	}
-	if r.Method == http.MethodConnect {
+	if r.Method == http.MethodConnect && r.ProtoMajor == 1 {
+		// goproxy takes an HTTP/1 CONNECT over by Hijack.
 		kept := new(connectRest)
 		t.goproxy.ServeHTTP(restKeeper{w, kept}, r.WithContext(context.WithValue(r.Context(), connectRestKey{}, kept)))
 		return
