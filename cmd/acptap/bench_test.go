@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -91,9 +92,8 @@ up.join()
 sys.exit(child.wait())
 `
 
-// stdioTarget starts the echo agent by path and returns its stdin and
-// stdout.
-func stdioTarget(b *testing.B, path string) (io.WriteCloser, *bufio.Reader, func()) {
+// stdioTarget starts the echo agent by path.
+func stdioTarget(b *testing.B, path string) *stdioChild {
 	b.Helper()
 	var cmd *exec.Cmd
 	switch path {
@@ -129,27 +129,55 @@ func stdioTarget(b *testing.B, path string) (io.WriteCloser, *bufio.Reader, func
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	stop := func() {
-		stdin.Close()
-		io.Copy(io.Discard, stdout)
-		if err := cmd.Wait(); err != nil {
-			b.Errorf("%v: %v", cmd.Args, err)
-		}
+	return &stdioChild{b: b, cmd: cmd, stdin: stdin, stdout: bufio.NewReaderSize(stdout, 64<<10), raw: stdout}
+}
+
+// stdioChild is the process of a stdio path: the echo agent, or what runs
+// it.
+type stdioChild struct {
+	b        *testing.B
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	stdout   *bufio.Reader
+	raw      io.Reader
+	startCPU time.Duration // the process's CPU time when the timing started
+}
+
+// start notes the CPU time the process has taken so far, its start-up.
+func (c *stdioChild) start() {
+	c.startCPU, _ = processCPU(c.cmd.Process.Pid)
+}
+
+// stop closes the process's stdin, reads its stdout to the end and waits
+// for it, and reports the CPU time it and the children it waited for (the
+// echo agent) took since start, per op, as cpu-ns/op: what the path costs
+// in CPU, the recording of what fell behind included.
+func (c *stdioChild) stop() {
+	c.stdin.Close()
+	io.Copy(io.Discard, c.raw)
+	if err := c.cmd.Wait(); err != nil {
+		c.b.Errorf("%v: %v", c.cmd.Args, err)
+		return
 	}
-	return stdin, bufio.NewReaderSize(stdout, 64<<10), stop
+	if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok && c.b.N > 0 {
+		total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		c.b.ReportMetric(float64(total-c.startCPU)/float64(c.b.N), "cpu-ns/op")
+	}
 }
 
 func benchmarkThroughput(b *testing.B, path string) {
 	line := append(bytes.Repeat([]byte("x"), 1023), '\n')
-	stdin, stdout, stop := stdioTarget(b, path)
+	child := stdioTarget(b, path)
+	stdin, stdout := child.stdin, child.stdout
 	var start time.Time
 	defer func() {
 		// MB/s is what was forwarded; recorded-MB/s counts until the
 		// process has exited, having recorded what fell behind.
-		stop()
+		child.stop()
 		b.ReportMetric(float64(b.N*len(line))/time.Since(start).Seconds()/1e6, "recorded-MB/s")
 	}()
 	b.SetBytes(int64(len(line)))
+	child.start()
 	b.ResetTimer()
 	start = time.Now()
 	errc := make(chan error, 1)
@@ -186,9 +214,11 @@ func BenchmarkStdioThroughput(b *testing.B) {
 
 func benchmarkPingPong(b *testing.B, path string) {
 	req := []byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"sess_0123456789","prompt":[{"type":"text","text":"hello"}]}}` + "\n")
-	stdin, stdout, stop := stdioTarget(b, path)
-	defer stop()
+	child := stdioTarget(b, path)
+	stdin, stdout := child.stdin, child.stdout
+	defer child.stop()
 	rtts := make([]time.Duration, 0, b.N)
+	child.start()
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
