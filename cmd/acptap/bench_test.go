@@ -143,7 +143,9 @@ type stdioChild struct {
 	startCPU time.Duration // the process's CPU time when the timing started
 }
 
-// start notes the CPU time the process has taken so far, its start-up.
+// start notes the CPU time the process has taken so far, its start-up,
+// to leave out of cpu-ns/op; without /proc it notes nothing, and the
+// start-up counts.
 func (c *stdioChild) start() {
 	c.startCPU, _ = processCPU(c.cmd.Process.Pid)
 }
