@@ -477,6 +477,20 @@ func readAcking(body io.Reader, ack func(int)) ([]byte, error) {
 // proxy.
 func rawConnect(t testing.TB, tap *proxy.Tap, target string) (net.Conn, *bufio.Reader) {
 	t.Helper()
+	conn, connect := dialProxy(t, tap, target)
+	conn.Write(connect)
+	br := bufio.NewReader(conn)
+	if err := readConnectResponse(br); err != nil {
+		t.Fatalf("CONNECT %s: %v", target, err)
+	}
+	return conn, br
+}
+
+// dialProxy connects to the tap's forward proxy, with hangGuard as the
+// connection's deadline, and returns the connection and a CONNECT request
+// to target with the proxy's credentials, unsent.
+func dialProxy(t testing.TB, tap *proxy.Tap, target string) (net.Conn, []byte) {
+	t.Helper()
 	pu, err := url.Parse(tap.ProxyURL())
 	if err != nil {
 		t.Fatal(err)
@@ -488,14 +502,19 @@ func rawConnect(t testing.TB, tap *proxy.Tap, target string) (net.Conn, *bufio.R
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(hangGuard))
 	pw, _ := pu.User.Password()
-	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, testkit.BasicAuth(pu.User.Username(), pw))
-	br := bufio.NewReader(conn)
+	connect := fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, testkit.BasicAuth(pu.User.Username(), pw))
+	return conn, []byte(connect)
+}
+
+// readConnectResponse reads the response to a CONNECT request, which must
+// be a 200.
+func readConnectResponse(br *bufio.Reader) error {
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {
-		t.Fatalf("reading the CONNECT response: %v", err)
+		return fmt.Errorf("reading the CONNECT response: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT %s: %s, want 200", target, resp.Status)
+		return fmt.Errorf("CONNECT: %s, want 200", resp.Status)
 	}
-	return conn, br
+	return nil
 }

@@ -23,7 +23,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testkit"
@@ -185,20 +184,10 @@ type pipelinedConn struct {
 
 func dialPipelined(t testing.TB, tap *proxy.Tap, target string) *pipelinedConn {
 	t.Helper()
-	pu, err := url.Parse(tap.ProxyURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.Dial("tcp", pu.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	// Bytes that the tap loses would leave it waiting for them.
-	conn.SetDeadline(time.Now().Add(hangGuard))
-	pw, _ := pu.User.Password()
-	connect := fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: %s\r\n\r\n", target, target, testkit.BasicAuth(pu.User.Username(), pw))
-	return &pipelinedConn{Conn: conn, connect: []byte(connect), br: bufio.NewReader(conn)}
+	// Bytes that the tap loses would leave it waiting for them, until
+	// dialProxy's deadline.
+	conn, connect := dialProxy(t, tap, target)
+	return &pipelinedConn{Conn: conn, connect: connect, br: bufio.NewReader(conn)}
 }
 
 func (c *pipelinedConn) Write(p []byte) (int, error) {
@@ -216,12 +205,8 @@ func (c *pipelinedConn) Write(p []byte) (int, error) {
 func (c *pipelinedConn) Read(p []byte) (int, error) {
 	if !c.read {
 		c.read = true
-		resp, err := http.ReadResponse(c.br, &http.Request{Method: http.MethodConnect})
-		if err != nil {
-			return 0, fmt.Errorf("reading the CONNECT response: %w", err)
-		}
-		if resp.StatusCode != http.StatusOK {
-			return 0, fmt.Errorf("CONNECT: %s, want 200", resp.Status)
+		if err := readConnectResponse(c.br); err != nil {
+			return 0, err
 		}
 	}
 	return c.br.Read(p)

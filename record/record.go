@@ -462,20 +462,20 @@ func tapConfig(opts Options) (proxy.Config, error) {
 func backlogNotice(b stdiotap.Backlog) string {
 	// Whole MiB, rounded up, but below a MiB whole KiB: a bound of
 	// --max-backlog 1MiB is 512 KiB of stdio, not "1 MiB".
-	mib := func(n int) string {
+	size := func(n int) string {
 		if n < 1<<20 {
 			return fmt.Sprintf("%.0f KiB", math.Ceil(float64(n)/(1<<10)))
 		}
 		return fmt.Sprintf("%.0f MiB", math.Ceil(float64(n)/(1<<20)))
 	}
 	if b.Behind {
-		return fmt.Sprintf("recording falls behind the agent's stdio by %s; forwarding will wait for it if that reaches %s", mib(b.Bytes), mib(b.Max))
+		return fmt.Sprintf("recording falls behind the agent's stdio by %s; forwarding will wait for it if that reaches %s", size(b.Bytes), size(b.Max))
 	}
 	waited := "forwarding never waited"
 	if b.Waited > 0 {
 		waited = "forwarding waited " + b.Waited.Round(time.Millisecond).String() + " for it"
 	}
-	return fmt.Sprintf("recording caught up with the agent's stdio (it fell up to %s behind; %s)", mib(b.Bytes), waited)
+	return fmt.Sprintf("recording caught up with the agent's stdio (it fell up to %s behind; %s)", size(b.Bytes), waited)
 }
 
 // frameEvent turns a framed stdio line into a store event.
