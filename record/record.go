@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/redact"
+	"github.com/acptap/acptap/internal/tapproc"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
@@ -99,6 +100,13 @@ type Options struct {
 	// in the working directory. Run sets it from the store if empty.
 	StorePath string
 
+	// TapProcess, if set, runs the HTTP tap in a process of its own, which
+	// only forwards, while this process records what it forwarded: the
+	// recording then never shares a Go runtime with the forwarding of an
+	// LLM stream (see BENCHMARKS.md). Its program's main must call TapMain
+	// when started with its Args. If nil, the tap runs in this process.
+	TapProcess *TapProcess
+
 	// MaxBacklog bounds the memory that the agent's stdio forwarded but
 	// not yet recorded takes when recording falls behind (a flood of
 	// output outpacing the store's compression and commits): half of it
@@ -118,6 +126,19 @@ type Options struct {
 	// If nil, notices are discarded.
 	Logf func(format string, args ...any)
 }
+
+// TapProcess is the command that starts the HTTP tap's own process.
+type TapProcess struct {
+	// Path is the program, and Args its argv, Args[0] included.
+	Path string
+	Args []string
+}
+
+// TapMain is the main of the tap process (Options.TapProcess): a program
+// that names itself there calls it when started so, and exits with what
+// it returns. It serves on the process's stdin, stdout and fd 3, which
+// only the recording's process may give it.
+func TapMain() int { return tapproc.Run() }
 
 // DefaultMaxBacklog is the Options.MaxBacklog used when it is zero.
 const DefaultMaxBacklog = stdiotap.DefaultMaxBacklog
@@ -142,13 +163,15 @@ type Result struct {
 // resolved, its CAs loaded and its snapshot taken. Nothing is in the store
 // until Run.
 type Plan struct {
-	opts    Options
-	name    string
-	env     []string
-	routes  []BaseURL // with their upstreams resolved
-	tap     proxy.Config
-	secrets *redact.Redactor
-	archive []byte // the snapshot; nil without Options.Snapshot
+	opts   Options
+	name   string
+	env    []string
+	routes []BaseURL // with their upstreams resolved
+	tap    proxy.Config
+	// upstreamCAs is the PEM of Options.UpstreamCA, for a tap process.
+	upstreamCAs []byte
+	secrets     *redact.Redactor
+	archive     []byte // the snapshot; nil without Options.Snapshot
 	// agentPath is the agent's program, resolved.
 	agentPath string
 }
@@ -187,7 +210,7 @@ func Prepare(opts Options) (*Plan, error) {
 	if p.routes, err = resolveBaseURLs(opts.BaseURLs, p.env); err != nil {
 		return nil, err
 	}
-	if p.tap, err = tapConfig(opts); err != nil {
+	if p.tap, p.upstreamCAs, err = tapConfig(opts); err != nil {
 		return nil, err
 	}
 	p.tap.Secret = proxy.NewSecret()
@@ -314,7 +337,8 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	stopOnCancel()
 	// The tap closes before the writer finishes: Close waits for the last
 	// exchanges to be recorded.
-	if err := tap.Close(); err != nil {
+	// A tap process that ended early has said so when it did.
+	if err := tap.Close(); err != nil && !errors.Is(err, tapproc.ErrEnded) {
 		opts.Logf("closing the HTTP tap: %v", err)
 	}
 	w.Update(func(r *store.Recording) {
@@ -359,9 +383,13 @@ func terminate(sess *stdiotap.Session, grace time.Duration) {
 	time.AfterFunc(grace, func() { sess.Signal(syscall.SIGKILL) })
 }
 
-// startTap starts the HTTP tap with the plan's routes and returns the
+// startTap starts the HTTP tap with the plan's routes, in a process of
+// its own with Options.TapProcess, and returns what closes it, the
 // agent's environment and each route's local URL, by variable.
-func (p *Plan) startTap(cfg proxy.Config) (*proxy.Tap, []string, map[string]string, error) {
+func (p *Plan) startTap(cfg proxy.Config) (io.Closer, []string, map[string]string, error) {
+	if tp := p.opts.TapProcess; tp != nil {
+		return p.startTapProcess(tp, cfg)
+	}
 	tap, err := proxy.New(cfg)
 	if err != nil {
 		return nil, nil, nil, classify(ErrTap, "starting the HTTP tap: %w", err)
@@ -384,6 +412,45 @@ func (p *Plan) startTap(cfg proxy.Config) (*proxy.Tap, []string, map[string]stri
 		return nil, nil, nil, classify(ErrTap, "preparing the agent's environment: %w", err)
 	}
 	return tap, env, local, nil
+}
+
+// startTapProcess is startTap with the tap in a process of its own: cfg's
+// Recorder, Redact, Start and Logf serve in this process.
+func (p *Plan) startTapProcess(tp *TapProcess, cfg proxy.Config) (io.Closer, []string, map[string]string, error) {
+	routes := make([]tapproc.Route, len(p.routes))
+	for i, r := range p.routes {
+		routes[i] = tapproc.Route{Var: r.Var, Upstream: r.Upstream}
+	}
+	proc, err := tapproc.Start(tapproc.Config{
+		Path:          tp.Path,
+		Args:          tp.Args,
+		Env:           p.env,
+		Routes:        routes,
+		NoProxyEnv:    p.opts.NoProxyEnv,
+		ProxyLoopback: p.opts.ProxyLoopback,
+		CADir:         filepath.Dir(cfg.CA.CertFile()),
+		UpstreamCAs:   p.upstreamCAs,
+		Secret:        cfg.Secret,
+		Recorder:      cfg.Recorder,
+		Redact:        cfg.Redact,
+		Start:         cfg.Start,
+		Logf:          cfg.Logf,
+	})
+	var se *tapproc.StartError
+	switch {
+	case errors.As(err, &se) && se.Stage == tapproc.StageRoute:
+		i := slices.IndexFunc(p.routes, func(r BaseURL) bool { return r.Var == se.Var })
+		upstream := ""
+		if i >= 0 {
+			upstream = p.routes[i].Upstream
+		}
+		return nil, nil, nil, &BaseURLError{Var: se.Var, Upstream: upstream, Err: se.Err}
+	case errors.As(err, &se) && se.Stage == tapproc.StageEnv:
+		return nil, nil, nil, classify(ErrTap, "preparing the agent's environment: %w", err)
+	case err != nil:
+		return nil, nil, nil, classify(ErrTap, "starting the HTTP tap: %w", err)
+	}
+	return proc, proc.Env, proc.Local, nil
 }
 
 // resolveBaseURLs gives each route its upstream: the explicit one, else
@@ -435,26 +502,26 @@ func checkUpstream(upstream string) error {
 	return nil
 }
 
-// tapConfig loads the CAs of the tap's configuration.
-func tapConfig(opts Options) (proxy.Config, error) {
-	var cfg proxy.Config
+// tapConfig loads the CAs of the tap's configuration, and returns the
+// upstream CAs' PEM too.
+func tapConfig(opts Options) (cfg proxy.Config, upstreamPEM []byte, err error) {
 	if opts.UpstreamCA != "" {
 		pem, err := os.ReadFile(opts.UpstreamCA)
 		if err != nil {
-			return cfg, classify(ErrUpstreamCA, "%w", err)
+			return cfg, nil, classify(ErrUpstreamCA, "%w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return cfg, classify(ErrUpstreamCA, "%s: no PEM certificate in it", opts.UpstreamCA)
+			return cfg, nil, classify(ErrUpstreamCA, "%s: no PEM certificate in it", opts.UpstreamCA)
 		}
-		cfg.UpstreamCAs = pool
+		cfg.UpstreamCAs, upstreamPEM = pool, pem
 	}
 	ca, err := proxy.LoadOrCreateCA(opts.CADir)
 	if err != nil {
-		return cfg, classify(ErrCA, "interception CA: %w", err)
+		return cfg, nil, classify(ErrCA, "interception CA: %w", err)
 	}
 	cfg.CA = ca
-	return cfg, nil
+	return cfg, upstreamPEM, nil
 }
 
 // backlogNotice says that recording fell behind the agent's stdio, or

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/store"
 )
 
@@ -164,6 +165,10 @@ func withCommandName(name string, err error) error {
 // bug (the store turns the panics of a damaged file into errors): it is
 // one line and ExitInternal, with the trace only if ACPTAP_TRACE=1.
 func Main(args []string, stdio *IO) (code int) {
+	if len(args) == 2 && args[1] == tapProcessCommand {
+		// Started by acptap record (tapProcess), not by a user.
+		return record.TapMain()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			code = internalError(stdio, r, debug.Stack())

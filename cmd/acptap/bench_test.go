@@ -143,11 +143,13 @@ type stdioChild struct {
 	startCPU time.Duration // the process's CPU time when the timing started
 }
 
-// start notes the CPU time the process has taken so far, its start-up,
+// start notes the CPU time the process and its children (acptap's tap
+// process) have taken so far, their start-up,
 // to leave out of cpu-ns/op; without /proc it notes nothing, and the
 // start-up counts.
 func (c *stdioChild) start() {
-	c.startCPU, _ = processCPU(c.cmd.Process.Pid)
+	start, _ := treeCPU(c.cmd.Process.Pid)
+	c.startCPU = start.total
 }
 
 // stop closes the process's stdin, reads its stdout to the end and waits

@@ -226,7 +226,9 @@ func TestLoadSSE(t *testing.T) {
 type memoryPeak struct{ rss, anon int64 }
 
 // sampleMemory samples /proc/PID/status every 50ms until the returned
-// function is called, which returns the peaks.
+// function is called, which returns the peaks. Of acptap record they are
+// the peaks of the sums of its process's and its tap process's, sampled
+// together.
 func sampleMemory(pid int) func() memoryPeak {
 	var mu sync.Mutex
 	var peak memoryPeak
@@ -236,10 +238,20 @@ func sampleMemory(pid int) func() memoryPeak {
 		defer close(done)
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
+		tapPID := 0
 		for {
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-			if err == nil {
-				mu.Lock()
+			if tapPID == 0 {
+				tapPID = tapProcessOf(pid)
+			}
+			var now memoryPeak
+			for _, p := range []int{pid, tapPID} {
+				if p == 0 {
+					continue
+				}
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+				if err != nil {
+					continue
+				}
 				for line := range strings.Lines(string(b)) {
 					f := strings.Fields(line)
 					if len(f) < 2 {
@@ -248,13 +260,15 @@ func sampleMemory(pid int) func() memoryPeak {
 					kb, _ := strconv.ParseInt(f[1], 10, 64)
 					switch f[0] {
 					case "VmRSS:":
-						peak.rss = max(peak.rss, kb<<10)
+						now.rss += kb << 10
 					case "RssAnon:":
-						peak.anon = max(peak.anon, kb<<10)
+						now.anon += kb << 10
 					}
 				}
-				mu.Unlock()
 			}
+			mu.Lock()
+			peak.rss, peak.anon = max(peak.rss, now.rss), max(peak.anon, now.anon)
+			mu.Unlock()
 			select {
 			case <-stop:
 				return

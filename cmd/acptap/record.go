@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -138,6 +139,7 @@ func runRecord(opts *recordOptions) error {
 	ro.StorePath = opts.StorePath
 	ro.Version = version()
 	ro.Logf = notices(opts.IO)
+	ro.TapProcess = tapProcess()
 	if len(ro.Argv) == 0 {
 		return usageErrorf("no agent command; usage: %s", recordUsage)
 	}
@@ -160,6 +162,23 @@ func runRecord(opts *recordOptions) error {
 		ro.Logf("agent: %v", res.AgentErr)
 	}
 	return exitCode(res.Exit.Code)
+}
+
+// tapProcessCommand, as acptap's only argument, makes it the HTTP tap's
+// own process of an acptap record (record.TapMain). It is no command of
+// the CLI: the process serves its parent on its stdin, stdout and fd 3.
+const tapProcessCommand = "__tap-process"
+
+// tapProcess is how acptap record starts its HTTP tap's own process: this
+// program again, named acptap (the name by which a test binary standing
+// in for acptap knows to run Main), with tapProcessCommand. Where the
+// program cannot be found the tap runs in-process (nil).
+func tapProcess() *record.TapProcess {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return &record.TapProcess{Path: exe, Args: []string{"acptap", tapProcessCommand}}
 }
 
 // notices prints a library's notices on stderr, one line each, with the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -166,30 +167,114 @@ func startPath(b *testing.B, path, upstream string) (u string, pid int, ok bool)
 	return strings.TrimSpace(line), cmd.Process.Pid, true
 }
 
-// reportCPU starts measuring the CPU time that process pid takes, and
-// returns what reports it per op, as cpu-ns/op: the cost of the path on a
-// machine whose CPUs are wanted by others, which unlike its latency hardly
-// depends on how idle the CPUs are. It is the time on CPU of every thread
-// of the process (/proc/PID/task/*/schedstat), so it needs Linux; threads
-// that end meanwhile take theirs with them, which Go's rarely do. A pid of
-// 0 (the direct path) reports nothing.
+// reportCPU starts measuring the CPU time that process pid and its
+// descendants take (acptap record's tap process among them), and returns
+// what reports it per op, as cpu-ns/op: the cost of the path on a machine
+// whose CPUs are wanted by others, which unlike its latency hardly depends
+// on how idle the CPUs are. Of acptap record it also reports the tap
+// process's share, as tap-cpu-ns/op: what forwarding costs, apart from
+// recording. It is the time on CPU of every thread (/proc/PID/task/*/schedstat),
+// so it needs Linux; threads that end meanwhile take theirs with them,
+// which Go's rarely do. A pid of 0 (the direct path) reports nothing.
 func reportCPU(b *testing.B, pid int) (report func()) {
 	if pid == 0 {
 		return func() {}
 	}
-	start, err := processCPU(pid)
+	start, err := treeCPU(pid)
 	if err != nil {
 		b.Logf("not measuring the CPU of process %d: %v", pid, err)
 		return func() {}
 	}
 	return func() {
-		end, err := processCPU(pid)
+		end, err := treeCPU(pid)
 		if err != nil {
 			b.Logf("not measuring the CPU of process %d: %v", pid, err)
 			return
 		}
-		b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64(end.total-start.total)/float64(b.N), "cpu-ns/op")
+		if end.tapPID != 0 && end.tapPID == start.tapPID {
+			b.ReportMetric(float64(end.tap-start.tap)/float64(b.N), "tap-cpu-ns/op")
+		}
 	}
+}
+
+// cpuOfTree is the CPU time of a process and its descendants.
+type cpuOfTree struct {
+	total  time.Duration
+	tapPID int           // of the tap process among them (tapProcessCommand), or 0
+	tap    time.Duration // its share of total
+}
+
+// treeCPU returns the time that the live threads of process pid and of its
+// descendants have spent on a CPU.
+func treeCPU(pid int) (cpuOfTree, error) {
+	var c cpuOfTree
+	pids := append([]int{pid}, descendants(pid)...)
+	for i, p := range pids {
+		t, err := processCPU(p)
+		if err != nil {
+			if i == 0 {
+				return c, err
+			}
+			continue // it ended
+		}
+		c.total += t
+		if isTapProcess(p) {
+			c.tapPID, c.tap = p, t
+		}
+	}
+	return c, nil
+}
+
+// tapProcessOf returns the pid of the tap process of acptap record pid,
+// or 0 if it has none (yet).
+func tapProcessOf(pid int) int {
+	for _, p := range descendants(pid) {
+		if isTapProcess(p) {
+			return p
+		}
+	}
+	return 0
+}
+
+// isTapProcess reports whether process pid is an acptap record's tap
+// process, by its command line.
+func isTapProcess(pid int) bool {
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return bytes.HasSuffix(cmdline, []byte("\x00"+tapProcessCommand+"\x00"))
+}
+
+// descendants returns the processes below pid, by the parents that
+// /proc/*/stat names.
+func descendants(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	children := map[int][]int{}
+	for _, name := range stats {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		var p, ppid int
+		var state string
+		if _, err := fmt.Sscan(string(data), &p); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscan(string(data[i+1:]), &state, &ppid); err != nil {
+			continue
+		}
+		children[ppid] = append(children[ppid], p)
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
 }
 
 // processCPU returns the time that the live threads of process pid have

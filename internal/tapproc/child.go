@@ -1,0 +1,217 @@
+package tapproc
+
+import (
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/proxy"
+)
+
+// settings are what the parent tells the tap process.
+type settings struct {
+	// Env is the agent's environment before the tap's variables.
+	Env    []string `json:"env"`
+	Routes []Route  `json:"routes"`
+	// NoProxyEnv and ProxyLoopback are Config's.
+	NoProxyEnv    bool `json:"no_proxy_env"`
+	ProxyLoopback bool `json:"proxy_loopback"`
+	// CADir holds the interception CA (proxy.LoadOrCreateCA).
+	CADir string `json:"ca_dir"`
+	// UpstreamCAs is PEM, or empty.
+	UpstreamCAs []byte `json:"upstream_cas,omitempty"`
+	Secret      string `json:"secret"`
+	// SinceStart is how long after Config.Start the settings were sent:
+	// the tap process counts the exchanges' times from then, less it.
+	SinceStart time.Duration `json:"since_start"`
+}
+
+// ready is the tap process's answer once the tap serves.
+type ready struct {
+	Env   []string          `json:"env"`   // the agent's environment
+	Local map[string]string `json:"local"` // each route's local URL, by variable
+}
+
+// failure is the tap process's answer when the tap cannot start.
+type failure struct {
+	Stage Stage  `json:"stage"`
+	Var   string `json:"var,omitempty"`
+	Error string `json:"error"`
+}
+
+// maxSettings bounds the settings message: an environment and a few
+// certificates.
+const maxSettings = 64 << 20
+
+// Run is the tap process's main, on the process's own stdin, stdout,
+// stderr and fd 3 (see Main); it returns the exit code.
+func Run() int {
+	return Main(os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "tap-begins"))
+}
+
+// Main runs the tap process: it answers hello on stdout, reads its
+// settings from stdin, starts the tap and says ready (or why it could
+// not), then serves, sending each exchange on stdout and each request's
+// id on begins as it arrives, until stdin ends; then it closes the tap,
+// which ends the exchanges in flight and sends them, and returns. It
+// returns 0 once it has served, 1 if the tap could not start, and 2 if
+// what came on stdin was not settings. Its own errors go to stderr.
+func Main(stdin io.Reader, stdout, stderr, begins io.Writer) int {
+	sh := &shipper{out: stdout, begins: begins}
+	if err := sh.send(message{kind: kindHello, payload: []byte(helloMagic)}); err != nil {
+		fmt.Fprintf(stderr, "tap process: %v\n", err)
+		return 2
+	}
+	m, err := readMessage(stdin, maxSettings)
+	if err == nil && m.kind != kindSettings {
+		err = fmt.Errorf("message of kind %d, not settings", m.kind)
+	}
+	var s settings
+	if err == nil {
+		err = json.Unmarshal(m.payload, &s)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tap process: reading its settings on stdin: %v\n", err)
+		return 2
+	}
+	tap, r, fail := start(s, sh, time.Now().Add(-s.SinceStart))
+	if fail != nil {
+		payload, _ := json.Marshal(fail)
+		sh.send(message{kind: kindFailed, payload: payload})
+		return 1
+	}
+	payload, _ := json.Marshal(r)
+	if err := sh.send(message{kind: kindReady, payload: payload}); err != nil {
+		tap.Close()
+		fmt.Fprintf(stderr, "tap process: %v\n", err)
+		return 1
+	}
+	// Until the parent closes stdin, or dies.
+	io.Copy(io.Discard, stdin)
+	if err := tap.Close(); err != nil {
+		sh.notice("%v", err)
+	}
+	return 0
+}
+
+// start starts the tap of s, recording into sh, with its times counted
+// from start.
+func start(s settings, sh *shipper, start time.Time) (*proxy.Tap, *ready, *failure) {
+	fail := func(stage Stage, name string, err error) (*proxy.Tap, *ready, *failure) {
+		return nil, nil, &failure{Stage: stage, Var: name, Error: err.Error()}
+	}
+	ca, err := proxy.LoadOrCreateCA(s.CADir)
+	if err != nil {
+		return fail(StageTap, "", fmt.Errorf("interception CA: %w", err))
+	}
+	cfg := proxy.Config{CA: ca, Recorder: sh, Start: start, Secret: s.Secret, Logf: sh.notice}
+	if len(s.UpstreamCAs) > 0 {
+		cfg.UpstreamCAs = x509.NewCertPool()
+		if !cfg.UpstreamCAs.AppendCertsFromPEM(s.UpstreamCAs) {
+			return fail(StageTap, "", errors.New("no PEM certificate among the upstream CAs"))
+		}
+	}
+	tap, err := proxy.New(cfg)
+	if err != nil {
+		return fail(StageTap, "", err)
+	}
+	r := &ready{Local: map[string]string{}}
+	for _, rt := range s.Routes {
+		u, err := tap.AddBaseURL(rt.Var, rt.Upstream)
+		if err != nil {
+			tap.Close()
+			return fail(StageRoute, rt.Var, err)
+		}
+		r.Local[rt.Var] = u
+	}
+	if s.NoProxyEnv {
+		r.Env = tap.BaseURLEnv(s.Env)
+	} else if r.Env, err = tap.Env(s.Env, proxy.EnvOptions{ProxyLoopback: s.ProxyLoopback}); err != nil {
+		tap.Close()
+		return fail(StageEnv, "", err)
+	}
+	return tap, r, nil
+}
+
+// A shipper is the tap's Recorder in the tap process: it sends what the
+// tap records to the parent, which records it.
+type shipper struct {
+	idMu   sync.Mutex // guards next and begins, so that ids go out in the order they are handed
+	next   uint64     // the last id handed out
+	begins io.Writer
+
+	outMu sync.Mutex // guards out and buf
+	out   io.Writer
+	buf   []byte // a message being written
+}
+
+// Begin hands out the next id and sends it on begins at once, as the
+// request arrives: one write of 8 bytes on a pipe that the parent empties
+// as they come.
+func (s *shipper) Begin() uint64 {
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	s.next++
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], s.next)
+	// A failed write means the parent is gone; the tap ends when stdin
+	// does.
+	s.begins.Write(b[:])
+	return s.next
+}
+
+// Started sends the exchange in flight.
+func (s *shipper) Started(id uint64, at time.Duration, x *exchange.Exchange) {
+	s.exchange(kindStarted, id, at, x)
+}
+
+// Ended sends the exchange as it ended.
+func (s *shipper) Ended(id uint64, at time.Duration, x *exchange.Exchange) {
+	s.exchange(kindEnded, id, at, x)
+}
+
+func (s *shipper) exchange(k kind, id uint64, at time.Duration, x *exchange.Exchange) {
+	data, err := exchange.Marshal(x)
+	if err != nil {
+		s.notice("http tap: not recording an exchange: %v", err)
+		return
+	}
+	s.send(message{kind: k, id: id, at: at, payload: data})
+}
+
+// notice sends a notice for the parent's Logf.
+func (s *shipper) notice(format string, args ...any) {
+	s.send(message{kind: kindNotice, payload: fmt.Appendf(nil, format, args...)})
+}
+
+// joinBelow is the payload size below which a message is written in one
+// write, header and payload copied together; a bigger one is written in
+// two, rather than copied.
+const joinBelow = 64 << 10
+
+// send writes m to out.
+func (s *shipper) send(m message) error {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	if len(m.payload) < joinBelow {
+		s.buf = appendMessage(s.buf[:0], m)
+		_, err := s.out.Write(s.buf)
+		return err
+	}
+	payload := m.payload
+	m.payload = nil
+	s.buf = appendMessage(s.buf[:0], m)
+	binary.LittleEndian.PutUint32(s.buf[lengthAt:], uint32(len(payload)))
+	if _, err := s.out.Write(s.buf); err != nil {
+		return err
+	}
+	_, err := s.out.Write(payload)
+	return err
+}
