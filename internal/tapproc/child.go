@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,7 +150,7 @@ type shipper struct {
 
 	outMu sync.Mutex // guards out and buf
 	out   io.Writer
-	buf   []byte // a message being written
+	buf   []byte // the message being written
 }
 
 // Begin hands out the next id and sends it on begins at once, as the
@@ -177,13 +178,24 @@ func (s *shipper) Ended(id uint64, at time.Duration, x *exchange.Exchange) {
 	s.exchange(kindEnded, id, at, x)
 }
 
+// exchange sends x, encoded (appendExchange) straight into the buffer of
+// the message that carries it.
 func (s *shipper) exchange(k kind, id uint64, at time.Duration, x *exchange.Exchange) {
-	data, err := exchange.Marshal(x)
-	if err != nil {
-		s.notice("http tap: not recording an exchange: %v", err)
-		return
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	s.buf = appendMessage(s.buf[:0], message{kind: k, id: id, at: at})
+	s.buf = appendExchange(s.buf, x)
+	if n := len(s.buf) - headerSize; n > maxPayload {
+		// More than the store keeps of one event: the parent could not
+		// record it, and would take it for a broken pipe.
+		// The URL without its query, which may hold a key.
+		u, _, _ := strings.Cut(x.URL, "?")
+		s.buf = appendMessage(nil, message{kind: kindNotice, payload: fmt.Appendf(nil,
+			"http tap: not recording %s %s: the exchange takes %d bytes, more than %d", x.Method, u, n, maxPayload)})
+	} else {
+		binary.LittleEndian.PutUint32(s.buf[lengthAt:], uint32(n))
 	}
-	s.send(message{kind: k, id: id, at: at, payload: data})
+	s.write()
 }
 
 // notice sends a notice for the parent's Logf.
@@ -191,27 +203,24 @@ func (s *shipper) notice(format string, args ...any) {
 	s.send(message{kind: kindNotice, payload: fmt.Appendf(nil, format, args...)})
 }
 
-// joinBelow is the payload size below which a message is written in one
-// write, header and payload copied together; a bigger one is written in
-// two, rather than copied.
-const joinBelow = 64 << 10
-
 // send writes m to out.
 func (s *shipper) send(m message) error {
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
-	if len(m.payload) < joinBelow {
-		s.buf = appendMessage(s.buf[:0], m)
-		_, err := s.out.Write(s.buf)
-		return err
-	}
-	payload := m.payload
-	m.payload = nil
 	s.buf = appendMessage(s.buf[:0], m)
-	binary.LittleEndian.PutUint32(s.buf[lengthAt:], uint32(len(payload)))
-	if _, err := s.out.Write(s.buf); err != nil {
-		return err
+	return s.write()
+}
+
+// keepBuffer is the largest buffer kept from one message to the next: a
+// conversation-sized exchange's is let go.
+const keepBuffer = 1 << 20
+
+// write writes the message in buf to out, in one write. s.outMu must be
+// held.
+func (s *shipper) write() error {
+	_, err := s.out.Write(s.buf)
+	if cap(s.buf) > keepBuffer {
+		s.buf = nil
 	}
-	_, err := s.out.Write(payload)
 	return err
 }

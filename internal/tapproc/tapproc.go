@@ -244,16 +244,16 @@ func Start(cfg Config) (_ *Process, err error) {
 		// cannot be read); then it is waited for.
 		readers.Wait()
 		err := p.cmd.Wait()
-		early := !p.closing.Load()
 		switch {
+		case !p.closing.Load():
+			how := "it exited"
+			if err != nil {
+				how = err.Error()
+			}
+			p.endErr = fmt.Errorf("%w (%s)%s", ErrEnded, how, p.stderr.say())
+			cfg.Logf("http tap: %v; the agent's HTTP requests through the tap fail from now on", p.endErr)
 		case err != nil:
 			p.endErr = fmt.Errorf("the tap process: %v%s", err, p.stderr.say())
-		case early:
-			p.endErr = fmt.Errorf("the tap process exited%s", p.stderr.say())
-		}
-		if early {
-			p.endErr = fmt.Errorf("%w: %w", ErrEnded, p.endErr)
-			cfg.Logf("http tap: %v; the agent's HTTP requests through the tap fail from now on", p.endErr)
 		}
 		close(p.done)
 	}()
@@ -352,7 +352,7 @@ func (p *Process) record(m message) {
 	if p.cfg.Recorder == nil {
 		return
 	}
-	x, err := exchange.Unmarshal(m.payload)
+	x, err := decodeExchange(m.payload)
 	if err != nil {
 		p.cfg.Logf("http tap: not recording an exchange from the tap process: %v", err)
 		return

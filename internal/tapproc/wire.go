@@ -32,8 +32,8 @@ const (
 	kindReady                    // payload: ready as JSON
 	kindFailed                   // payload: failure as JSON
 	kindNotice                   // payload: one line of the tap's, for Logf
-	kindStarted                  // id, at; payload: the exchange in flight (exchange.Marshal)
-	kindEnded                    // id, at; payload: the exchange as it ended (exchange.Marshal)
+	kindStarted                  // id, at; payload: the exchange in flight (appendExchange)
+	kindEnded                    // id, at; payload: the exchange as it ended (appendExchange)
 )
 
 // helloMagic is the hello's payload: a program that answers with
@@ -47,8 +47,8 @@ const (
 	lengthAt   = 1 + 8 + 8
 )
 
-// maxPayload bounds a message's payload: an exchange is at most what the
-// store keeps of one event, 256 MiB, and its encoding a little more.
+// maxPayload bounds a message's payload: an exchange of at most what the
+// store keeps of one event, 256 MiB, and its request twice at most.
 const maxPayload = 512 << 20
 
 // message is one message on a pipe.
