@@ -296,7 +296,7 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	tapCfg.Redact = p.secrets.Exchange
 	tapCfg.Start = start
 	tapCfg.Logf = opts.Logf
-	tap, childEnv, local, err := p.startTap(tapCfg)
+	tap, childEnv, local, err := p.startTap(tapCfg, w)
 	if err != nil {
 		return nil, abandon(w, err)
 	}
@@ -384,11 +384,12 @@ func terminate(sess *stdiotap.Session, grace time.Duration) {
 }
 
 // startTap starts the HTTP tap with the plan's routes, in a process of
-// its own with Options.TapProcess, and returns what closes it, the
-// agent's environment and each route's local URL, by variable.
-func (p *Plan) startTap(cfg proxy.Config) (io.Closer, []string, map[string]string, error) {
+// its own with Options.TapProcess, recording into w, and returns what
+// closes it, the agent's environment and each route's local URL, by
+// variable.
+func (p *Plan) startTap(cfg proxy.Config, w *store.Writer) (io.Closer, []string, map[string]string, error) {
 	if tp := p.opts.TapProcess; tp != nil {
-		return p.startTapProcess(tp, cfg)
+		return p.startTapProcess(tp, cfg, w)
 	}
 	tap, err := proxy.New(cfg)
 	if err != nil {
@@ -415,8 +416,15 @@ func (p *Plan) startTap(cfg proxy.Config) (io.Closer, []string, map[string]strin
 }
 
 // startTapProcess is startTap with the tap in a process of its own: cfg's
-// Recorder, Redact, Start and Logf serve in this process.
-func (p *Plan) startTapProcess(tp *TapProcess, cfg proxy.Config) (io.Closer, []string, map[string]string, error) {
+// Recorder, Redact, Start and Logf serve in this process, and the tap
+// process numbers exchanges from w's counter of Seqs, which it shares, as
+// their requests arrive, as Recorder.Begin would.
+func (p *Plan) startTapProcess(tp *TapProcess, cfg proxy.Config, w *store.Writer) (io.Closer, []string, map[string]string, error) {
+	counter, err := tapproc.NewCounter()
+	if err != nil {
+		return nil, nil, nil, classify(ErrTap, "starting the HTTP tap: %w", err)
+	}
+	w.ShareSeq(counter.Uint64())
 	routes := make([]tapproc.Route, len(p.routes))
 	for i, r := range p.routes {
 		routes[i] = tapproc.Route{Var: r.Var, Upstream: r.Upstream}
@@ -431,6 +439,7 @@ func (p *Plan) startTapProcess(tp *TapProcess, cfg proxy.Config) (io.Closer, []s
 		CADir:         filepath.Dir(cfg.CA.CertFile()),
 		UpstreamCAs:   p.upstreamCAs,
 		Secret:        cfg.Secret,
+		Counter:       counter,
 		Recorder:      cfg.Recorder,
 		Redact:        cfg.Redact,
 		Start:         cfg.Start,

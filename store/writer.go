@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -82,23 +83,24 @@ type Writer struct {
 	finishOnce sync.Once
 
 	mu            sync.Mutex
-	wake          sync.Cond // on mu; signalled when run has work or must stop
-	progress      sync.Cond // on mu; broadcast when committed, metaCommitted or err change
-	queue         []Event   // guarded by mu: appended and not yet taken by run
-	queued        uint64    // guarded by mu: events ever queued
-	committed     uint64    // guarded by mu: events of queue committed so far
-	seq           uint64    // guarded by mu: the last Seq handed out
-	meta          Recording // guarded by mu: the metadata as changed by Update
-	metaGen       uint64    // guarded by mu: count of Update calls
-	metaCommitted uint64    // guarded by mu: metaGen as of the last commit
-	queueBytes    int       // guarded by mu: the Data bytes of queue
-	flushing      int       // guarded by mu: Flush calls waiting
-	throttled     int       // guarded by mu: Throttle calls waiting
-	lingering     bool      // guarded by mu: run waits for more events, see lingerLocked
-	ticked        bool      // guarded by mu: timer fired since run armed it
-	finishing     bool      // guarded by mu: Finish was called; run drains and returns
-	err           error     // guarded by mu: the first commit error; run has returned
-	lateReported  bool      // guarded by mu: an Append or Update after Finish was reported
+	wake          sync.Cond      // on mu; signalled when run has work or must stop
+	progress      sync.Cond      // on mu; broadcast when committed, metaCommitted or err change
+	queue         []Event        // guarded by mu: appended and not yet taken by run
+	queued        uint64         // guarded by mu: events ever queued
+	committed     uint64         // guarded by mu: events of queue committed so far
+	seq           *atomic.Uint64 // guarded by mu (the pointer): the last Seq handed out, ownSeq or one shared by ShareSeq
+	ownSeq        atomic.Uint64  // the Writer's own counter
+	meta          Recording      // guarded by mu: the metadata as changed by Update
+	metaGen       uint64         // guarded by mu: count of Update calls
+	metaCommitted uint64         // guarded by mu: metaGen as of the last commit
+	queueBytes    int            // guarded by mu: the Data bytes of queue
+	flushing      int            // guarded by mu: Flush calls waiting
+	throttled     int            // guarded by mu: Throttle calls waiting
+	lingering     bool           // guarded by mu: run waits for more events, see lingerLocked
+	ticked        bool           // guarded by mu: timer fired since run armed it
+	finishing     bool           // guarded by mu: Finish was called; run drains and returns
+	err           error          // guarded by mu: the first commit error; run has returned
+	lateReported  bool           // guarded by mu: an Append or Update after Finish was reported
 
 	timer  *time.Timer   // wakes run while it lingers; only run uses it, nil until then
 	waited time.Duration // how long the last commit waited for the file's lock; only run uses it
@@ -120,6 +122,7 @@ func newWriter(s *Store, rec Recording, live *os.File) *Writer {
 		live: live,
 		meta: rec,
 	}
+	w.seq = &w.ownSeq
 	w.wake.L = &w.mu
 	w.progress.L = &w.mu
 	go w.run(rec.clone())
@@ -135,10 +138,9 @@ func newWriter(s *Store, rec Recording, live *os.File) *Writer {
 func (w *Writer) Append(e Event) uint64 {
 	w.mu.Lock()
 	if e.Seq == 0 {
-		w.seq++
-		e.Seq = w.seq
-	} else if e.Seq > w.seq {
-		w.seq = e.Seq
+		e.Seq = w.seq.Add(1)
+	} else {
+		raise(w.seq, e.Seq)
 	}
 	if w.finishing || w.err != nil {
 		w.lateLocked("append event", e.Seq)
@@ -162,8 +164,30 @@ func (w *Writer) Append(e Event) uint64 {
 func (w *Writer) Reserve() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.seq++
-	return w.seq
+	return w.seq.Add(1)
+}
+
+// ShareSeq makes c the recording's counter of Seqs from now on, raised to
+// the last Seq handed out if it is below: Append and Reserve take the
+// next Seq from it, and so may another process that holds it in shared
+// memory (the HTTP tap's own process, numbering exchanges as their
+// requests arrive without asking this one), for events it has appended
+// here with them. c must stay valid for as long as the Writer is used.
+func (w *Writer) ShareSeq(c *atomic.Uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	raise(c, w.seq.Load())
+	w.seq = c
+}
+
+// raise raises c to at least n.
+func raise(c *atomic.Uint64, n uint64) {
+	for {
+		cur := c.Load()
+		if n <= cur || c.CompareAndSwap(cur, n) {
+			return
+		}
+	}
 }
 
 // Update changes the recording's metadata; the change is committed with

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
@@ -54,18 +55,24 @@ const maxSettings = 64 << 20
 // Run is the tap process's main, on the process's own stdin, stdout,
 // stderr and fd 3 (see Main); it returns the exit code.
 func Run() int {
-	return Main(os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "tap-begins"))
+	return Main(os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "acptap-seq"))
 }
 
 // Main runs the tap process: it answers hello on stdout, reads its
 // settings from stdin, starts the tap and says ready (or why it could
-// not), then serves, sending each exchange on stdout and each request's
-// id on begins as it arrives, until stdin ends; then it closes the tap,
-// which ends the exchanges in flight and sends them, and returns. It
-// returns 0 once it has served, 1 if the tap could not start, and 2 if
-// what came on stdin was not settings. Its own errors go to stderr.
-func Main(stdin io.Reader, stdout, stderr, begins io.Writer) int {
-	sh := &shipper{out: stdout, begins: begins}
+// not), then serves, numbering each exchange from the Counter in file
+// counter as its request arrives and sending it on stdout, until stdin
+// ends; then it closes the tap, which ends the exchanges in flight and
+// sends them, and returns. It returns 0 once it has served, 1 if the tap
+// could not start, and 2 if what came on stdin was not settings or the
+// counter could not be mapped. Its own errors go to stderr.
+func Main(stdin io.Reader, stdout, stderr io.Writer, counter *os.File) int {
+	seq, err := openCounter(counter)
+	if err != nil {
+		fmt.Fprintf(stderr, "tap process: %v\n", err)
+		return 2
+	}
+	sh := &shipper{out: stdout, seq: seq}
 	if err := sh.send(message{kind: kindHello, payload: []byte(helloMagic)}); err != nil {
 		fmt.Fprintf(stderr, "tap process: %v\n", err)
 		return 2
@@ -144,29 +151,15 @@ func start(s settings, sh *shipper, start time.Time) (*proxy.Tap, *ready, *failu
 // A shipper is the tap's Recorder in the tap process: it sends what the
 // tap records to the parent, which records it.
 type shipper struct {
-	idMu   sync.Mutex // guards next and begins, so that ids go out in the order they are handed
-	next   uint64     // the last id handed out
-	begins io.Writer
+	seq *atomic.Uint64 // the Counter, shared with the parent
 
 	outMu sync.Mutex // guards out and buf
 	out   io.Writer
 	buf   []byte // the message being written
 }
 
-// Begin hands out the next id and sends it on begins at once, as the
-// request arrives: one write of 8 bytes on a pipe that the parent empties
-// as they come.
-func (s *shipper) Begin() uint64 {
-	s.idMu.Lock()
-	defer s.idMu.Unlock()
-	s.next++
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], s.next)
-	// A failed write means the parent is gone; the tap ends when stdin
-	// does.
-	s.begins.Write(b[:])
-	return s.next
-}
+// Begin numbers an exchange as its request arrives, from the Counter.
+func (s *shipper) Begin() uint64 { return s.seq.Add(1) }
 
 // Started sends the exchange in flight.
 func (s *shipper) Started(id uint64, at time.Duration, x *exchange.Exchange) {

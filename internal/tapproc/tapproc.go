@@ -12,7 +12,6 @@ package tapproc
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +56,11 @@ type Config struct {
 	// Secret is proxy.Config's. If empty, proxy.NewSecret() is used.
 	Secret string
 
+	// Counter numbers the exchanges: the tap process takes each
+	// exchange's number from it as the request arrives, and Recorder's
+	// Started and Ended get that number (its Begin is not called). If
+	// nil, Start makes one. A Counter serves one Start.
+	Counter *Counter
 	// Recorder receives the exchanges, in this process. If nil, they are
 	// discarded.
 	Recorder proxy.Recorder
@@ -100,10 +104,6 @@ type Process struct {
 	closeErr  error
 
 	waited bool // Start's failure has waited for the process already
-
-	mu       sync.Mutex        // guards ids and reserved
-	ids      map[uint64]uint64 // the Recorder's ids of the exchanges, by the tap process's
-	reserved uint64            // the tap process's ids up to which Recorder.Begin was called
 }
 
 // Start starts the tap process and waits for its tap to serve. A
@@ -118,6 +118,11 @@ func Start(cfg Config) (_ *Process, err error) {
 	}
 	if cfg.Start.IsZero() {
 		cfg.Start = time.Now()
+	}
+	if cfg.Counter == nil {
+		if cfg.Counter, err = NewCounter(); err != nil {
+			return nil, err
+		}
 	}
 	var closeLater []*os.File // the pipes' ends the tap process has, and ours on failure
 	defer func() {
@@ -135,7 +140,9 @@ func Start(cfg Config) (_ *Process, err error) {
 	}
 	inR, inW := pipe()
 	outR, outW := pipe()
-	beginsR, beginsW := pipe()
+	// The tap process has the counter's file as its fd 3; the mapping
+	// here outlives it.
+	closeLater = append(closeLater, cfg.Counter.file)
 	if err != nil {
 		return nil, fmt.Errorf("starting the tap process: %w", err)
 	}
@@ -144,7 +151,6 @@ func Start(cfg Config) (_ *Process, err error) {
 		stdin:  inW,
 		stderr: &tail{},
 		done:   make(chan struct{}),
-		ids:    map[uint64]uint64{},
 	}
 	p.cmd = &exec.Cmd{
 		Path:        cfg.Path,
@@ -152,7 +158,7 @@ func Start(cfg Config) (_ *Process, err error) {
 		Stdin:       inR,
 		Stdout:      outW,
 		Stderr:      p.stderr,
-		ExtraFiles:  []*os.File{beginsW},
+		ExtraFiles:  []*os.File{cfg.Counter.file},
 		SysProcAttr: sysProcAttr(),
 	}
 	if err := p.cmd.Start(); err != nil {
@@ -161,7 +167,7 @@ func Start(cfg Config) (_ *Process, err error) {
 	// The pipes' ends that are the tap process's are closed here at once,
 	// so that its exit ends the pipes; ours are kept unless the start
 	// fails.
-	for _, f := range []*os.File{inR, outW, beginsW} {
+	for _, f := range []*os.File{inR, outW, cfg.Counter.file} {
 		f.Close()
 	}
 	closeLater = nil
@@ -174,7 +180,6 @@ func Start(cfg Config) (_ *Process, err error) {
 				p.cmd.Wait()
 			}
 			outR.Close()
-			beginsR.Close()
 		}
 	}()
 
@@ -227,22 +232,11 @@ func Start(cfg Config) (_ *Process, err error) {
 	outR.SetReadDeadline(time.Time{})
 	started = true
 
-	var readers sync.WaitGroup
-	readers.Add(2)
 	go func() {
-		defer readers.Done()
-		defer beginsR.Close()
-		p.readBegins(beginsR)
-	}()
-	go func() {
-		defer readers.Done()
-		defer outR.Close()
-		p.readMessages(out)
-	}()
-	go func() {
-		// Both pipes end when the process does (or when what it sent
+		// The pipe ends when the process does (or when what it sent
 		// cannot be read); then it is waited for.
-		readers.Wait()
+		p.readMessages(out)
+		outR.Close()
 		err := p.cmd.Wait()
 		switch {
 		case !p.closing.Load():
@@ -281,44 +275,6 @@ func (p *Process) notTap(err error) error {
 	}
 }
 
-// readBegins reserves, for each id the tap process sends as a request
-// arrives, the Recorder's id.
-func (p *Process) readBegins(r io.Reader) {
-	var b [8]byte
-	for {
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return
-		}
-		p.idOf(binary.LittleEndian.Uint64(b[:]))
-	}
-}
-
-// idOf returns the Recorder's id of the tap process's exchange id,
-// calling Recorder.Begin for it, and for every earlier one still without
-// one, if need be: the exchanges keep the order in which the tap process
-// numbered them, the order their requests arrived in, whichever pipe
-// names them first.
-func (p *Process) idOf(id uint64) uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for p.reserved < id {
-		p.reserved++
-		var mine uint64
-		if p.cfg.Recorder != nil {
-			mine = p.cfg.Recorder.Begin()
-		}
-		p.ids[p.reserved] = mine
-	}
-	return p.ids[id]
-}
-
-// forget drops exchange id, which has ended.
-func (p *Process) forget(id uint64) {
-	p.mu.Lock()
-	delete(p.ids, id)
-	p.mu.Unlock()
-}
-
 // readMessages records what the tap process sends until it ends.
 func (p *Process) readMessages(r io.Reader) {
 	for {
@@ -345,10 +301,6 @@ func (p *Process) readMessages(r io.Reader) {
 
 // record has the Recorder record the exchange of m.
 func (p *Process) record(m message) {
-	id := p.idOf(m.id)
-	if m.kind == kindEnded {
-		p.forget(m.id)
-	}
 	if p.cfg.Recorder == nil {
 		return
 	}
@@ -361,9 +313,9 @@ func (p *Process) record(m message) {
 		p.cfg.Redact(x)
 	}
 	if m.kind == kindStarted {
-		p.cfg.Recorder.Started(id, m.at, x)
+		p.cfg.Recorder.Started(m.id, m.at, x)
 	} else {
-		p.cfg.Recorder.Ended(id, m.at, x)
+		p.cfg.Recorder.Ended(m.id, m.at, x)
 	}
 }
 

@@ -55,12 +55,11 @@ type recorded struct {
 	ended   *exchange.Exchange
 }
 
-// testRecorder keeps what it is given, checking that Started and Ended
-// name ids that Begin handed out.
+// testRecorder keeps what it is given. Its Begin must not be called: the
+// tap process numbers exchanges from the Counter.
 type testRecorder struct {
 	t    *testing.T
 	mu   sync.Mutex
-	next uint64
 	got  map[uint64]*recorded
 	ends []uint64 // ids in the order Ended got them
 }
@@ -70,20 +69,26 @@ func newTestRecorder(t *testing.T) *testRecorder {
 }
 
 func (r *testRecorder) Begin() uint64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.next += 10 // not the tap process's ids
-	r.got[r.next] = &recorded{id: r.next}
-	return r.next
+	r.t.Error("Begin called: the tap process numbers exchanges from the Counter")
+	return 0
+}
+
+// of returns the record of exchange id, new if need be.
+func (r *testRecorder) of(id uint64) *recorded {
+	rec := r.got[id]
+	if rec == nil {
+		rec = &recorded{id: id}
+		r.got[id] = rec
+	}
+	return rec
 }
 
 func (r *testRecorder) Started(id uint64, at time.Duration, x *exchange.Exchange) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec := r.got[id]
-	if rec == nil || rec.ended != nil {
-		r.t.Errorf("Started(%d) without Begin, or after Ended", id)
-		return
+	rec := r.of(id)
+	if rec.ended != nil {
+		r.t.Errorf("Started(%d) after Ended", id)
 	}
 	rec.at, rec.started = at, x
 }
@@ -91,10 +96,9 @@ func (r *testRecorder) Started(id uint64, at time.Duration, x *exchange.Exchange
 func (r *testRecorder) Ended(id uint64, at time.Duration, x *exchange.Exchange) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec := r.got[id]
-	if rec == nil || rec.ended != nil {
-		r.t.Errorf("Ended(%d) without Begin, or twice", id)
-		return
+	rec := r.of(id)
+	if rec.ended != nil {
+		r.t.Errorf("Ended(%d) twice", id)
 	}
 	rec.at, rec.ended = at, x
 	r.ends = append(r.ends, id)
@@ -235,7 +239,17 @@ func TestRecordsInTheParent(t *testing.T) {
 func TestIdsInArrivalOrder(t *testing.T) {
 	up := sseUpstream(t, nil)
 	rec, l := newTestRecorder(t), &logs{}
-	p, err := Start(testConfig(t, up.URL, rec, l))
+	cfg := testConfig(t, up.URL, rec, l)
+	c, err := NewCounter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Numbers this process took before: the tap process goes on from
+	// there.
+	const first = 100
+	c.Uint64().Store(first)
+	cfg.Counter = c
+	p, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,9 +271,12 @@ func TestIdsInArrivalOrder(t *testing.T) {
 		t.Fatalf("got %d exchanges, want %d; logs:\n%s", len(got), n, l)
 	}
 	for i, r := range got {
-		if want := fmt.Sprintf("/v1/r%d", i); !strings.HasSuffix(r.ended.URL, want) {
-			t.Errorf("the exchange of id %d is %s, want the request to %s, in the order they came", r.id, r.ended.URL, want)
+		if want := fmt.Sprintf("/v1/r%d", i); !strings.HasSuffix(r.ended.URL, want) || r.id != first+uint64(i)+1 {
+			t.Errorf("exchange %d is %s, want %d, the request to %s: numbered from the counter in the order they came", r.id, r.ended.URL, first+i+1, want)
 		}
+	}
+	if got := c.Uint64().Load(); got != first+n {
+		t.Errorf("the counter is at %d, want %d", got, first+n)
 	}
 }
 

@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// The tap process and its parent talk over three pipes:
+// The tap process and its parent talk over two pipes and share one
+// number:
 //
 //   - the tap process's stdin carries the parent's settings, one message,
 //     after the tap process's hello; then nothing. Its end (the parent's
@@ -15,13 +16,10 @@ import (
 //   - the tap process's stdout carries messages: hello, then ready or
 //     failed, then notices and the exchanges, Started's and Ended's, in the
 //     order the tap gave them.
-//   - its fd 3 carries the id of each exchange as the request arrives, 8
-//     bytes each, so that the parent numbers the exchange among the stdio
-//     frames where it came. It is a pipe of its own so that a request's
-//     id is never queued behind a long exchange being written.
+//   - its fd 3 is the Counter's file, which it maps to number exchanges.
 //
-// A message is a header (kind, the exchange's id, its time, the payload's
-// length) and its payload.
+// A message is a header (kind, the exchange's number, its time, the
+// payload's length) and its payload.
 
 // kind is a message's kind.
 type kind uint8
