@@ -27,7 +27,8 @@ import (
 // each in a process of its own as acptap is: the client and the upstream
 // are the benchmark's, the path between them is a child process. The
 // paths are: direct (no process between), acptap (acptap record's
-// base-URL route, recording into a store), tap-unrecorded (the same tap,
+// base-URL route, in its tap process, recording into a store in acptap
+// record's), tap-unrecorded (the same tap,
 // proxy.Tap with a base-URL route, in a process that records nothing: what
 // forwarding costs apart from recording), reverseproxy (Go's
 // httputil.ReverseProxy flushing at once, in a child process: the fair
