@@ -238,10 +238,15 @@ func sampleMemory(pid int) func() memoryPeak {
 		defer close(done)
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
-		tapPID := 0
+		// acptap record starts its tap process before its agent, so it is
+		// looked for in the first second only: a process without one
+		// (replay) is not made to scan /proc 20 times a second while it
+		// is measured.
+		tapPID, looks := 0, 20
 		for {
-			if tapPID == 0 {
+			if tapPID == 0 && looks > 0 {
 				tapPID = tapProcessOf(pid)
+				looks--
 			}
 			var now memoryPeak
 			for _, p := range []int{pid, tapPID} {
