@@ -30,9 +30,9 @@ type settings struct {
 	// UpstreamCAs is PEM, or empty.
 	UpstreamCAs []byte `json:"upstream_cas,omitempty"`
 	Secret      string `json:"secret"`
-	// SinceStart is how long after Config.Start the settings were sent:
-	// the tap process counts the exchanges' times from then, less it.
-	SinceStart time.Duration `json:"since_start"`
+	// Start is Config.Start as a reading of the system's monotonic clock
+	// (monotonicAt): the tap process counts the exchanges' times from it.
+	Start int64 `json:"start"`
 }
 
 // ready is the tap process's answer once the tap serves.
@@ -89,7 +89,7 @@ func Main(stdin io.Reader, stdout, stderr io.Writer, counter *os.File) int {
 		fmt.Fprintf(stderr, "tap process: reading its settings on stdin: %v\n", err)
 		return 2
 	}
-	tap, r, fail := start(s, sh, time.Now().Add(-s.SinceStart))
+	tap, r, fail := start(s, sh, timeAt(s.Start))
 	if fail != nil {
 		payload, _ := json.Marshal(fail)
 		sh.send(message{kind: kindFailed, payload: payload})

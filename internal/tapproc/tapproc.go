@@ -201,7 +201,7 @@ func Start(cfg Config) (_ *Process, err error) {
 	if s.Secret == "" {
 		s.Secret = proxy.NewSecret()
 	}
-	s.SinceStart = time.Since(cfg.Start)
+	s.Start = monotonicAt(cfg.Start)
 	payload, err := json.Marshal(s)
 	if err == nil {
 		_, err = inW.Write(appendMessage(nil, message{kind: kindSettings, payload: payload}))

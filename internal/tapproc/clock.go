@@ -1,0 +1,39 @@
+package tapproc
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Both processes count an exchange's time from Config.Start. A
+// time.Time's monotonic reading means nothing in another process, and a
+// duration sent down the pipe arrives late by the pipe's latency, so the
+// start crosses as a reading of the system's monotonic clock, which all
+// processes share and no change of the wall clock moves.
+
+// monotonicAt is t as a reading of the system's monotonic clock, in
+// nanoseconds.
+func monotonicAt(t time.Time) int64 {
+	now := time.Now()
+	return monotonicNow() - int64(now.Sub(t))
+}
+
+// timeAt is the time.Time of a reading of the system's monotonic clock,
+// with a monotonic reading of this process's own.
+func timeAt(mono int64) time.Time {
+	now := time.Now()
+	return now.Add(-time.Duration(monotonicNow() - mono))
+}
+
+// monotonicNow reads the system's monotonic clock. Go's runtime reads the
+// same clock but does not expose the reading.
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		// Every unix Go runs on has CLOCK_MONOTONIC; were it refused, it
+		// would be in both processes, which then agree on the wall clock.
+		return time.Now().UnixNano()
+	}
+	return ts.Nano()
+}
