@@ -13,14 +13,17 @@ import (
 // processes share and no change of the wall clock moves.
 
 // monotonicAt is t as a reading of the system's monotonic clock, in
-// nanoseconds.
+// nanoseconds. It reads the system's clock before Go's: the time between
+// the two reads makes the reading early, never late, so that no time
+// counted from it comes out earlier than it was.
 func monotonicAt(t time.Time) int64 {
-	now := time.Now()
-	return monotonicNow() - int64(now.Sub(t))
+	mono := monotonicNow()
+	return mono - int64(time.Since(t))
 }
 
 // timeAt is the time.Time of a reading of the system's monotonic clock,
-// with a monotonic reading of this process's own.
+// with a monotonic reading of this process's own. It reads Go's clock
+// before the system's, which again makes it early, never late.
 func timeAt(mono int64) time.Time {
 	now := time.Now()
 	return now.Add(-time.Duration(monotonicNow() - mono))
