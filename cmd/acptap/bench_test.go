@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +27,22 @@ import (
 
 // stdioPaths are the ways to the echo agent, in the order they run.
 var stdioPaths = []string{"pipe", "acptap", "relay", "relay-c", "python-tee"}
+
+// inRoundOrder returns paths rotated by the round that $ACPTAP_BENCH_ROUND
+// names (scripts/bench sets it; 1 or unset leaves them as they are), so
+// that over the rounds every path runs as often in each place of a round.
+// In a fixed order one path would always run first, right after the
+// machine was idle, and another always last, right after the others'
+// processes ended: a difference of place that the round-by-round
+// comparison with the anchor would take for one of code.
+func inRoundOrder(paths []string) []string {
+	round, err := strconv.Atoi(os.Getenv("ACPTAP_BENCH_ROUND"))
+	if err != nil || round < 1 {
+		return paths
+	}
+	k := (round - 1) % len(paths)
+	return append(slices.Clone(paths[k:]), paths[:k]...)
+}
 
 // relayMain is the "relay" command of the test binary: it runs its
 // arguments as a child and copies its stdin to the child's and the
@@ -211,7 +228,7 @@ func benchmarkThroughput(b *testing.B, path string) {
 
 // BenchmarkStdioThroughput moves 1 KiB lines through the echo agent.
 func BenchmarkStdioThroughput(b *testing.B) {
-	for _, path := range stdioPaths {
+	for _, path := range inRoundOrder(stdioPaths) {
 		b.Run(path, func(b *testing.B) { benchmarkThroughput(b, path) })
 	}
 }
@@ -243,7 +260,7 @@ func benchmarkPingPong(b *testing.B, path string) {
 // BenchmarkStdioPingPong measures the round trip of one request line and
 // its echo, one at a time.
 func BenchmarkStdioPingPong(b *testing.B) {
-	for _, path := range stdioPaths {
+	for _, path := range inRoundOrder(stdioPaths) {
 		b.Run(path, func(b *testing.B) { benchmarkPingPong(b, path) })
 	}
 }

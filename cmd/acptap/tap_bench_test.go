@@ -332,7 +332,7 @@ func waitListening(b *testing.B, addr string) {
 func BenchmarkTapSSE(b *testing.B) {
 	upstream := testkit.NewSSEBench()
 	defer upstream.Close()
-	for _, path := range tapPaths {
+	for _, path := range inRoundOrder(tapPaths) {
 		b.Run(path, func(b *testing.B) {
 			base, pid, ok := startPath(b, path, upstream.URL)
 			if !ok {
@@ -357,7 +357,7 @@ func BenchmarkTapRequests(b *testing.B) {
 		w.Write(respBody)
 	}))
 	defer upstream.Close()
-	for _, path := range tapPaths {
+	for _, path := range inRoundOrder(tapPaths) {
 		b.Run(path, func(b *testing.B) {
 			base, pid, ok := startPath(b, path, upstream.URL)
 			if !ok {
