@@ -2,36 +2,17 @@ package proxy_test
 
 import (
 	"crypto/tls"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
 )
-
-// noticeLog collects a tap's notices.
-type noticeLog struct {
-	mu    sync.Mutex // guards lines
-	lines []string
-}
-
-func (l *noticeLog) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-func (l *noticeLog) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.lines...)
-}
 
 // TestNotices: what the tap has to say about a failed exchange, a body it
 // records undecoded and a TLS handshake the agent refused reaches Logf
@@ -42,10 +23,10 @@ func TestNotices(t *testing.T) {
 		name string
 		// provoke makes the tap notice something, and returns when the
 		// notice must have been given.
-		provoke func(t *testing.T, tap *proxy.Tap, ca *proxy.CA, rec *fakeRecorder, log *noticeLog)
+		provoke func(t *testing.T, tap *proxy.Tap, ca *proxy.CA, rec *fakeRecorder, log *testkit.Logs)
 		want    string // the notice starts with it
 	}{
-		{"upstream down", func(t *testing.T, tap *proxy.Tap, _ *proxy.CA, rec *fakeRecorder, _ *noticeLog) {
+		{"upstream down", func(t *testing.T, tap *proxy.Tap, _ *proxy.CA, rec *fakeRecorder, _ *testkit.Logs) {
 			local, err := tap.AddBaseURL("OPENAI_BASE_URL", "http://"+deadAddr(t)+"/v1")
 			if err != nil {
 				t.Fatal(err)
@@ -57,7 +38,7 @@ func TestNotices(t *testing.T) {
 			resp.Body.Close()
 			rec.finished(t, 1)
 		}, "http tap: POST http://127.0.0.1:"},
-		{"undecodable body", func(t *testing.T, tap *proxy.Tap, _ *proxy.CA, rec *fakeRecorder, _ *noticeLog) {
+		{"undecodable body", func(t *testing.T, tap *proxy.Tap, _ *proxy.CA, rec *fakeRecorder, _ *testkit.Logs) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 			defer srv.Close()
 			local, err := tap.AddBaseURL("OPENAI_BASE_URL", srv.URL+"/v1")
@@ -73,7 +54,7 @@ func TestNotices(t *testing.T) {
 			resp.Body.Close()
 			rec.finished(t, 1)
 		}, "http tap: recording the request body of POST http://127.0.0.1:"},
-		{"refused handshake", func(t *testing.T, tap *proxy.Tap, _ *proxy.CA, _ *fakeRecorder, log *noticeLog) {
+		{"refused handshake", func(t *testing.T, tap *proxy.Tap, _ *proxy.CA, _ *fakeRecorder, log *testkit.Logs) {
 			pu, err := url.Parse(tap.ProxyURL())
 			if err != nil {
 				t.Fatal(err)
@@ -87,22 +68,22 @@ func TestNotices(t *testing.T) {
 			}
 			// The server logs the handshake after the client has given up.
 			deadline := time.Now().Add(hangGuard)
-			for len(log.all()) == 0 && time.Now().Before(deadline) {
+			for len(log.Lines()) == 0 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}, "http tap: http: TLS handshake error"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			log := &noticeLog{}
+			log := &testkit.Logs{}
 			rec := newFakeRecorder()
 			ca := newCA(t)
-			tap := newTap(t, proxy.Config{CA: ca, Recorder: rec, Logf: log.logf})
+			tap := newTap(t, proxy.Config{CA: ca, Recorder: rec, Logf: log.Logf})
 			c.provoke(t, tap, ca, rec, log)
 			if err := tap.Close(); err != nil {
 				t.Fatal(err)
 			}
-			lines := log.all()
+			lines := log.Lines()
 			if len(lines) != 1 {
 				t.Fatalf("got %d notices %q, want one", len(lines), lines)
 			}

@@ -25,24 +25,6 @@ import (
 // the machine that knows the tap's ports but not its secret.
 const intruderEnv = "ACPTAP_PROXY_TEST_INTRUDER"
 
-// logBuffer keeps a tap's notices.
-type logBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logBuffer) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 // TestOtherProcessRefused: the agent, a child process given the tap's
 // environment, reaches its LLM by either route, while another process that
 // knows the ports but not the secret gets 407 from the forward proxy and
@@ -70,9 +52,9 @@ func TestOtherProcessRefused(t *testing.T) {
 			}))
 			defer srv.Close()
 			rec := newFakeRecorder()
-			var log logBuffer
+			var log testkit.Logs
 			secret := proxy.NewSecret()
-			tap := newTap(t, proxy.Config{Recorder: rec, Secret: secret, Logf: log.logf})
+			tap := newTap(t, proxy.Config{Recorder: rec, Secret: secret, Logf: log.Logf})
 			base := srv.URL + "/v1"
 			env := childEnviron()
 			local := ""

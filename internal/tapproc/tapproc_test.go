@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/testkit"
 )
 
 // childArg, as the test binary's first argument, makes it the tap
@@ -118,28 +119,10 @@ func (r *testRecorder) ended() []*recorded {
 	return out
 }
 
-// logs collects Logf's lines.
-type logs struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logs) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-func (l *logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 // testConfig is a Config that runs the test binary as the tap process,
 // with a CA of the test's own and one route, OPENAI_BASE_URL, to
 // upstream.
-func testConfig(t *testing.T, upstream string, rec *testRecorder, l *logs) Config {
+func testConfig(t *testing.T, upstream string, rec *testRecorder, l *testkit.Logs) Config {
 	return Config{
 		Path:     os.Args[0],
 		Args:     []string{os.Args[0], childArg},
@@ -147,7 +130,7 @@ func testConfig(t *testing.T, upstream string, rec *testRecorder, l *logs) Confi
 		Routes:   []Route{{Var: "OPENAI_BASE_URL", Upstream: upstream}},
 		CADir:    filepath.Join(t.TempDir(), "ca"),
 		Recorder: rec,
-		Logf:     l.logf,
+		Logf:     l.Logf,
 	}
 }
 
@@ -175,7 +158,7 @@ func sseUpstream(t *testing.T, release chan struct{}) *httptest.Server {
 
 func TestRecordsInTheParent(t *testing.T) {
 	up := sseUpstream(t, nil)
-	rec, l := newTestRecorder(t), &logs{}
+	rec, l := newTestRecorder(t), &testkit.Logs{}
 	cfg := testConfig(t, up.URL, rec, l)
 	cfg.Start = time.Now().Add(-time.Hour)
 	var redacted []string
@@ -238,7 +221,7 @@ func TestRecordsInTheParent(t *testing.T) {
 
 func TestIdsInArrivalOrder(t *testing.T) {
 	up := sseUpstream(t, nil)
-	rec, l := newTestRecorder(t), &logs{}
+	rec, l := newTestRecorder(t), &testkit.Logs{}
 	cfg := testConfig(t, up.URL, rec, l)
 	c, err := NewCounter()
 	if err != nil {
@@ -284,7 +267,7 @@ func TestCloseEndsExchangesInFlight(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	up := sseUpstream(t, release)
-	rec, l := newTestRecorder(t), &logs{}
+	rec, l := newTestRecorder(t), &testkit.Logs{}
 	p, err := Start(testConfig(t, up.URL, rec, l))
 	if err != nil {
 		t.Fatal(err)
@@ -339,7 +322,7 @@ func TestStartFailures(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := testConfig(t, up.URL, newTestRecorder(t), &logs{})
+			cfg := testConfig(t, up.URL, newTestRecorder(t), &testkit.Logs{})
 			tc.tweak(&cfg)
 			p, err := Start(cfg)
 			if err == nil {
@@ -358,7 +341,7 @@ func TestStartFailures(t *testing.T) {
 
 func TestEndedEarly(t *testing.T) {
 	up := sseUpstream(t, nil)
-	rec, l := newTestRecorder(t), &logs{}
+	rec, l := newTestRecorder(t), &testkit.Logs{}
 	p, err := Start(testConfig(t, up.URL, rec, l))
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,9 @@
-// Package testkit holds what acptap's tests share: the captured LLM wire samples, a goroutine-safe buffer, the test binary re-run as a child, an intruder that tries the tap without its secret, and the measuring loops of the tap benchmarks.
+// Package testkit holds what acptap's tests share: the captured LLM wire samples, a goroutine-safe buffer and log, the test binary re-run as a child, an intruder that tries the tap without its secret, and the measuring loops of the tap benchmarks.
 package testkit
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -92,6 +93,32 @@ func (b *SyncBuffer) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Len()
+}
+
+// Logs collects the lines of a Logf (a tap's notices, say), which any
+// goroutine may call while another reads them.
+type Logs struct {
+	mu    sync.Mutex // guards lines
+	lines []string
+}
+
+// Logf adds a line.
+func (l *Logs) Logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+// Lines returns the lines so far.
+func (l *Logs) Lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.lines)
+}
+
+// String returns the lines so far, joined by newlines.
+func (l *Logs) String() string {
+	return strings.Join(l.Lines(), "\n")
 }
 
 // steeringVars would send a child's HTTP elsewhere than the test means:
