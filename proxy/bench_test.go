@@ -31,7 +31,7 @@ var benchNames = []string{"direct", "tap", "reverseproxy", "tap-unrecorded"}
 // there: encoding each exchange twice and appending it.
 type benchRecorder struct{ w *store.Writer }
 
-func (r benchRecorder) Begin() uint64 { return r.w.Reserve() }
+func (r benchRecorder) Begin() (uint64, time.Time) { return r.w.Reserve(), time.Time{} }
 
 func (r benchRecorder) Started(id uint64, at time.Duration, x *exchange.Exchange) {
 	r.append(id, at, x, store.FlagIncomplete)

@@ -72,12 +72,12 @@ func newFakeRecorder() *fakeRecorder {
 	return &fakeRecorder{state: map[uint64]int{}, changed: make(chan struct{})}
 }
 
-func (r *fakeRecorder) Begin() uint64 {
+func (r *fakeRecorder) Begin() (uint64, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.id++
 	r.state[r.id] = 1
-	return r.id
+	return r.id, time.Time{}
 }
 
 func (r *fakeRecorder) Started(id uint64, at time.Duration, x *exchange.Exchange) {

@@ -61,9 +61,13 @@ import (
 type Recorder interface {
 	// Begin returns the id by which Started and Ended name a new
 	// exchange. It is called as the request arrives, so that a Recorder
-	// numbering exchanges and other events in one sequence places the
-	// exchange where its request came.
-	Begin() (id uint64)
+	// ordering exchanges and other events in one sequence places the
+	// exchange where its request came. If at is not zero, it is the time
+	// of that place, at or just after the request's arrival: the tap
+	// counts the exchange's times (Started's and Ended's at, its time to
+	// first byte, its chunks' times, its duration) from it rather than
+	// from its own reading, so that they agree with the Recorder's order.
+	Begin() (id uint64, at time.Time)
 	// Started records exchange id, whose request arrived at (since
 	// Config.Start): x holds the request, with End exchange.EndInFlight.
 	// x is redacted, and the Recorder's to keep.

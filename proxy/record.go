@@ -96,9 +96,13 @@ func (t *Tap) newRecord(start time.Time, method string, tg target) *record {
 	if t.recorder == nil {
 		return nil
 	}
+	id, at := t.recorder.Begin()
+	if !at.IsZero() {
+		start = at
+	}
 	return &record{
 		t:     t,
-		id:    t.recorder.Begin(),
+		id:    id,
 		at:    start.Sub(t.start),
 		start: start,
 		u:     tg.url,

@@ -62,6 +62,9 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	}
 	defer t.active.Done()
 	rec := t.newRecord(start, r.Method, tg)
+	if rec != nil {
+		start = rec.start // the Recorder's time for the exchange's place
+	}
 
 	upgrade := r.Method == http.MethodConnect || isUpgrade(r.Header)
 	trailers := acceptsTrailers(r.Header)

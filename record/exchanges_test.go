@@ -5,12 +5,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/stamp"
 	"github.com/acptap/acptap/proxy"
+	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
 
@@ -42,63 +45,88 @@ func storedEvents(t *testing.T, st *store.Store, name string) []store.Event {
 	return events
 }
 
-// TestStoreRecorder: an exchange is stored on the LLM lane at the Seq it
-// got as its request arrived, before the frames that came after it; once
-// as it ended, when it did, and in flight, with FlagIncomplete, when the
-// recording stopped before.
-func TestStoreRecorder(t *testing.T) {
-	request := exchange.Exchange{Route: exchange.RouteBaseURL, Method: http.MethodPost, URL: "http://llm.test/v1/responses", RequestBody: []byte(`{"model":"m"}`)}
-	for _, ended := range []bool{true, false} {
-		name := map[bool]string{true: "ended", false: "in-flight"}[ended]
-		t.Run(name, func(t *testing.T) {
-			st, w := newTestWriter(t, name)
-			r := storeRecorder{w: w, logf: t.Errorf}
-			id := r.Begin()
-			w.Append(store.Event{Kind: store.KindFrame, Lane: store.LaneAgent, Offset: time.Second, Data: []byte("a frame after the request")})
-			x := request
-			r.Started(id, 500*time.Millisecond, &x)
-			if ended {
-				final := request
-				final.Status, final.End = http.StatusOK, exchange.EndComplete
-				final.Chunks = []exchange.Chunk{{At: time.Millisecond, Data: []byte("answer")}}
-				r.Ended(id, 500*time.Millisecond, &final)
-			}
-			if err := w.Finish(); err != nil {
-				t.Fatal(err)
-			}
-			events := storedEvents(t, st, name)
-			if len(events) != 2 {
-				t.Fatalf("stored %d events, want the exchange and the frame", len(events))
-			}
-			e := events[0]
-			if e.Seq != id || e.Kind != store.KindExchange || e.Lane != store.LaneLLM || e.Offset != 500*time.Millisecond {
-				t.Errorf("first event: seq %d, kind %v, lane %v, offset %v; want %d, the exchange on the llm lane at 500ms", e.Seq, e.Kind, e.Lane, e.Offset, id)
-			}
-			wantFlags, wantEnd := store.Flag(0), exchange.EndComplete
-			if !ended {
-				wantFlags, wantEnd = store.FlagIncomplete, exchange.EndInFlight
-			}
-			got, err := exchange.Unmarshal(e.Data)
+// TestSequencer delivers frames and exchanges' records in an order other
+// than their Stamps', as the tap and the framing deliver them: records of
+// exchanges before any frame passed them, a frame of a later exchange
+// first. The store holds them in the order of their Stamps, each exchange
+// once, as it ended, or in flight where it had not.
+func TestSequencer(t *testing.T) {
+	st, w := newTestWriter(t, "seq")
+	clock := stamp.NewClock()
+	q := newSequencer(w, clock, stamp.Now(), t.Errorf)
+	frame := func(s stamp.Stamp, text string) stdiotap.Line {
+		return stdiotap.Line{Stream: stdiotap.Stdout, Stamp: s, Data: []byte(text)}
+	}
+	request := exchange.Exchange{Route: exchange.RouteBaseURL, Method: http.MethodPost, URL: "http://llm.test/v1/responses"}
+	ended := func(body string) *exchange.Exchange {
+		x := request
+		x.RequestBody = []byte(body)
+		x.Status, x.End = http.StatusOK, exchange.EndComplete
+		return &x
+	}
+	inFlight := func(body string) *exchange.Exchange {
+		x := request
+		x.RequestBody = []byte(body)
+		return &x
+	}
+
+	f1 := clock.Frame()
+	x1, _ := q.Begin()
+	f2 := clock.Frame()
+	x2, _ := q.Begin()
+	x3, _ := q.Begin()
+	f3 := clock.Frame()
+	x4, _ := q.Begin()
+
+	q.Ended(x2, 0, ended("x2"))      // before any frame passed it
+	q.Started(x1, 0, inFlight("x1")) // likewise, in flight
+	q.frame(frame(f1, "f1"))         // passes nothing
+	q.frame(frame(f2, "f2"))         // passes x1, stored in flight
+	q.Ended(x1, 0, ended("x1"))      // in its place
+	q.Started(x3, 0, inFlight("x3")) // early, and never ends
+	q.frame(frame(f3, "f3"))         // passes x2 and x3
+	q.Started(x4, 0, inFlight("x4")) // after the last frame
+	q.Ended(x4, 0, ended("x4"))
+	q.flush()
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+
+	var got []string
+	var last time.Duration
+	for i, e := range storedEvents(t, st, "seq") {
+		if e.Seq != uint64(i+1) {
+			t.Errorf("event %d has Seq %d, want %d", i, e.Seq, i+1)
+		}
+		if e.Offset < last {
+			t.Errorf("event %d at %v, before the one before it at %v", i, e.Offset, last)
+		}
+		last = e.Offset
+		switch e.Kind {
+		case store.KindFrame:
+			got = append(got, string(e.Data))
+		case store.KindExchange:
+			x, err := exchange.Unmarshal(e.Data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e.Flags != wantFlags || got.End != wantEnd || string(got.RequestBody) != `{"model":"m"}` {
-				t.Errorf("exchange stored with flags %v, end %v, request body %q; want %v, %v, the request's", e.Flags, got.End, got.RequestBody, wantFlags, wantEnd)
+			state := "ended"
+			if e.Flags&store.FlagIncomplete != 0 {
+				state = "in flight"
 			}
-			if ended && string(got.Body()) != "answer" {
-				t.Errorf("the ended exchange has body %q, want answer", got.Body())
-			}
-			if rec, err := st.Get(name); err != nil || rec.Exchanges != 1 {
-				t.Errorf("recording counts %d exchanges (%v), want 1", rec.Exchanges, err)
-			}
-		})
+			got = append(got, string(x.RequestBody)+" "+state)
+		}
+	}
+	want := []string{"f1", "x1 ended", "f2", "x2 ended", "x3 in flight", "f3", "x4 ended"}
+	if !slices.Equal(got, want) {
+		t.Errorf("stored %q, want %q", got, want)
 	}
 }
 
-// TestStoreRecorderTap records a real tap's exchanges through
-// storeRecorder into a store: the finished exchanges replace the
-// incomplete ones in a bbolt file.
-func TestStoreRecorderTap(t *testing.T) {
+// TestSequencerTap records a real tap's exchanges through a sequencer
+// into a store: the finished exchanges replace the incomplete ones in a
+// bbolt file, in the order their requests came.
+func TestSequencerTap(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "text/plain")
@@ -110,7 +138,8 @@ func TestStoreRecorderTap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tap, err := proxy.New(proxy.Config{CA: ca, Recorder: storeRecorder{w: w, logf: t.Errorf}, Logf: t.Logf})
+	q := newSequencer(w, stamp.NewClock(), stamp.Now(), t.Errorf)
+	tap, err := proxy.New(proxy.Config{CA: ca, Recorder: q, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +159,8 @@ func TestStoreRecorderTap(t *testing.T) {
 	if err := tap.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// No session: nothing but flush places the exchanges.
+	q.flush()
 	if err := w.Finish(); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/redact"
+	"github.com/acptap/acptap/internal/stamp"
 	"github.com/acptap/acptap/internal/tapproc"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/stdiotap"
@@ -289,14 +290,21 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	opts.Logf("recording %q into %s", p.name, st.Path())
 
 	// Offsets count from just before the HTTP tap and the agent start; the
-	// callbacks below may run before Start returns.
-	start := time.Now()
+	// callbacks below may run before Start returns. Every event is
+	// stamped from one clock, which a tap process shares.
+	startNanos := stamp.Now()
+	start := stamp.FromNanos(startNanos)
+	clock, shared, err := p.clock()
+	if err != nil {
+		return nil, abandon(w, err)
+	}
+	seqr := newSequencer(w, clock, startNanos, opts.Logf)
 	tapCfg := p.tap
-	tapCfg.Recorder = storeRecorder{w: w, logf: opts.Logf}
+	tapCfg.Recorder = seqr
 	tapCfg.Redact = p.secrets.Exchange
 	tapCfg.Start = start
 	tapCfg.Logf = opts.Logf
-	tap, childEnv, local, err := p.startTap(tapCfg, w)
+	tap, childEnv, local, err := p.startTap(tapCfg, shared)
 	if err != nil {
 		return nil, abandon(w, err)
 	}
@@ -313,11 +321,12 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 		Stderr:         opts.Stderr,
 		Grace:          opts.Grace,
 		ForwardSignals: opts.ForwardSignals,
+		Clock:          clock,
 		OnLine: func(l stdiotap.Line) {
 			// Agents do print their keys (debug logs, echoed config):
 			// secrets are masked on every lane, not only in HTTP.
 			l.Data = p.secrets.Bytes(l.Data)
-			w.Append(frameEvent(l, start))
+			seqr.frame(l)
 			// The store's queue is part of the bound: framing waits
 			// while a commit has yet to take it, and forwarding once
 			// the framing's share is full too.
@@ -330,8 +339,10 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	})
 	if err != nil {
 		tap.Close()
+		seqr.flush()
 		return nil, abandon(w, classify(ErrAgent, "%w", err))
 	}
+	seqr.attach(sess)
 	stopOnCancel := context.AfterFunc(ctx, func() { terminate(sess, opts.Grace) })
 	exit, waitErr := sess.Wait()
 	stopOnCancel()
@@ -341,6 +352,7 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	if err := tap.Close(); err != nil && !errors.Is(err, tapproc.ErrEnded) {
 		opts.Logf("closing the HTTP tap: %v", err)
 	}
+	seqr.flush()
 	w.Update(func(r *store.Recording) {
 		r.Done = true
 		r.ExitCode = exit.Code
@@ -383,13 +395,26 @@ func terminate(sess *stdiotap.Session, grace time.Duration) {
 	time.AfterFunc(grace, func() { sess.Signal(syscall.SIGKILL) })
 }
 
+// clock makes the clock that stamps the recording's events: with
+// Options.TapProcess in memory that the tap process shares (shared),
+// else in this process's own.
+func (p *Plan) clock() (clock *stamp.Clock, shared *tapproc.SharedClock, err error) {
+	if p.opts.TapProcess == nil {
+		return stamp.NewClock(), nil, nil
+	}
+	if shared, err = tapproc.NewSharedClock(); err != nil {
+		return nil, nil, classify(ErrTap, "starting the HTTP tap: %w", err)
+	}
+	return shared.Clock(), shared, nil
+}
+
 // startTap starts the HTTP tap with the plan's routes, in a process of
 // its own with Options.TapProcess, recording into w, and returns what
 // closes it, the agent's environment and each route's local URL, by
 // variable.
-func (p *Plan) startTap(cfg proxy.Config, w *store.Writer) (io.Closer, []string, map[string]string, error) {
+func (p *Plan) startTap(cfg proxy.Config, shared *tapproc.SharedClock) (io.Closer, []string, map[string]string, error) {
 	if tp := p.opts.TapProcess; tp != nil {
-		return p.startTapProcess(tp, cfg, w)
+		return p.startTapProcess(tp, cfg, shared)
 	}
 	tap, err := proxy.New(cfg)
 	if err != nil {
@@ -417,14 +442,9 @@ func (p *Plan) startTap(cfg proxy.Config, w *store.Writer) (io.Closer, []string,
 
 // startTapProcess is startTap with the tap in a process of its own: cfg's
 // Recorder, Redact, Start and Logf serve in this process, and the tap
-// process numbers exchanges from w's counter of Seqs, which it shares, as
-// their requests arrive, as Recorder.Begin would.
-func (p *Plan) startTapProcess(tp *TapProcess, cfg proxy.Config, w *store.Writer) (io.Closer, []string, map[string]string, error) {
-	counter, err := tapproc.NewCounter()
-	if err != nil {
-		return nil, nil, nil, classify(ErrTap, "starting the HTTP tap: %w", err)
-	}
-	w.ShareSeq(counter.Uint64())
+// process stamps exchanges from shared as their requests arrive, as
+// Recorder.Begin would.
+func (p *Plan) startTapProcess(tp *TapProcess, cfg proxy.Config, shared *tapproc.SharedClock) (io.Closer, []string, map[string]string, error) {
 	routes := make([]tapproc.Route, len(p.routes))
 	for i, r := range p.routes {
 		routes[i] = tapproc.Route{Var: r.Var, Upstream: r.Upstream}
@@ -439,7 +459,7 @@ func (p *Plan) startTapProcess(tp *TapProcess, cfg proxy.Config, w *store.Writer
 		CADir:         filepath.Dir(cfg.CA.CertFile()),
 		UpstreamCAs:   p.upstreamCAs,
 		Secret:        cfg.Secret,
-		Counter:       counter,
+		Clock:         shared,
 		Recorder:      cfg.Recorder,
 		Redact:        cfg.Redact,
 		Start:         cfg.Start,
@@ -554,9 +574,10 @@ func backlogNotice(b stdiotap.Backlog) string {
 	return fmt.Sprintf("recording caught up with the agent's stdio (it fell up to %s behind; %s)", size(b.Bytes), waited)
 }
 
-// frameEvent turns a framed stdio line into a store event.
-func frameEvent(l stdiotap.Line, start time.Time) store.Event {
-	e := store.Event{Kind: store.KindFrame, Offset: l.At.Sub(start), Data: l.Data}
+// frameEvent turns a framed stdio line, at offset since the recording's
+// start, into a store event.
+func frameEvent(l stdiotap.Line, offset time.Duration) store.Event {
+	e := store.Event{Kind: store.KindFrame, Offset: offset, Data: l.Data}
 	switch l.Stream {
 	case stdiotap.Stdin:
 		e.Lane = store.LaneEditor
@@ -564,9 +585,6 @@ func frameEvent(l stdiotap.Line, start time.Time) store.Event {
 		e.Lane = store.LaneAgent
 	default:
 		e.Lane = store.LaneStderr
-	}
-	if e.Offset < 0 {
-		e.Offset = 0
 	}
 	if l.NoNewline {
 		e.Flags |= store.FlagNoNewline

@@ -12,6 +12,8 @@ import (
 
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/store"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // benchLine is the 1 KiB line of the pump benchmarks.
@@ -64,7 +66,7 @@ func benchPipes(b *testing.B, copyFn func(src, dst *os.File) (lines int)) {
 func tapePump(src, dst *os.File) int {
 	lines := 0
 	fr := &framer{stream: Stdout, max: defaultMaxLine, emit: func(Line) { lines++ }}
-	t := newTape([3]*framer{fr, fr, fr}, 0, nil, false)
+	t := newTape([3]*framer{fr, fr, fr}, stamp.NewClock(), 0, nil, false)
 	pump(src, dst, &lane{stream: Stdout, tape: t}, false)
 	t.close()
 	return lines
@@ -112,7 +114,7 @@ func BenchmarkRecorder(b *testing.B) {
 		t := newTape([3]*framer{
 			{stream: Stdin, max: defaultMaxLine, emit: count},
 			{stream: Stdout, max: defaultMaxLine, emit: count},
-		}, 0, nil, false)
+		}, stamp.NewClock(), 0, nil, false)
 		var in, out *block
 		b.SetBytes(int64(len(line)))
 		b.ResetTimer()

@@ -3,6 +3,8 @@ package stdiotap
 import (
 	"bytes"
 	"time"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // handoff is the line length from which a finished line's pending buffer
@@ -27,13 +29,14 @@ type framer struct {
 	pending []byte
 }
 
-// write frames p, which was read at time at. p is not retained.
+// write frames p, whose read took Stamp st. p is not retained.
 //
 // Lines that lie wholly inside p are handed out as pieces of one copy of
 // p, so framing costs one allocation per read rather than one per line;
 // each piece has its capacity clipped so that a receiver appending to it
 // cannot write into its neighbour.
-func (f *framer) write(p []byte, at time.Time) {
+func (f *framer) write(p []byte, st stamp.Stamp) {
+	at := st.Time()
 	var copied []byte // p copied, made on the first whole line in p
 	off := 0          // offset of p[0] in the original chunk
 	for len(p) > 0 {
@@ -44,13 +47,13 @@ func (f *framer) write(p []byte, at time.Time) {
 					copy(copied, p)
 					off = 0
 				}
-				f.emit(Line{Stream: f.stream, At: at, Data: copied[off : off+i : off+i]})
+				f.emit(Line{Stream: f.stream, Stamp: st, At: at, Data: copied[off : off+i : off+i]})
 				p = p[i+1:]
 				off += i + 1
 				continue
 			}
 		}
-		n := f.writeSlow(p, at)
+		n := f.writeSlow(p, st, at)
 		p = p[n:]
 		off += n
 	}
@@ -59,7 +62,7 @@ func (f *framer) write(p []byte, at time.Time) {
 // writeSlow frames the start of p when the current line began in an
 // earlier read or is longer than max, and returns how many bytes of p it
 // consumed: through the end of the line, or all of p.
-func (f *framer) writeSlow(p []byte, at time.Time) int {
+func (f *framer) writeSlow(p []byte, st stamp.Stamp, at time.Time) int {
 	if len(p) == 0 {
 		return 0
 	}
@@ -72,7 +75,7 @@ func (f *framer) writeSlow(p []byte, at time.Time) int {
 	// line of exactly max bytes stays one frame whatever the chunking.
 	for len(f.pending)+len(seg) > f.max {
 		n := f.max - len(f.pending)
-		f.emit(Line{Stream: f.stream, At: at, Data: f.take(seg[:n]), Continued: true})
+		f.emit(Line{Stream: f.stream, Stamp: st, At: at, Data: f.take(seg[:n]), Continued: true})
 		seg = seg[n:]
 	}
 	if i < 0 {
@@ -80,17 +83,17 @@ func (f *framer) writeSlow(p []byte, at time.Time) int {
 		f.pending = append(f.pending, seg...)
 		return len(p)
 	}
-	f.emit(Line{Stream: f.stream, At: at, Data: f.take(seg)})
+	f.emit(Line{Stream: f.stream, Stamp: st, At: at, Data: f.take(seg)})
 	return i + 1
 }
 
 // flush emits the pending bytes, if any, as a line the stream ended
 // without terminating.
-func (f *framer) flush(at time.Time) {
+func (f *framer) flush(st stamp.Stamp) {
 	if len(f.pending) == 0 {
 		return
 	}
-	f.emit(Line{Stream: f.stream, At: at, Data: f.take(nil), NoNewline: true})
+	f.emit(Line{Stream: f.stream, Stamp: st, At: st.Time(), Data: f.take(nil), NoNewline: true})
 }
 
 // take returns pending followed by seg in a slice of its own and empties

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // frameChunks feeds data to a framer in chunks whose sizes cycle through
@@ -12,7 +13,7 @@ import (
 func frameChunks(data []byte, sizes []int, max int) []Line {
 	var got []Line
 	f := framer{stream: Stdout, max: max, emit: func(l Line) { got = append(got, l) }}
-	at := time.Now()
+	at := stamp.NewClock().Frame()
 	for i := 0; len(data) > 0; i++ {
 		n := len(data)
 		if len(sizes) > 0 {

@@ -3,7 +3,6 @@ package stdiotap
 import (
 	"io"
 	"sync"
-	"time"
 )
 
 // bufSize is each pump's read size: a default Linux pipe buffer, so one
@@ -22,14 +21,14 @@ type lane struct {
 
 // close ends the lane: its pending bytes are framed, after everything put
 // on the tape before.
-func (l *lane) close(at time.Time) {
+func (l *lane) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return
 	}
 	if l.tape != nil {
-		l.tape.end(l.stream, at)
+		l.tape.end(l.stream)
 	}
 	l.closed = true
 }
@@ -111,7 +110,7 @@ func pump(src io.Reader, dst io.Writer, l *lane, atomic bool) {
 			}
 		}
 		if err != nil {
-			l.close(time.Now())
+			l.close()
 			return
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // A Session is a running agent and the pumps around its stdio.
@@ -143,7 +145,11 @@ func Start(cfg Config) (*Session, error) {
 		for i := range frames {
 			frames[i] = &framer{stream: Stream(i), max: maxLine, emit: cfg.OnLine}
 		}
-		s.tape = newTape(frames, cfg.MaxBacklog, cfg.OnBacklog, cfg.FrameAtOnce)
+		clock := cfg.Clock
+		if clock == nil {
+			clock = stamp.NewClock()
+		}
+		s.tape = newTape(frames, clock, cfg.MaxBacklog, cfg.OnBacklog, cfg.FrameAtOnce)
 	}
 	for i := range s.lanes {
 		s.lanes[i] = &lane{stream: Stream(i), tape: s.tape}
@@ -296,6 +302,21 @@ func (s *Session) Pid() int { return s.pid }
 // read before it.
 func (s *Session) Started() time.Time { return s.started }
 
+// Then calls fn once every Line of a chunk read before Then was called
+// has been handed to Config.OnLine: from the goroutine that calls OnLine,
+// in order with its calls, or, once the last Line has been handed out (or
+// without OnLine), at once. An event seen elsewhere, stamped from
+// Config.Clock, whose Stamp is below those of the Lines yet to come can
+// so be recorded in its place among them, as soon as the Lines before it
+// are. fn must not block for long: framing waits for it.
+func (s *Session) Then(fn func()) {
+	if s.tape == nil {
+		fn()
+		return
+	}
+	s.tape.then(fn)
+}
+
 // Signal sends sig to the agent's process group. Once the agent has
 // exited it returns os.ErrProcessDone.
 func (s *Session) Signal(sig os.Signal) error {
@@ -360,9 +381,8 @@ func (s *Session) finish() {
 	}
 	t.Stop()
 
-	now := time.Now()
 	for _, l := range s.lanes {
-		l.close(now)
+		l.close()
 	}
 	if s.tape != nil {
 		s.tape.close() // frames what is left on it

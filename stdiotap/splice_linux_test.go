@@ -4,7 +4,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // BenchmarkPumpSplice measures what tee(2) and splice(2) would save the
@@ -32,6 +33,7 @@ func BenchmarkPumpSplice(b *testing.B) {
 			lines := make(chan int)
 			go func() {
 				n := 0
+				clock := stamp.NewClock()
 				fr := &framer{stream: Stdout, max: defaultMaxLine, emit: func(Line) { n++ }}
 				buf := make([]byte, bufSize)
 				for {
@@ -39,7 +41,7 @@ func BenchmarkPumpSplice(b *testing.B) {
 					if k <= 0 || err != nil {
 						break
 					}
-					fr.write(buf[:k], time.Now())
+					fr.write(buf[:k], clock.Frame())
 				}
 				syscall.Close(side[0])
 				lines <- n

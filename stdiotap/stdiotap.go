@@ -8,6 +8,8 @@ import (
 	"io"
 	"syscall"
 	"time"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // Stream names one of the agent's standard streams.
@@ -36,9 +38,14 @@ func (s Stream) String() string {
 type Line struct {
 	Stream Stream
 
-	// At is when the read that completed the frame returned. It carries
-	// a monotonic clock reading, so At.Sub(Session.Started()) is immune
-	// to wall clock changes.
+	// Stamp is the Stamp that the read that completed the frame took
+	// from Config.Clock as it returned, before the chunk was forwarded:
+	// the frame's place among every event stamped from that clock, and
+	// its time. The frames of one read share it.
+	Stamp stamp.Stamp
+
+	// At is Stamp's time. It carries a monotonic clock reading, so
+	// At.Sub(Session.Started()) is immune to wall clock changes.
 	At time.Time
 
 	// Data is the line without its '\n'; empty, not nil, for a blank line.
@@ -136,6 +143,12 @@ type Config struct {
 	// pieces marked Continued. It bounds the memory held for one line.
 	// If zero or negative, 256 MiB is used.
 	MaxLine int
+
+	// Clock stamps each chunk as its read returns (Line.Stamp), so that
+	// the Lines take their places among other events stamped from it, in
+	// this process or another sharing its word. If nil, a clock of the
+	// session's own is used.
+	Clock *stamp.Clock
 
 	// ForwardSignals relays SIGINT, SIGTERM and SIGHUP received by this
 	// process to the agent's process group until Wait returns, instead

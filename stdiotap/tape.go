@@ -4,6 +4,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // DefaultMaxBacklog is the Config.MaxBacklog used when it is zero.
@@ -56,6 +58,7 @@ type Backlog struct {
 // once its pump has moved on to another and every chunk in it is framed.
 type tape struct {
 	frame   [3]*framer // by Stream; only the recorder goroutine uses them
+	clock   *stamp.Clock
 	notify  func(Backlog)
 	size    int // of a block
 	blocks  int // most blocks in use at once
@@ -71,6 +74,7 @@ type tape struct {
 	spares     [][]byte    // free blocks kept for reuse
 	held       int         // bytes of chunks not yet framed
 	closed     bool        // Wait is done with the streams: no more blocks
+	finished   bool        // the recorder goroutine has framed everything and returned
 	waiting    int         // pumps waiting for a block
 	wakeAt     int         // held from which put wants the recorder woken at once
 	timer      *time.Timer // wakes the recorder lazily; see lazyDelay
@@ -95,17 +99,18 @@ type block struct {
 	owned   bool // a pump still reads into it; on tape.mu
 }
 
-// A chunk is one read of a stream, or its end.
+// A chunk is one read of a stream, or its end, or a call of then.
 type chunk struct {
 	stream Stream
-	at     time.Time
-	data   []byte // in blk
-	blk    *block // nil for the end of the stream
+	stamp  stamp.Stamp // taken as the read returned; 0 for a then
+	data   []byte      // in blk
+	blk    *block      // nil for the end of the stream
+	then   func()      // set for a then: call it, nothing else
 }
 
 // newTape returns a tape that frames into frames, and starts its
 // recorder goroutine.
-func newTape(frames [3]*framer, bound int, notify func(Backlog), atOnce bool) *tape {
+func newTape(frames [3]*framer, clock *stamp.Clock, bound int, notify func(Backlog), atOnce bool) *tape {
 	if bound <= 0 {
 		bound = DefaultMaxBacklog
 	}
@@ -113,6 +118,7 @@ func newTape(frames [3]*framer, bound int, notify func(Backlog), atOnce bool) *t
 	size := min(max(bound/8/minBlockSize*minBlockSize, minBlockSize), maxBlockSize)
 	t := &tape{
 		frame:   frames,
+		clock:   clock,
 		notify:  notify,
 		size:    size,
 		blocks:  max(bound/size, 4),
@@ -267,7 +273,10 @@ func (t *tape) put(stream Stream, b *block, n int) (data []byte, w waking) {
 	t.mu.Lock()
 	b.pending++
 	t.held += n
-	t.queue = append(t.queue, chunk{stream: stream, at: time.Now(), data: data, blk: b})
+	// The chunk's Stamp is taken under mu, so that the queue is in the
+	// order of the Stamps: whoever appends to it after taking a Stamp of
+	// its own (then) finds every chunk stamped before it there.
+	t.queue = append(t.queue, chunk{stream: stream, stamp: t.clock.Frame(), data: data, blk: b})
 	switch {
 	case t.held >= t.wakeAt:
 		w = wakeNow
@@ -323,9 +332,24 @@ func (t *tape) tick() {
 
 // end sequences the end of stream: its pending bytes are framed with
 // NoNewline.
-func (t *tape) end(stream Stream, at time.Time) {
+func (t *tape) end(stream Stream) {
 	t.mu.Lock()
-	t.queue = append(t.queue, chunk{stream: stream, at: at})
+	t.queue = append(t.queue, chunk{stream: stream, stamp: t.clock.Frame()})
+	t.mu.Unlock()
+	t.wake()
+}
+
+// then has the recorder goroutine call fn once it has framed every chunk
+// sequenced so far, in order with the Lines it hands out; once the tape
+// has framed its last chunk, then calls fn itself, at once.
+func (t *tape) then(fn func()) {
+	t.mu.Lock()
+	if t.finished {
+		t.mu.Unlock()
+		fn()
+		return
+	}
+	t.queue = append(t.queue, chunk{then: fn})
 	t.mu.Unlock()
 	t.wake()
 }
@@ -369,6 +393,7 @@ func (t *tape) run() {
 			t.mu.Lock()
 		}
 		if len(t.queue) == 0 {
+			t.finished = true
 			t.mu.Unlock()
 			return
 		}
@@ -378,12 +403,16 @@ func (t *tape) run() {
 		t.mu.Unlock()
 		for i := range batch {
 			c := &batch[i]
-			fr := t.frame[c.stream]
-			if c.blk == nil {
-				fr.flush(c.at)
+			if c.then != nil {
+				c.then()
 				continue
 			}
-			fr.write(c.data, c.at)
+			fr := t.frame[c.stream]
+			if c.blk == nil {
+				fr.flush(c.stamp)
+				continue
+			}
+			fr.write(c.data, c.stamp)
 			t.framed(c)
 		}
 		clear(batch)

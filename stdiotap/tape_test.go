@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // gatedLog is an OnLine that blocks until its gate opens, logging every
@@ -257,7 +259,7 @@ func TestFrameAtOnce(t *testing.T) {
 	for _, atOnce := range []bool{false, true} {
 		var lines []string
 		fr := &framer{stream: Stdout, max: defaultMaxLine, emit: func(l Line) { lines = append(lines, string(l.Data)) }}
-		tp := newTape([3]*framer{fr, fr, fr}, 0, nil, atOnce)
+		tp := newTape([3]*framer{fr, fr, fr}, stamp.NewClock(), 0, nil, atOnce)
 		blk := tp.room(nil)
 		n := copy(blk.buf[blk.tail:], "ping\n")
 		want := wakeLater
@@ -282,7 +284,7 @@ func TestFrameAtOnce(t *testing.T) {
 func TestLazyWake(t *testing.T) {
 	framed := make(chan string, 2)
 	fr := &framer{stream: Stdout, max: defaultMaxLine, emit: func(l Line) { framed <- string(l.Data) }}
-	tp := newTape([3]*framer{fr, fr, fr}, 0, nil, false)
+	tp := newTape([3]*framer{fr, fr, fr}, stamp.NewClock(), 0, nil, false)
 	defer tp.close()
 	blk := tp.room(nil)
 	defer tp.disown(blk)

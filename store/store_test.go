@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,45 +321,6 @@ func TestConcurrentAppend(t *testing.T) {
 	wantExchanges := goroutines * perGoroutine / 50
 	if rec.Frames != goroutines*perGoroutine-wantExchanges || rec.Exchanges != wantExchanges {
 		t.Errorf("counters = %d frames, %d exchanges; want %d, %d", rec.Frames, rec.Exchanges, goroutines*perGoroutine-wantExchanges, wantExchanges)
-	}
-}
-
-// TestShareSeq numbers events from a counter that something else (the
-// tap's own process, in acptap record) takes Seqs from too.
-func TestShareSeq(t *testing.T) {
-	s := openTestStore(t)
-	w := mustCreate(t, s, Recording{Name: "shared"})
-	frame := func(d string) Event { return Event{Kind: KindFrame, Lane: LaneAgent, Data: []byte(d)} }
-	w.Append(frame("a"))
-	w.Append(frame("b"))
-	var c atomic.Uint64
-	w.ShareSeq(&c)
-	if got := c.Load(); got != 2 {
-		t.Fatalf("the shared counter holds %d after ShareSeq, want the last Seq, 2", got)
-	}
-	theirs := c.Add(1) // the other's exchange, appended later
-	if seq := w.Append(frame("c")); seq != 4 {
-		t.Errorf("Append after the other took 3 = %d, want 4", seq)
-	}
-	exchange := Event{Seq: theirs, Kind: KindExchange, Lane: LaneLLM, Data: []byte("x")}
-	w.Append(exchange)
-	if seq := w.Reserve(); seq != 5 || c.Load() != 5 {
-		t.Errorf("Reserve = %d with the counter at %d, want 5 and 5", seq, c.Load())
-	}
-	// A counter ahead of the Writer is kept as it is.
-	c.Store(10)
-	if seq := w.Append(frame("d")); seq != 11 {
-		t.Errorf("Append with the counter at 10 = %d, want 11", seq)
-	}
-	if err := w.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	var seqs []uint64
-	for _, e := range readEvents(t, s, "shared") {
-		seqs = append(seqs, e.Seq)
-	}
-	if want := []uint64{1, 2, 3, 4, 11}; !slices.Equal(seqs, want) {
-		t.Errorf("stored Seqs %v, want %v", seqs, want)
 	}
 }
 

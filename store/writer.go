@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -88,8 +87,7 @@ type Writer struct {
 	queue         []Event        // guarded by mu: appended and not yet taken by run
 	queued        uint64         // guarded by mu: events ever queued
 	committed     uint64         // guarded by mu: events of queue committed so far
-	seq           *atomic.Uint64 // guarded by mu (the pointer): the last Seq handed out, ownSeq or one shared by ShareSeq
-	ownSeq        atomic.Uint64  // the Writer's own counter
+	seq           uint64         // guarded by mu: the last Seq handed out
 	meta          Recording      // guarded by mu: the metadata as changed by Update
 	metaGen       uint64         // guarded by mu: count of Update calls
 	metaCommitted uint64         // guarded by mu: metaGen as of the last commit
@@ -122,7 +120,6 @@ func newWriter(s *Store, rec Recording, live *os.File) *Writer {
 		live: live,
 		meta: rec,
 	}
-	w.seq = &w.ownSeq
 	w.wake.L = &w.mu
 	w.progress.L = &w.mu
 	go w.run(rec.clone())
@@ -138,9 +135,10 @@ func newWriter(s *Store, rec Recording, live *os.File) *Writer {
 func (w *Writer) Append(e Event) uint64 {
 	w.mu.Lock()
 	if e.Seq == 0 {
-		e.Seq = w.seq.Add(1)
+		w.seq++
+		e.Seq = w.seq
 	} else {
-		raise(w.seq, e.Seq)
+		w.seq = max(w.seq, e.Seq)
 	}
 	if w.finishing || w.err != nil {
 		w.lateLocked("append event", e.Seq)
@@ -164,30 +162,8 @@ func (w *Writer) Append(e Event) uint64 {
 func (w *Writer) Reserve() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.seq.Add(1)
-}
-
-// ShareSeq makes c the recording's counter of Seqs from now on, raised to
-// the last Seq handed out if it is below: Append and Reserve take the
-// next Seq from it, and so may another process that holds it in shared
-// memory (the HTTP tap's own process, numbering exchanges as their
-// requests arrive without asking this one), for events it has appended
-// here with them. c must stay valid for as long as the Writer is used.
-func (w *Writer) ShareSeq(c *atomic.Uint64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	raise(c, w.seq.Load())
-	w.seq = c
-}
-
-// raise raises c to at least n.
-func raise(c *atomic.Uint64, n uint64) {
-	for {
-		cur := c.Load()
-		if n <= cur || c.CompareAndSwap(cur, n) {
-			return
-		}
-	}
+	w.seq++
+	return w.seq
 }
 
 // Update changes the recording's metadata; the change is committed with

@@ -10,11 +10,12 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/proxy"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // settings are what the parent tells the tap process.
@@ -31,7 +32,8 @@ type settings struct {
 	UpstreamCAs []byte `json:"upstream_cas,omitempty"`
 	Secret      string `json:"secret"`
 	// Start is Config.Start as a reading of the system's monotonic clock
-	// (monotonicAt): the tap process counts the exchanges' times from it.
+	// (stamp.NanosOf), which both processes share: the tap process counts
+	// the exchanges' times from it.
 	Start int64 `json:"start"`
 }
 
@@ -55,24 +57,24 @@ const maxSettings = 64 << 20
 // Run is the tap process's main, on the process's own stdin, stdout,
 // stderr and fd 3 (see Main); it returns the exit code.
 func Run() int {
-	return Main(os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "acptap-seq"))
+	return Main(os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "acptap-clock"))
 }
 
 // Main runs the tap process: it answers hello on stdout, reads its
 // settings from stdin, starts the tap and says ready (or why it could
-// not), then serves, numbering each exchange from the Counter in file
-// counter as its request arrives and sending it on stdout, until stdin
+// not), then serves, stamping each exchange from the SharedClock in file
+// clock as its request arrives and sending it on stdout, until stdin
 // ends; then it closes the tap, which ends the exchanges in flight and
 // sends them, and returns. It returns 0 once it has served, 1 if the tap
 // could not start, and 2 if what came on stdin was not settings or the
-// counter could not be mapped. Its own errors go to stderr.
-func Main(stdin io.Reader, stdout, stderr io.Writer, counter *os.File) int {
-	seq, err := openCounter(counter)
+// clock could not be mapped. Its own errors go to stderr.
+func Main(stdin io.Reader, stdout, stderr io.Writer, clock *os.File) int {
+	stamps, err := openClock(clock)
 	if err != nil {
 		fmt.Fprintf(stderr, "tap process: %v\n", err)
 		return 2
 	}
-	sh := &shipper{out: stdout, seq: seq}
+	sh := &shipper{out: stdout, clock: stamps}
 	if err := sh.send(message{kind: kindHello, payload: []byte(helloMagic)}); err != nil {
 		fmt.Fprintf(stderr, "tap process: %v\n", err)
 		return 2
@@ -89,7 +91,7 @@ func Main(stdin io.Reader, stdout, stderr io.Writer, counter *os.File) int {
 		fmt.Fprintf(stderr, "tap process: reading its settings on stdin: %v\n", err)
 		return 2
 	}
-	tap, r, fail := start(s, sh, timeAt(s.Start))
+	tap, r, fail := start(s, sh, stamp.FromNanos(s.Start))
 	if fail != nil {
 		payload, _ := json.Marshal(fail)
 		sh.send(message{kind: kindFailed, payload: payload})
@@ -151,15 +153,19 @@ func start(s settings, sh *shipper, start time.Time) (*proxy.Tap, *ready, *failu
 // A shipper is the tap's Recorder in the tap process: it sends what the
 // tap records to the parent, which records it.
 type shipper struct {
-	seq *atomic.Uint64 // the Counter, shared with the parent
+	clock *stamp.Clock // the SharedClock's
 
 	outMu sync.Mutex // guards out and buf
 	out   io.Writer
 	buf   []byte // the message being written
 }
 
-// Begin numbers an exchange as its request arrives, from the Counter.
-func (s *shipper) Begin() uint64 { return s.seq.Add(1) }
+// Begin stamps an exchange as its request arrives, from the SharedClock:
+// its Stamp is its id, which the parent reads its place and time from.
+func (s *shipper) Begin() (uint64, time.Time) {
+	st := s.clock.Exchange()
+	return uint64(st), st.Time()
+}
 
 // Started sends the exchange in flight.
 func (s *shipper) Started(id uint64, at time.Duration, x *exchange.Exchange) {

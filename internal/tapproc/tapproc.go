@@ -25,6 +25,8 @@ import (
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/proxy"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // Route is one base-URL route: Var is set in the agent's environment to a
@@ -56,11 +58,11 @@ type Config struct {
 	// Secret is proxy.Config's. If empty, proxy.NewSecret() is used.
 	Secret string
 
-	// Counter numbers the exchanges: the tap process takes each
-	// exchange's number from it as the request arrives, and Recorder's
-	// Started and Ended get that number (its Begin is not called). If
-	// nil, Start makes one. A Counter serves one Start.
-	Counter *Counter
+	// Clock stamps the exchanges: the tap process takes each exchange's
+	// Stamp from it as the request arrives, and Recorder's Started and
+	// Ended get that Stamp as the exchange's id (its Begin is not
+	// called). If nil, Start makes one. A SharedClock serves one Start.
+	Clock *SharedClock
 	// Recorder receives the exchanges, in this process. If nil, they are
 	// discarded.
 	Recorder proxy.Recorder
@@ -119,8 +121,8 @@ func Start(cfg Config) (_ *Process, err error) {
 	if cfg.Start.IsZero() {
 		cfg.Start = time.Now()
 	}
-	if cfg.Counter == nil {
-		if cfg.Counter, err = NewCounter(); err != nil {
+	if cfg.Clock == nil {
+		if cfg.Clock, err = NewSharedClock(); err != nil {
 			return nil, err
 		}
 	}
@@ -140,9 +142,9 @@ func Start(cfg Config) (_ *Process, err error) {
 	}
 	inR, inW := pipe()
 	outR, outW := pipe()
-	// The tap process has the counter's file as its fd 3; the mapping
+	// The tap process has the clock's file as its fd 3; the mapping
 	// here outlives it.
-	closeLater = append(closeLater, cfg.Counter.file)
+	closeLater = append(closeLater, cfg.Clock.file)
 	if err != nil {
 		return nil, fmt.Errorf("starting the tap process: %w", err)
 	}
@@ -158,7 +160,7 @@ func Start(cfg Config) (_ *Process, err error) {
 		Stdin:       inR,
 		Stdout:      outW,
 		Stderr:      p.stderr,
-		ExtraFiles:  []*os.File{cfg.Counter.file},
+		ExtraFiles:  []*os.File{cfg.Clock.file},
 		SysProcAttr: sysProcAttr(),
 	}
 	if err := p.cmd.Start(); err != nil {
@@ -167,7 +169,7 @@ func Start(cfg Config) (_ *Process, err error) {
 	// The pipes' ends that are the tap process's are closed here at once,
 	// so that its exit ends the pipes; ours are kept unless the start
 	// fails.
-	for _, f := range []*os.File{inR, outW, cfg.Counter.file} {
+	for _, f := range []*os.File{inR, outW, cfg.Clock.file} {
 		f.Close()
 	}
 	closeLater = nil
@@ -201,7 +203,7 @@ func Start(cfg Config) (_ *Process, err error) {
 	if s.Secret == "" {
 		s.Secret = proxy.NewSecret()
 	}
-	s.Start = monotonicAt(cfg.Start)
+	s.Start = stamp.NanosOf(cfg.Start)
 	payload, err := json.Marshal(s)
 	if err == nil {
 		_, err = inW.Write(appendMessage(nil, message{kind: kindSettings, payload: payload}))

@@ -19,6 +19,8 @@ import (
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testkit"
+
+	"github.com/acptap/acptap/internal/stamp"
 )
 
 // childArg, as the test binary's first argument, makes it the tap
@@ -57,7 +59,7 @@ type recorded struct {
 }
 
 // testRecorder keeps what it is given. Its Begin must not be called: the
-// tap process numbers exchanges from the Counter.
+// tap process stamps exchanges from the SharedClock.
 type testRecorder struct {
 	t    *testing.T
 	mu   sync.Mutex
@@ -69,9 +71,9 @@ func newTestRecorder(t *testing.T) *testRecorder {
 	return &testRecorder{t: t, got: map[uint64]*recorded{}}
 }
 
-func (r *testRecorder) Begin() uint64 {
-	r.t.Error("Begin called: the tap process numbers exchanges from the Counter")
-	return 0
+func (r *testRecorder) Begin() (uint64, time.Time) {
+	r.t.Error("Begin called: the tap process stamps exchanges from the shared clock")
+	return 0, time.Time{}
 }
 
 // of returns the record of exchange id, new if need be.
@@ -219,32 +221,42 @@ func TestRecordsInTheParent(t *testing.T) {
 	}
 }
 
-func TestIdsInArrivalOrder(t *testing.T) {
+// TestStampsInArrivalOrder has the tap process stamp exchanges from a
+// clock this process stamps its own events from: each exchange's Stamp
+// lies between this process's Stamps of before its request and after its
+// response, counts the exchanges in the order they came, and its time is
+// on this process's clock.
+func TestStampsInArrivalOrder(t *testing.T) {
 	up := sseUpstream(t, nil)
 	rec, l := newTestRecorder(t), &testkit.Logs{}
 	cfg := testConfig(t, up.URL, rec, l)
-	c, err := NewCounter()
+	c, err := NewSharedClock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Numbers this process took before: the tap process goes on from
-	// there.
+	// Exchanges this process counted before: the tap process goes on
+	// from there.
 	const first = 100
-	c.Uint64().Store(first)
-	cfg.Counter = c
+	for range first {
+		c.Clock().Exchange()
+	}
+	cfg.Clock = c
 	p, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	const n = 20
+	var before, after [n]stamp.Stamp
 	for i := range n {
+		before[i] = c.Clock().Frame()
 		resp, err := http.Get(fmt.Sprintf("%s/v1/r%d", p.Local["OPENAI_BASE_URL"], i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		after[i] = c.Clock().Frame()
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
@@ -254,12 +266,22 @@ func TestIdsInArrivalOrder(t *testing.T) {
 		t.Fatalf("got %d exchanges, want %d; logs:\n%s", len(got), n, l)
 	}
 	for i, r := range got {
-		if want := fmt.Sprintf("/v1/r%d", i); !strings.HasSuffix(r.ended.URL, want) || r.id != first+uint64(i)+1 {
-			t.Errorf("exchange %d is %s, want %d, the request to %s: numbered from the counter in the order they came", r.id, r.ended.URL, first+i+1, want)
+		st := stamp.Stamp(r.id)
+		if want := fmt.Sprintf("/v1/r%d", i); !strings.HasSuffix(r.ended.URL, want) {
+			t.Errorf("exchange %d is %s, want the request to %s", i, r.ended.URL, want)
+		}
+		if st <= before[i] || st >= after[i] {
+			t.Errorf("exchange %d: stamp %#x, want between %#x and %#x, this process's before its request and after its response", i, st, before[i], after[i])
+		}
+		if got := st.Exchanges(first); got != first+uint64(i)+1 {
+			t.Errorf("exchange %d: counted as exchange %d, want %d", i, got, first+i+1)
+		}
+		if lo, hi := before[i].Nanos(), after[i].Nanos(); st.Nanos() <= lo || st.Nanos() >= hi {
+			t.Errorf("exchange %d: time %d, want between %d and %d", i, st.Nanos(), lo, hi)
 		}
 	}
-	if got := c.Uint64().Load(); got != first+n {
-		t.Errorf("the counter is at %d, want %d", got, first+n)
+	if got := c.Clock().Frame().Exchanges(first); got != first+n {
+		t.Errorf("the clock counts %d exchanges, want %d", got, first+n)
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // The tap process and its parent talk over two pipes and share one
-// number:
+// clock:
 //
 //   - the tap process's stdin carries the parent's settings, one message,
 //     after the tap process's hello; then nothing. Its end (the parent's
@@ -16,9 +16,9 @@ import (
 //   - the tap process's stdout carries messages: hello, then ready or
 //     failed, then notices and the exchanges, Started's and Ended's, in the
 //     order the tap gave them.
-//   - its fd 3 is the Counter's file, which it maps to number exchanges.
+//   - its fd 3 is the SharedClock's file, which it maps to stamp exchanges.
 //
-// A message is a header (kind, the exchange's number, its time, the
+// A message is a header (kind, the exchange's id (its Stamp), its time, the
 // payload's length) and its payload.
 
 // kind is a message's kind.

@@ -28,11 +28,11 @@ func newMemRecorder() *memRecorder {
 	return &memRecorder{ended: map[uint64][]byte{}, changed: make(chan struct{})}
 }
 
-func (r *memRecorder) Begin() uint64 {
+func (r *memRecorder) Begin() (uint64, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.id++
-	return r.id
+	return r.id, time.Time{}
 }
 
 func (r *memRecorder) Started(uint64, time.Duration, *exchange.Exchange) {}

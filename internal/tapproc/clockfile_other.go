@@ -4,9 +4,9 @@ package tapproc
 
 import "os"
 
-// counterFile returns an unlinked temporary file for a Counter.
-func counterFile() (*os.File, error) {
-	f, err := os.CreateTemp("", "acptap-seq-*")
+// clockFile returns an unlinked temporary file for a SharedClock.
+func clockFile() (*os.File, error) {
+	f, err := os.CreateTemp("", "acptap-clock-*")
 	if err != nil {
 		return nil, err
 	}
