@@ -78,3 +78,29 @@ func loadCPUs(t *testing.T, n int) (stop func()) {
 	t.Cleanup(stop)
 	return stop
 }
+
+// TestCodexCausalOrderUnderLoad records codex-acp's two-prompt and
+// shell-tool sessions by both routes while every CPU is busy, the tap in
+// its own process: each recording's order agrees with what caused what
+// (every LLM request after the prompt it holds, every message chunk after
+// the answer it repeats) and its times with its order. Every recording of
+// this package is so checked (checkRecording); this one on a loaded
+// machine, where scheduling delays the recorder most.
+func TestCodexCausalOrderUnderLoad(t *testing.T) {
+	for _, r := range routes {
+		t.Run(r.name, func(t *testing.T) {
+			l := newCodexLab(t)
+			stop := loadCPUs(t, runtime.NumCPU())
+			defer stop()
+			for i, sc := range []scenario{
+				{prompts: []string{"Say hi", "Say bye"}},
+				shellScenario("untrusted", "Please run the command"),
+			} {
+				s := l.recordCodex(fmt.Sprintf("causal-%d", i), r, sc, fakeresponses.Options{})
+				if s.causalPairs < 2 {
+					t.Errorf("%s: checked %d causal pairs, want at least 2", s.name, s.causalPairs)
+				}
+			}
+		})
+	}
+}

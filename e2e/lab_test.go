@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"github.com/acptap/acptap/internal/causal"
+	"github.com/acptap/acptap/store"
 )
 
 // What every agent's suite shares: the built binaries, a lab (store, CA
@@ -299,6 +301,9 @@ type session struct {
 	llmErrors []string
 	// exchanges is the number of exchanges recorded.
 	exchanges int
+	// causalPairs is how many pairs of events checkCausal found ordered
+	// by what caused what.
+	causalPairs int
 }
 
 // message is a line of the editor's transcript.
@@ -497,6 +502,28 @@ func (l *lab) checkRecording(s *session, llmURL func(string) bool) {
 			l.t.Errorf("recording %s: the secret %q reached the store", s.name, secret)
 		}
 	}
+	s.causalPairs = l.checkCausal(s.name)
+}
+
+// checkCausal checks that the recording's order agrees with what caused
+// what (internal/causal), and its times with its order, and returns how
+// many causal pairs it checked.
+func (l *lab) checkCausal(name string) int {
+	l.t.Helper()
+	st, err := store.Open(l.store, &store.Options{ReadOnly: true})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer st.Close()
+	r, vs, err := causal.Read(st, name)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	n, more := r.Conversation()
+	for _, v := range append(vs, more...) {
+		l.t.Errorf("recording %s: %v", name, v)
+	}
+	return n
 }
 
 // replay runs acptap replay on a recording, with no upstream running.

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -56,7 +57,8 @@ type CheckOptions struct {
 // file read with pread, see checkPages), the store's layout and format,
 // and of each recording: its metadata decodes and its format is known,
 // every event value decodes, the Seqs are contiguous from 1 (in a
-// recording that is Done) and the counters of the metadata match the
+// recording that is Done), the events' times never go back along them
+// (beyond the clock's resolution) and the counters of the metadata match the
 // events, every exchange decodes, every blob (the workspace snapshot) is
 // whole. It reads what the damage leaves readable: memory faults and
 // bbolt's panics end the check of one recording, not of the store.
@@ -344,6 +346,7 @@ func readRecording(rs *bolt.Bucket, name string) (r *salvaged) {
 // readAllEvents reads the events bucket eb of the named recording into r.
 func readAllEvents(eb *bolt.Bucket, name string, r *salvaged) {
 	var frames, exchanges int
+	var order orderCheck
 	next := uint64(1) // the Seq the next value should start at
 	var gaps []string
 	unknownSpan := false // the last value did not read, nor say its span
@@ -388,6 +391,7 @@ func readAllEvents(eb *bolt.Bucket, name string, r *salvaged) {
 			gaps = append(gaps, seqRange(next, seq-1))
 		}
 		for _, e := range events {
+			order.see(e)
 			switch e.Kind {
 			case KindFrame:
 				frames++
@@ -413,6 +417,9 @@ func readAllEvents(eb *bolt.Bucket, name string, r *salvaged) {
 			r.values = append(r.values, slices.Clone(v))
 		}
 	}
+	if p := order.problem(); p != "" {
+		r.problem(name, order.firstSeq, p)
+	}
 	if r.meta == nil {
 		return
 	}
@@ -424,6 +431,57 @@ func readAllEvents(eb *bolt.Bucket, name string, r *salvaged) {
 	if r.cut == "" && (frames != r.meta.Frames || exchanges != r.meta.Exchanges) {
 		r.problem(name, 0, fmt.Sprintf("metadata counts %d frames and %d exchanges, the events are %d and %d", r.meta.Frames, r.meta.Exchanges, frames, exchanges))
 	}
+}
+
+// clockResolution is the resolution of the times of a recording's
+// events: acptap record takes them from a clock of microseconds
+// (internal/stamp).
+const clockResolution = time.Microsecond
+
+// An orderCheck finds the events whose Seq contradicts their times: an
+// event whose time is earlier, by more than the clock's resolution, than
+// that of an event before it. acptap record numbers events in the order
+// they happened, and times them from the same clock, so that time never
+// goes back along the Seqs; a recording made before it did (where a frame
+// took its Seq when it was framed, up to milliseconds after its read, and
+// an LLM exchange when its request arrived) may contradict itself.
+type orderCheck struct {
+	latest   time.Duration // the latest time so far
+	latestAt uint64        // the Seq of the event at latest
+	count    int           // events earlier than one before them
+	firstSeq uint64        // the first of them
+	firstAt  time.Duration // its time
+	before   uint64        // the Seq of the later event it follows
+	beforeAt time.Duration // that event's time
+}
+
+func (o *orderCheck) see(e Event) {
+	if e.Offset+clockResolution < o.latest {
+		if o.count == 0 {
+			o.firstSeq, o.firstAt, o.before, o.beforeAt = e.Seq, e.Offset, o.latestAt, o.latest
+		}
+		o.count++
+		return
+	}
+	if e.Offset >= o.latest {
+		o.latest, o.latestAt = e.Offset, e.Seq
+	}
+}
+
+// problem says what the check found, or "".
+func (o *orderCheck) problem() string {
+	if o.count == 0 {
+		return ""
+	}
+	others := ""
+	switch {
+	case o.count == 2:
+		others = " (and 1 more event)"
+	case o.count > 2:
+		others = fmt.Sprintf(" (and %d more events)", o.count-1)
+	}
+	return fmt.Sprintf("its order contradicts its times: it comes after event %d but happened %v before it%s; the recording does not hold its events in the order they happened (an older acptap record numbered them so): record it again",
+		o.before, (o.beforeAt - o.firstAt).Round(time.Microsecond), others)
 }
 
 func seqRange(from, to uint64) string {

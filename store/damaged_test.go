@@ -1015,3 +1015,52 @@ func TestBugPanicLetsGoOfTheLock(t *testing.T) {
 		unlocked(t, path)
 	}
 }
+
+// TestCheckFindsEventsOutOfOrder: a recording whose events' times go back
+// along the Seqs by more than the clock's resolution (as an older acptap
+// record numbered frames when it framed them, after exchanges whose
+// requests came later) is reported, naming the first such event; one
+// whose times only stay level is not.
+func TestCheckFindsEventsOutOfOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "order.db")
+	s, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := func(at time.Duration) Event {
+		return Event{Kind: KindFrame, Lane: LaneAgent, Offset: at, Data: []byte("{}")}
+	}
+	for name, offsets := range map[string][]time.Duration{
+		"ordered":  {time.Millisecond, 2 * time.Millisecond, 2 * time.Millisecond, 2*time.Millisecond + 500*time.Nanosecond, 3 * time.Millisecond},
+		"disorder": {time.Millisecond, 5 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond, 6 * time.Millisecond},
+	} {
+		w, err := s.Create(Recording{Name: name}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, at := range offsets {
+			if i == 2 {
+				data, err := exchange.Marshal(&exchange.Exchange{Method: "POST", URL: "http://llm.test/v1"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.Append(Event{Kind: KindExchange, Lane: LaneLLM, Offset: at, Data: data})
+				continue
+			}
+			w.Append(frame(at))
+		}
+		w.Update(func(r *Recording) { r.Done = true })
+		if err := w.Finish(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	var got []string
+	for _, p := range checkProblems(t, path) {
+		got = append(got, p.String())
+	}
+	want := `recording "disorder", event 3: its order contradicts its times: it comes after event 2 but happened 2ms before it (and 1 more event);`
+	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Errorf("Check: %q, want one problem starting %q", got, want)
+	}
+}

@@ -48,6 +48,9 @@ func TestMain(m *testing.M) {
 		"leakagent": leakAgent,
 		"busyagent": busyAgent,
 		"loadagent": loadAgent,
+		// The causal order's tests (causal_test.go).
+		"causalagent": causalAgent,
+		"spinner":     spinner,
 		// The tap benchmarks' processes (tap_bench_test.go).
 		"reverseproxy":  reverseProxyMain,
 		"tapunrecorded": tapUnrecordedMain,
