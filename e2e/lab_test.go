@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/acptap/acptap/internal/causal"
+	"github.com/acptap/acptap/store"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,8 +18,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"github.com/acptap/acptap/internal/causal"
-	"github.com/acptap/acptap/store"
 )
 
 // What every agent's suite shares: the built binaries, a lab (store, CA

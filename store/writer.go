@@ -82,23 +82,23 @@ type Writer struct {
 	finishOnce sync.Once
 
 	mu            sync.Mutex
-	wake          sync.Cond      // on mu; signalled when run has work or must stop
-	progress      sync.Cond      // on mu; broadcast when committed, metaCommitted or err change
-	queue         []Event        // guarded by mu: appended and not yet taken by run
-	queued        uint64         // guarded by mu: events ever queued
-	committed     uint64         // guarded by mu: events of queue committed so far
-	seq           uint64         // guarded by mu: the last Seq handed out
-	meta          Recording      // guarded by mu: the metadata as changed by Update
-	metaGen       uint64         // guarded by mu: count of Update calls
-	metaCommitted uint64         // guarded by mu: metaGen as of the last commit
-	queueBytes    int            // guarded by mu: the Data bytes of queue
-	flushing      int            // guarded by mu: Flush calls waiting
-	throttled     int            // guarded by mu: Throttle calls waiting
-	lingering     bool           // guarded by mu: run waits for more events, see lingerLocked
-	ticked        bool           // guarded by mu: timer fired since run armed it
-	finishing     bool           // guarded by mu: Finish was called; run drains and returns
-	err           error          // guarded by mu: the first commit error; run has returned
-	lateReported  bool           // guarded by mu: an Append or Update after Finish was reported
+	wake          sync.Cond // on mu; signalled when run has work or must stop
+	progress      sync.Cond // on mu; broadcast when committed, metaCommitted or err change
+	queue         []Event   // guarded by mu: appended and not yet taken by run
+	queued        uint64    // guarded by mu: events ever queued
+	committed     uint64    // guarded by mu: events of queue committed so far
+	seq           uint64    // guarded by mu: the last Seq handed out
+	meta          Recording // guarded by mu: the metadata as changed by Update
+	metaGen       uint64    // guarded by mu: count of Update calls
+	metaCommitted uint64    // guarded by mu: metaGen as of the last commit
+	queueBytes    int       // guarded by mu: the Data bytes of queue
+	flushing      int       // guarded by mu: Flush calls waiting
+	throttled     int       // guarded by mu: Throttle calls waiting
+	lingering     bool      // guarded by mu: run waits for more events, see lingerLocked
+	ticked        bool      // guarded by mu: timer fired since run armed it
+	finishing     bool      // guarded by mu: Finish was called; run drains and returns
+	err           error     // guarded by mu: the first commit error; run has returned
+	lateReported  bool      // guarded by mu: an Append or Update after Finish was reported
 
 	timer  *time.Timer   // wakes run while it lingers; only run uses it, nil until then
 	waited time.Duration // how long the last commit waited for the file's lock; only run uses it
