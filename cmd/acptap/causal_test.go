@@ -18,6 +18,7 @@ import (
 
 	"github.com/acptap/acptap/internal/causal"
 	"github.com/acptap/acptap/internal/demollm"
+	"github.com/acptap/acptap/internal/timeline"
 	"github.com/acptap/acptap/store"
 )
 
@@ -341,7 +342,51 @@ func TestCausalOrderConversations(t *testing.T) {
 				if n < 4 {
 					t.Errorf("%s: checked %d causal pairs, want at least 4", name, n)
 				}
+				checkPage(t, db, name)
 			}
 		})
+	}
+}
+
+// checkPage checks what the HTML page makes of a recording's order: every
+// turn has the LLM exchanges its prompt caused, and each tool's result is
+// carried by an exchange after the tool call began, whose request holds a
+// tool result.
+func checkPage(t *testing.T, db, name string) {
+	t.Helper()
+	st, err := store.Open(db, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p, err := timeline.Recording(st, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Turns) < 2 {
+		t.Fatalf("%s: the page has %d turns, want 2", name, len(p.Turns))
+	}
+	for i, turn := range p.Turns {
+		if len(turn.LLM) == 0 {
+			t.Errorf("%s: the page lists no LLM exchange in turn %d", name, i+1)
+		}
+		for _, x := range turn.LLM {
+			if p.Events[x].Turn != i+1 {
+				t.Errorf("%s: turn %d lists exchange %d, of turn %d", name, i+1, x, p.Events[x].Turn)
+			}
+		}
+	}
+	for _, tool := range p.Tools {
+		if tool.Result < 0 {
+			continue
+		}
+		// The tool call's last update may come later (the test agent's
+		// concurrent updates send it late), its first event not.
+		if first := tool.Events[0]; tool.Result < first || tool.Result < tool.Cause {
+			t.Errorf("%s: tool %s's result is carried by event %d, before the tool's first event %d or the exchange that asked for it, %d", name, tool.ID, tool.Result, first, tool.Cause)
+		}
+		if !bytes.Contains(p.Events[tool.Result].Exchange.RequestBody, []byte(`"role":"tool"`)) {
+			t.Errorf("%s: tool %s's result is carried by event %d, whose request holds no tool result", name, tool.ID, tool.Result)
+		}
 	}
 }
