@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/acptap/acptap/internal/causal"
@@ -122,27 +123,20 @@ func causalAgent() {
 	os.Exit(0)
 }
 
-// cpuLoad keeps every CPU busy with a spinning process until the test
-// ends.
+// cpuLoad keeps every CPU busy with a spinning shell, each in a process
+// group of its own, killed whole when the test ends.
 func cpuLoad(t *testing.T) {
 	t.Helper()
 	for range runtime.NumCPU() {
-		cmd := exec.Command("spinner")
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			cmd.Process.Kill()
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			cmd.Wait()
 		})
-	}
-}
-
-// spinner spins until killed.
-func spinner() {
-	x := 0
-	for {
-		x++
 	}
 }
 
@@ -285,13 +279,13 @@ func TestCausalOrderUnderLoad(t *testing.T) {
 	})
 	t.Run("three-into-one-store", func(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "s.db")
-		var wg sync.WaitGroup
 		for i := range 3 {
-			wg.Go(func() {
-				recordCausal(t, db, fmt.Sprintf("causal-%d", i), up.URL, 100, 3, sizes)
+			name := fmt.Sprintf("causal-%d", i)
+			t.Run(name, func(t *testing.T) {
+				t.Parallel() // the three record at once
+				recordCausal(t, db, name, up.URL, 100, 3, sizes)
 			})
 		}
-		wg.Wait()
 	})
 }
 

@@ -50,7 +50,6 @@ func TestMain(m *testing.M) {
 		"loadagent": loadAgent,
 		// The causal order's tests (causal_test.go).
 		"causalagent": causalAgent,
-		"spinner":     spinner,
 		// The tap benchmarks' processes (tap_bench_test.go).
 		"reverseproxy":  reverseProxyMain,
 		"tapunrecorded": tapUnrecordedMain,
