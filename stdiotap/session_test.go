@@ -1,9 +1,11 @@
 package stdiotap
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -491,5 +493,55 @@ func TestSessionEndsGroup(t *testing.T) {
 				t.Errorf("the agent's background process %d outlived the session", pid)
 			}
 		})
+	}
+}
+
+// TestThen: a Then called once a line has gone both ways (the editor
+// has read the agent's echo, so both reads returned) calls back after
+// OnLine has had both lines, from the framing goroutine, in Stamp order
+// with them; once the session is over, at once. The Lines' Stamps grow in
+// the order OnLine gets them, across the streams.
+func TestThen(t *testing.T) {
+	out, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	defer outW.Close()
+	r := start(t, Config{Stdout: outW}, "echo", "1")
+	echoed := bufio.NewReader(out)
+	type seen struct{ stdin, stdout int }
+	called := make(chan seen, 1)
+	const n = 20
+	for i := range n {
+		line := fmt.Sprintf("line %d", i)
+		if _, err := io.WriteString(r.stdin, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := echoed.ReadString('\n'); err != nil || got != line+"\n" {
+			t.Fatalf("echo %d: %q, %v", i, got, err)
+		}
+		r.Then(func() { called <- seen{len(r.log.get(Stdin)), len(r.log.get(Stdout))} })
+		if got := <-called; got.stdin != i+1 || got.stdout != i+1 {
+			t.Fatalf("Then after line %d went both ways: OnLine had %d stdin and %d stdout lines, want %d of each", i, got.stdin, got.stdout, i+1)
+		}
+	}
+	r.stdin.Close()
+	if _, err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	r.Then(func() { done = true })
+	if !done {
+		t.Error("Then after Wait did not call back at once")
+	}
+	in, outLines := r.log.get(Stdin), r.log.get(Stdout)
+	for i := range n {
+		if in[i].Stamp >= outLines[i].Stamp {
+			t.Errorf("line %d: stdin's Stamp %#x, stdout's echo %#x: want the echo later", i, in[i].Stamp, outLines[i].Stamp)
+		}
+		if i > 0 && (in[i].Stamp <= outLines[i-1].Stamp || !in[i].At.After(outLines[i-1].At)) {
+			t.Errorf("line %d: stdin's Stamp %#x (%v), the echo before it %#x (%v): want it later", i, in[i].Stamp, in[i].At, outLines[i-1].Stamp, outLines[i-1].At)
+		}
 	}
 }

@@ -350,8 +350,23 @@ func (t *tape) then(fn func()) {
 		return
 	}
 	t.queue = append(t.queue, chunk{then: fn})
+	// Woken as for a chunk (see put): fn is as urgent as the chunks
+	// before it.
+	w := wakeNone
+	switch {
+	case t.wakeAt == 0:
+		w = wakeNow
+	case !t.timerArmed:
+		t.timerArmed = true
+		w = wakeLater
+	}
 	t.mu.Unlock()
-	t.wake()
+	switch w {
+	case wakeNow:
+		t.wake()
+	case wakeLater:
+		t.arm()
+	}
 }
 
 // wake tells the recorder goroutine there is something on the tape.
