@@ -212,9 +212,10 @@ func loopbackText(ports []store.LoopbackPort, proxyEnv bool) string {
 			vars = append(vars, p.Var)
 		}
 	}
-	what := "port " + nums[0]
+	what, which := "port "+nums[0], "that is"
 	if len(nums) > 1 {
 		what = "ports " + strings.Join(nums[:len(nums)-1], ", ") + " and " + nums[len(nums)-1]
+		which = "one of them is"
 	}
 	var fix string
 	switch {
@@ -234,7 +235,7 @@ func loopbackText(ports []store.LoopbackPort, proxyEnv bool) string {
 		// --proxy-loopback needs the proxy variables.
 		fix = "--base-url VAR=http://127.0.0.1:" + nums[0] + " for the variable the agent reads its LLM's URL from"
 	}
-	return fmt.Sprintf("no LLM exchange, but the agent connected to loopback %s, which went around the tap: if that is its LLM, record it with %s", what, fix)
+	return fmt.Sprintf("no LLM exchange, but the agent connected to loopback %s, which went around the tap: if %s its LLM, record it with %s", what, which, fix)
 }
 
 // A loopbackRun is the watch of one recording's agent.
