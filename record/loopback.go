@@ -203,12 +203,13 @@ func LoopbackNotice(st *store.Store, rec store.Recording) (string, error) {
 func loopbackText(ports []store.LoopbackPort, proxyEnv bool) string {
 	nums := make([]string, len(ports))
 	var vars []string
-	allVars := true
+	unnamed := "" // the first port no variable names
 	for i, p := range ports {
 		nums[i] = strconv.Itoa(p.Port)
-		if p.Var == "" {
-			allVars = false
-		} else if !slices.Contains(vars, p.Var) {
+		switch {
+		case p.Var == "" && unnamed == "":
+			unnamed = nums[i]
+		case p.Var != "" && !slices.Contains(vars, p.Var):
 			vars = append(vars, p.Var)
 		}
 	}
@@ -219,7 +220,7 @@ func loopbackText(ports []store.LoopbackPort, proxyEnv bool) string {
 	}
 	var fix string
 	switch {
-	case allVars:
+	case unnamed == "":
 		flags := make([]string, len(vars))
 		for i, v := range vars {
 			flags[i] = "--base-url " + v
@@ -233,7 +234,7 @@ func loopbackText(ports []store.LoopbackPort, proxyEnv bool) string {
 		fix = "--proxy-loopback"
 	default:
 		// --proxy-loopback needs the proxy variables.
-		fix = "--base-url VAR=http://127.0.0.1:" + nums[0] + " for the variable the agent reads its LLM's URL from"
+		fix = "--base-url VAR=http://127.0.0.1:" + unnamed + " for the variable the agent reads its LLM's URL from"
 	}
 	return fmt.Sprintf("no LLM exchange, but the agent connected to loopback %s, which went around the tap: if %s its LLM, record it with %s", what, which, fix)
 }

@@ -30,7 +30,18 @@ type loopbackWatch struct {
 	// them.
 	known   map[uint64]bool
 	pending map[uint64]int
+	// strays are processes of the group that are not descendants of
+	// its leader (whose parent ended: a server that daemonized by a
+	// double fork), found by a scan of the whole process table every
+	// scanEvery polls, and looked at in every poll since.
+	strays map[int]bool
+	polls  int
 }
+
+// scanEvery is how many polls pass between two scans of the whole
+// process table for the group's strays: it costs a read per process of
+// the system, where a poll reads only the group's own.
+const scanEvery = 40
 
 // recheckPending is how many polls pass before the TCP tables are read
 // again for a socket they did not have, which may have been connected
@@ -47,6 +58,7 @@ func watchLoopback(pgid int) *loopbackWatch {
 		seen:    loopbackSeen{listens: map[int]bool{}, conns: map[conn]bool{}},
 		known:   map[uint64]bool{},
 		pending: map[uint64]int{},
+		strays:  map[int]bool{},
 	}
 	go w.run()
 	return w
@@ -76,7 +88,7 @@ func (w *loopbackWatch) finish() *loopbackSeen {
 // poll looks at the group's sockets once.
 func (w *loopbackWatch) poll() {
 	inodes := map[uint64]bool{}
-	for _, pid := range groupPids(w.pgid) {
+	for _, pid := range w.groupPids() {
 		w.socketInodes(pid, inodes)
 	}
 	readTables := false
@@ -232,24 +244,71 @@ func parseTCPAddr(s string) (tcpAddr, bool) {
 	return tcpAddr{ip: net.IP(b), port: int(port)}, true
 }
 
-// groupPids returns the live processes of process group pgid: its leader
-// and the descendants of the leader in the group, by the children files
-// of /proc; where those are missing (a kernel without them), every
-// process of /proc is looked at.
-func groupPids(pgid int) []int {
-	if pgrpOf(pgid) != pgid {
+// groupPids returns the live processes of the group: its leader and the
+// leader's descendants in the group, by the children files of /proc, and
+// the strays and theirs. Every scanEvery polls, and where the kernel has
+// no children files, it scans the whole process table instead.
+func (w *loopbackWatch) groupPids() []int {
+	if pgrpOf(w.pgid) != w.pgid {
 		return nil // the leader is gone, which ends the recording
 	}
-	pids := []int{pgid}
-	for i := 0; i < len(pids); i++ {
-		kids, ok := children(pids[i])
+	w.polls++
+	if w.polls%scanEvery == 1 {
+		return w.scan()
+	}
+	roots := []int{w.pgid}
+	for pid := range w.strays {
+		if pgrpOf(pid) == w.pgid {
+			roots = append(roots, pid)
+		} else {
+			delete(w.strays, pid)
+		}
+	}
+	seen := map[int]bool{}
+	var pids []int
+	for len(roots) > 0 {
+		pid := roots[len(roots)-1]
+		roots = roots[:len(roots)-1]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		pids = append(pids, pid)
+		kids, ok := children(pid)
 		if !ok {
-			return scanGroup(pgid)
+			return w.scan()
 		}
 		for _, k := range kids {
-			if pgrpOf(k) == pgid {
-				pids = append(pids, k)
+			if pgrpOf(k) == w.pgid {
+				roots = append(roots, k)
 			}
+		}
+	}
+	return pids
+}
+
+// scan returns the processes of the group by the whole process table,
+// and keeps those that are not the leader's descendants as strays.
+func (w *loopbackWatch) scan() []int {
+	pids := scanGroup(w.pgid)
+	parents := map[int]int{}
+	for _, pid := range pids {
+		parents[pid] = ppidOf(pid)
+	}
+	clear(w.strays)
+	for _, pid := range pids {
+		// A stray's line of parents within the group ends short of the
+		// leader.
+		p := pid
+		for steps := 0; p != w.pgid && steps < len(pids); steps++ {
+			pp, ok := parents[p]
+			if !ok {
+				break
+			}
+			p = pp
+		}
+		if p != w.pgid {
+			w.strays[pid] = true
 		}
 	}
 	return pids
@@ -284,21 +343,35 @@ func children(pid int) (kids []int, ok bool) {
 
 // pgrpOf returns the process group of pid, 0 if it is gone.
 func pgrpOf(pid int) int {
+	_, pgrp := statOf(pid)
+	return pgrp
+}
+
+// ppidOf returns the parent of pid, 0 if it is gone.
+func ppidOf(pid int) int {
+	ppid, _ := statOf(pid)
+	return ppid
+}
+
+// statOf returns the parent and the process group of pid, zeros if it is
+// gone.
+func statOf(pid int) (ppid, pgrp int) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// pid (comm) state ppid pgrp ...; comm may hold spaces and ")".
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0
+		return 0, 0
 	}
 	fields := strings.Fields(string(stat[i+1:]))
 	if len(fields) < 3 {
-		return 0
+		return 0, 0
 	}
-	g, _ := strconv.Atoi(fields[2])
-	return g
+	ppid, _ = strconv.Atoi(fields[1])
+	pgrp, _ = strconv.Atoi(fields[2])
+	return ppid, pgrp
 }
 
 // scanGroup returns the processes of group pgid by the whole process

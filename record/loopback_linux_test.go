@@ -61,85 +61,119 @@ func init() {
 	}
 }
 
-// dialEnv holds the addresses a loopbackClient connects to, and childEnv
-// those its child does, which it starts if set.
+// dialEnv holds the addresses a loopbackClient connects to,
+// childDialEnv those its child does, and strayDialEnv those of a
+// grandchild whose parent ends, a stray of the group.
 const (
 	dialEnv      = "RECORD_TEST_DIAL"
 	childDialEnv = "RECORD_TEST_CHILD_DIAL"
+	strayDialEnv = "RECORD_TEST_STRAY_DIAL"
+	spawnEnv     = "RECORD_TEST_SPAWN" // start a loopbackClient, relay its line, and end
 )
 
 // loopbackClient runs a server of its own on loopback and connects to it
-// and to the addresses of $RECORD_TEST_DIAL; with $RECORD_TEST_CHILD_DIAL
-// it starts itself again, in its process group, to connect to those.
-// Once all is connected it prints the ports of its own servers and its
-// child's, and holds the connections until its stdin ends.
+// and to the addresses of $RECORD_TEST_DIAL. With $RECORD_TEST_CHILD_DIAL
+// it starts itself again, in its process group, to connect to those; with
+// $RECORD_TEST_STRAY_DIAL it does so by a child that ends once its own
+// has connected, which leaves that one a stray. Once all is connected it
+// prints the ports of its own servers and its children's, and holds the
+// connections until its stdin ends.
 func loopbackClient() int {
+	if os.Getenv(spawnEnv) != "" {
+		// The spawner: its child keeps the spawner's stdin, and runs on.
+		ports, _, err := startClient(os.Getenv(dialEnv), os.Stdin)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Println(strings.Join(ports, " "))
+		return 0
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	var held []net.Conn
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			held = append(held, c)
+			defer c.Close()
 		}
 	}()
 	addrs := []string{ln.Addr().String()}
 	if d := os.Getenv(dialEnv); d != "" {
 		addrs = append(addrs, strings.Split(d, ",")...)
 	}
-	var conns []net.Conn
 	for _, a := range addrs {
 		c, err := net.Dial("tcp", a)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		conns = append(conns, c)
+		defer c.Close()
 	}
 	_, own, _ := net.SplitHostPort(ln.Addr().String())
 	ports := []string{own}
 	if d := os.Getenv(childDialEnv); d != "" {
-		self, _ := os.Executable()
-		child := exec.Command(self)
-		child.Env = append(os.Environ(), dialEnv+"="+d, childDialEnv+"=")
-		child.Stderr = os.Stderr
-		in, _ := child.StdinPipe()
-		out, _ := child.StdoutPipe()
-		if err := child.Start(); err != nil {
+		// The child ends with this one's stdin.
+		more, child, err := startClient(d, os.Stdin)
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		defer func() { in.Close(); child.Wait() }()
-		line, err := bufio.NewReader(out).ReadString('\n')
+		defer child.Wait()
+		ports = append(ports, more...)
+	}
+	if d := os.Getenv(strayDialEnv); d != "" {
+		more, spawner, err := startClient(d, os.Stdin, spawnEnv+"=1")
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "child:", err)
+			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		ports = append(ports, strings.Fields(line)...)
+		spawner.Wait() // its child is a stray from now on
+		ports = append(ports, more...)
 	}
 	fmt.Println(strings.Join(ports, " "))
 	io.Copy(io.Discard, os.Stdin)
-	for _, c := range conns {
-		c.Close()
-	}
 	return 0
 }
 
-// TestWatchLoopback watches a real process group, a process and its
-// child, each with a server of its own that it connects to, and
-// connected to servers of this process, one of which plays the tap: the
-// watch finds the group's own servers, and the other servers' ports
-// but the tap's.
+// startClient starts a loopbackClient that dials addrs, on stdin, and
+// returns the ports it printed.
+func startClient(addrs string, stdin *os.File, env ...string) ([]string, *exec.Cmd, error) {
+	self, _ := os.Executable()
+	cmd := exec.Command(self)
+	cmd.Env = append(append(os.Environ(), dialEnv+"="+addrs, childDialEnv+"=", strayDialEnv+"=", spawnEnv+"="), env...)
+	cmd.Stderr = os.Stderr
+	cmd.Stdin = stdin
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, nil, fmt.Errorf("child: %w", err)
+	}
+	return strings.Fields(line), cmd, nil
+}
+
+// TestWatchLoopback watches a real process group, a process, its child
+// and a stray (its grandchild, whose parent ended), each with a server of
+// its own that it connects to, and connected to servers of this process,
+// one of which plays the tap: the watch finds the group's own servers,
+// and the other servers' ports but the tap's.
 func TestWatchLoopback(t *testing.T) {
 	var servers []string
 	var ports []int
-	for range 4 {
+	for range 5 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -159,7 +193,7 @@ func TestWatchLoopback(t *testing.T) {
 	}
 	self, _ := os.Executable()
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), loopbackModeEnv+"=1", dialEnv+"="+servers[0]+","+servers[1], childDialEnv+"="+servers[2]+","+servers[3])
+	cmd.Env = append(os.Environ(), loopbackModeEnv+"=1", dialEnv+"="+servers[0]+","+servers[1], childDialEnv+"="+servers[2]+","+servers[3], strayDialEnv+"="+servers[4])
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -191,7 +225,7 @@ func TestWatchLoopback(t *testing.T) {
 	// servers[1] plays the tap.
 	got := seen.result(map[int]bool{ports[1]: true}, []string{"MY_LLM=http://localhost:" + strconv.Itoa(ports[2]) + "/v1"})
 	var want []store.LoopbackPort
-	for _, p := range []int{ports[0], ports[2], ports[3]} {
+	for _, p := range []int{ports[0], ports[2], ports[3], ports[4]} {
 		lp := store.LoopbackPort{Port: p}
 		if p == ports[2] {
 			lp.Var = "MY_LLM"

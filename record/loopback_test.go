@@ -100,6 +100,8 @@ func TestLoopbackText(t *testing.T) {
 			head + "ports 8080 and 11434, which went around the tap: if one of them is its LLM, record it with --base-url OPENAI_BASE_URL --base-url OLLAMA_HOST (OPENAI_BASE_URL, OLLAMA_HOST hold their URLs)"},
 		{[]store.LoopbackPort{{Port: 1234}, {Port: 5432}, {Port: 8080, Var: "OPENAI_BASE_URL"}}, true,
 			head + "ports 1234, 5432 and 8080, which went around the tap: if one of them is its LLM, record it with --proxy-loopback"},
+		{[]store.LoopbackPort{{Port: 1234, Var: "A"}, {Port: 5678}}, false,
+			head + "ports 1234 and 5678, which went around the tap: if one of them is its LLM, record it with --base-url VAR=http://127.0.0.1:5678 for the variable the agent reads its LLM's URL from"},
 		{[]store.LoopbackPort{{Port: 1234}}, false,
 			head + "port 1234, which went around the tap: if that is its LLM, record it with --base-url VAR=http://127.0.0.1:1234 for the variable the agent reads its LLM's URL from"},
 	} {
