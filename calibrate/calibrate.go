@@ -138,6 +138,11 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	results := make([]*replay.Result, 0, runs)
 	for i := range runs {
 		res, err := replay.Run(ctx, st, name, ro)
+		if err == nil {
+			// A replay cut short learns nothing, and the runs left
+			// would start only to be stopped.
+			err = ctx.Err()
+		}
 		if err != nil {
 			return nil, err
 		}

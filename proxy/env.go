@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -10,7 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/acptap/acptap/internal/stale"
 )
 
 // proxyVars point clients at the forward proxy; clients differ in which
@@ -249,22 +249,10 @@ func hostPort(rawURL string) string {
 
 // envDirPrefix starts the name of the directory of Env's files, followed
 // by the pid of the process whose tap wrote them.
-const envDirPrefix = "acptap-tap-"
+const envDirPrefix = stale.TapPrefix
 
 // removeStaleEnvDirs removes the directories of Env's files that taps of
 // processes no longer running left in tmp: Close removes a tap's own, but
 // a process killed with SIGKILL cannot. A directory whose pid is running
 // (or was reused) is left alone.
-func removeStaleEnvDirs(tmp string) {
-	dirs, _ := filepath.Glob(filepath.Join(tmp, envDirPrefix+"*-*"))
-	for _, dir := range dirs {
-		pid, _, ok := strings.Cut(strings.TrimPrefix(filepath.Base(dir), envDirPrefix), "-")
-		n, err := strconv.Atoi(pid)
-		if !ok || err != nil || n <= 0 {
-			continue
-		}
-		if err := syscall.Kill(n, 0); errors.Is(err, syscall.ESRCH) {
-			os.RemoveAll(dir)
-		}
-	}
-}
+func removeStaleEnvDirs(tmp string) { stale.Remove(tmp, envDirPrefix) }

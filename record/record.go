@@ -343,9 +343,11 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 		return nil, abandon(w, classify(ErrAgent, "%w", err))
 	}
 	seqr.attach(sess)
+	loopback := p.watchLoopback(sess.Pid(), local, childEnv) // see loopback.go
 	stopOnCancel := context.AfterFunc(ctx, func() { terminate(sess, opts.Grace) })
 	exit, waitErr := sess.Wait()
 	stopOnCancel()
+	seen := loopback.finish()
 	// The tap closes before the writer finishes: Close waits for the last
 	// exchanges to be recorded.
 	// A tap process that ended early has said so when it did.
@@ -364,9 +366,11 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 		}
 		r.Duration = time.Since(start)
 	})
+	w.Update(func(r *store.Recording) { r.Loopback = seen })
 	if err := w.Finish(); err != nil {
 		return nil, classify(ErrSave, "saving recording %q: %w", p.name, err)
 	}
+	p.noticeLoopback(st)
 	return &Result{Name: p.name, Exit: exit, AgentErr: waitErr}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/internal/snapshot"
+	"github.com/acptap/acptap/internal/stale"
 	"github.com/acptap/acptap/store"
 )
 
@@ -64,7 +65,12 @@ func workspaceName(rec *recording) string {
 // copy of the directory seed, else the snapshot archive restored, else
 // empty.
 func makeDirs(name, seed string, archive []byte) (*sandbox, error) {
-	root, err := os.MkdirTemp("", "acptap-replay-")
+	// The sandboxes and tap files of replays killed with SIGKILL go
+	// first; this one's name has this process's id for the next replay
+	// to tell whether it is still needed.
+	stale.Remove(os.TempDir(), stale.ReplayPrefix)
+	stale.Remove(os.TempDir(), stale.TapPrefix)
+	root, err := os.MkdirTemp("", stale.Dir(stale.ReplayPrefix))
 	if err != nil {
 		return nil, fmt.Errorf("creating the replay sandbox: %w", err)
 	}

@@ -131,6 +131,12 @@ type Recording struct {
 
 	Snapshot bool `json:"snapshot,omitempty"` // the blob SnapshotBlob holds the workspace, as record found it
 
+	// Loopback is what record saw of the agent's TCP connections to
+	// loopback ports other than the tap's, which go around the tap: nil
+	// where it saw none, or did not look (on another system than Linux,
+	// or an acptap before it looked).
+	Loopback *Loopback `json:"loopback,omitempty"`
+
 	// Set when the recording ends. While Done is false the recording is
 	// either still being written or was interrupted (acptap was killed),
 	// which Live tells apart; everything committed so far is readable
@@ -165,4 +171,32 @@ type Recording struct {
 	// neither Done nor Live was interrupted: its recorder died; what it
 	// committed is readable all the same.
 	Live bool `json:"-"`
+}
+
+// Loopback is the agent's TCP traffic to loopback ports that record saw
+// go around its tap (the agent's NO_PROXY names loopback, see
+// Recording.LoopbackDirect), seen from the sockets of the agent's process
+// group while it ran.
+//
+// Its fields are in the order of their names, as an exported
+// recording's meta.json has its keys.
+type Loopback struct {
+	// Own are the ports of the agent's own servers (a process of its
+	// group listened on them) that it connected to: not an LLM, sorted.
+	Own []int `json:"own,omitempty"`
+	// Ports are the loopback ports the agent connected to on which none
+	// of its own processes listened: servers of other programs, such as
+	// an LLM on loopback (Ollama, LM Studio, a gateway), by port.
+	Ports []LoopbackPort `json:"ports,omitempty"`
+}
+
+// LoopbackPort is a loopback port of another program that the agent
+// connected to.
+type LoopbackPort struct {
+	Port int `json:"port"`
+	// Var is a variable of the agent's environment whose value is a
+	// URL, or a host:port, of that port on loopback (OPENAI_BASE_URL set
+	// to http://127.0.0.1:8080/v1): the one to route through the tap with
+	// record --base-url. "" if none is.
+	Var string `json:"var,omitempty"`
 }

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/acptap/acptap/calibrate"
 	"github.com/acptap/acptap/replay"
+	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
 
@@ -95,7 +97,21 @@ func runCalibrate(opts *calibrateOptions) error {
 		return err
 	}
 	defer src.Close()
-	results, err := calibrateAll(src.st, opts)
+	// SIGINT, SIGTERM and SIGHUP stop the runs as they stop replay's: the
+	// running agent is stopped, its sandbox and its tap's files removed,
+	// and acptap says so and exits 128+n.
+	ctx, interrupted := interruptible()
+	defer interrupted.stop()
+	// From here the deferred Close removes a directory's temporary store.
+	src.signalsHandled()
+	results, err := calibrateAll(ctx, src.st, opts)
+	if sig := interrupted.signal(); sig != nil {
+		// What the runs of a recording learned is only known once they
+		// have all run: nothing is stored, not even the rules of the
+		// recordings done, so that a calibration is never half kept.
+		ss := sig.(syscall.Signal)
+		return &exitError{code: 128 + int(ss), err: fmt.Errorf("interrupted by %s after %d of %d recordings; no rules stored", stdiotap.SignalName(ss), len(results), len(opts.Names))}
+	}
 	if err != nil {
 		return err
 	}
@@ -135,7 +151,9 @@ func runCalibrate(opts *calibrateOptions) error {
 }
 
 // calibrateAll calibrates each named recording of st.
-func calibrateAll(st *store.Store, opts *calibrateOptions) ([]*calibrate.Result, error) {
+// A signal (ctx done) stops it after the recording under way, whose
+// result it drops, with the results of those before.
+func calibrateAll(ctx context.Context, st *store.Store, opts *calibrateOptions) ([]*calibrate.Result, error) {
 	// Check every name first: a typo is a usage error, not a failure.
 	for _, name := range opts.Names {
 		rec, err := st.Get(name)
@@ -149,7 +167,11 @@ func calibrateAll(st *store.Store, opts *calibrateOptions) ([]*calibrate.Result,
 	}
 	var results []*calibrate.Result
 	for _, name := range opts.Names {
-		res, err := calibrate.Run(context.Background(), st, name, calibrate.Options{Runs: opts.Runs, Replay: opts.Replay})
+		res, err := calibrate.Run(ctx, st, name, calibrate.Options{Runs: opts.Runs, Replay: opts.Replay})
+		if ctx.Err() != nil {
+			// Stopped by a signal: neither a calibration nor an error.
+			return results, ctx.Err()
+		}
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				return nil, recordingError(err, opts.StorePath)

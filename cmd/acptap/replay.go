@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/gcfloor"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/proxy"
+	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
@@ -321,6 +324,7 @@ func runReplay(opts *replayOptions) error {
 			return report.write()
 		}
 	}
+	loopbackNotices(st, names, opts.IO)
 	// SIGINT, SIGTERM and SIGHUP stop the replays: the running agents
 	// are stopped and their sandboxes removed, the report of what ran is
 	// written, and acptap exits 128+n.
@@ -516,4 +520,37 @@ var partColors = map[replay.Part]string{
 	replay.PartAdded:   colorGreen,
 	replay.PartRemoved: colorRed,
 	replay.PartHunk:    colorCyan,
+}
+
+// loopbackNotices says, before the replays run, of each recording that
+// has the agent's messages but no LLM exchange while its agent connected
+// to other programs on loopback, that its LLM may have gone unrecorded
+// (record.LoopbackNotice): the replay's diff, with the agent's LLM calls
+// failing, would not say why. A recording that does not read is left to
+// its replay to report.
+func loopbackNotices(st *store.Store, names []string, stdio *IO) {
+	for _, name := range names {
+		rec, err := st.Get(name)
+		if err != nil {
+			continue
+		}
+		n, err := record.LoopbackNotice(st, rec)
+		if err != nil || n == "" || !hasAgentMessage(st, name) {
+			continue
+		}
+		fmt.Fprintf(stdio.Err, "acptap: replay %s: the recording has %s\n", name, n)
+	}
+}
+
+// hasAgentMessage says whether the recording name of st has an
+// agent_message_chunk of the agent.
+func hasAgentMessage(st *store.Store, name string) bool {
+	errFound := errors.New("found")
+	err := st.Events(name, func(e store.Event) error {
+		if e.Lane == store.LaneAgent && bytes.Contains(e.Data, []byte("agent_message_chunk")) && acp.Parse(e.Data).UpdateKind == "agent_message_chunk" {
+			return errFound
+		}
+		return nil
+	})
+	return errors.Is(err, errFound)
 }

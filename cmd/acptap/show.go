@@ -18,6 +18,7 @@ import (
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/bytesize"
 	"github.com/acptap/acptap/normalize"
+	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/store"
 )
@@ -111,6 +112,9 @@ func runShow(opts *showOptions) error {
 		}
 	} else {
 		writeHeader(out, rec)
+		if n, err := record.LoopbackNotice(st, rec); err == nil && n != "" {
+			fmt.Fprintf(out, "  %s\n", n)
+		}
 		rules, err := replay.StoredRules(st, opts.Name)
 		switch {
 		case errors.Is(err, replay.ErrStoredRules):
@@ -161,6 +165,10 @@ type recordingJSON struct {
 	Updated    time.Time `json:"updated,omitzero"`   // when replay --update last rewrote the expected agent stream
 	Damage     string    `json:"damage,omitempty"`   // what does not read, of a damaged recording (state damaged)
 	Salvaged   string    `json:"salvaged,omitempty"` // what was lost, of a recording acptap check --salvage copied in part
+	// Loopback is what record saw of the agent's connections to loopback
+	// ports around the tap: other programs' (ports, each with the
+	// variable naming it) and its own servers' (own).
+	Loopback *store.Loopback `json:"loopback,omitempty"`
 }
 
 func listJSON(w io.Writer, recs []store.Recording) error {
@@ -172,7 +180,7 @@ func listJSON(w io.Writer, recs []store.Recording) error {
 			Frames: r.Frames, Exchanges: r.Exchanges, DurationMs: r.Duration.Milliseconds(),
 			Done: r.Done, State: state(r), ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
 			Version: r.Version, Format: r.Format, Snapshot: r.Snapshot, Updated: r.Updated,
-			Damage: damageOf(r), Salvaged: r.Salvaged,
+			Damage: damageOf(r), Salvaged: r.Salvaged, Loopback: r.Loopback,
 		}); err != nil {
 			return err
 		}
