@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"unsafe"
 
@@ -132,6 +133,7 @@ func PageSize(path string) (int, error) {
 // Meta layout, after the 16-byte page header (see bbolt's meta).
 const (
 	pageHeader = 16
+	hwmAt      = pageHeader + 40
 	txidAt     = pageHeader + 48
 	sumAt      = pageHeader + 56
 )
@@ -175,6 +177,38 @@ func BreakMeta(path string, page int) error {
 	}
 	binary.LittleEndian.PutUint64(sum[:], ^binary.LittleEndian.Uint64(sum[:]))
 	if _, err := f.WriteAt(sum[:], off); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// SetHighWater makes the newest meta page of the bbolt file at path claim
+// pages pages, with its checksum made right again: a meta page that
+// reads as valid but promises more than the file holds.
+func SetHighWater(path string, pages uint64) error {
+	size, err := PageSize(path)
+	if err != nil {
+		return err
+	}
+	page, _, err := NewestMeta(path)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	meta := make([]byte, sumAt+8-pageHeader)
+	off := int64(page*size + pageHeader)
+	if _, err := f.ReadAt(meta, off); err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint64(meta[hwmAt-pageHeader:], pages)
+	h := fnv.New64a()
+	h.Write(meta[:sumAt-pageHeader])
+	binary.LittleEndian.PutUint64(meta[sumAt-pageHeader:], h.Sum64())
+	if _, err := f.WriteAt(meta, off); err != nil {
 		return err
 	}
 	return f.Close()
