@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -189,11 +190,11 @@ func listTable(w io.Writer, recs []store.Recording) error {
 	fmt.Fprintln(tw, "NAME\tCREATED\tAGENT\tFRAMES\tLLM\tDURATION\tSTATUS")
 	for _, r := range recs {
 		if r.Damage != nil {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", r.Name, status(r))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", shownName(r.Name), shownText(status(r)))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, r.Created.Local().Format("2006-01-02 15:04:05"),
-			truncate(strings.Join(r.Argv, " "), 48), r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", shownName(r.Name), r.Created.Local().Format("2006-01-02 15:04:05"),
+			truncate(shownText(strings.Join(r.Argv, " ")), 48), r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), shownText(status(r)))
 	}
 	return tw.Flush()
 }
@@ -247,10 +248,31 @@ func status(r store.Recording) string {
 	return fmt.Sprintf("exit %d", r.ExitCode)
 }
 
+// shownName is a recording's name as show prints it: as it is, or
+// quoted (and cut) if it is not a name acptap gives, such as one with
+// escape codes or a newline that a hostile store holds, which would
+// otherwise reach the terminal raw.
+func shownName(name string) string {
+	if store.ValidName(name) == nil {
+		return name
+	}
+	return store.QuoteName(name)
+}
+
+// shownText is text of a recording's metadata (its agent command, its
+// directory, its error) as show prints it on one line: quoted if it
+// holds a control character or bytes that are not UTF-8.
+func shownText(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
 func writeHeader(w io.Writer, r store.Recording) {
-	fmt.Fprintf(w, "recording %s: %s\n", r.Name, strings.Join(r.Argv, " "))
+	fmt.Fprintf(w, "recording %s: %s\n", shownName(r.Name), shownText(strings.Join(r.Argv, " ")))
 	fmt.Fprintf(w, "  created %s in %s, %d frames, %d LLM exchanges, %s, %s\n",
-		r.Created.Local().Format("2006-01-02 15:04:05"), r.Cwd, r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
+		r.Created.Local().Format("2006-01-02 15:04:05"), shownText(r.Cwd), r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), shownText(status(r)))
 	if r.Snapshot {
 		fmt.Fprintf(w, "  workspace snapshot kept for replay\n")
 	}

@@ -213,3 +213,49 @@ func SetHighWater(path string, pages uint64) error {
 	}
 	return f.Close()
 }
+
+// RenameBucket renames the bucket old under the buckets of path to new,
+// which may be a name no program of the store's would give (escape codes,
+// newlines): a hostile store's recording. The bucket's keys and nested
+// buckets are copied.
+func RenameBucket(file string, path []string, old, new string) error {
+	db, err := bolt.Open(file, 0o600, nil)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.Update(func(tx *bolt.Tx) error {
+		parent := tx.Cursor().Bucket()
+		for _, name := range path {
+			if parent = parent.Bucket([]byte(name)); parent == nil {
+				return fmt.Errorf("bucket %q: %w", name, ErrNoValue)
+			}
+		}
+		src := parent.Bucket([]byte(old))
+		if src == nil {
+			return fmt.Errorf("bucket %q: %w", old, ErrNoValue)
+		}
+		dst, err := parent.CreateBucket([]byte(new))
+		if err != nil {
+			return err
+		}
+		if err := copyBucket(dst, src); err != nil {
+			return err
+		}
+		return parent.DeleteBucket([]byte(old))
+	})
+}
+
+// copyBucket copies the keys and nested buckets of src into dst.
+func copyBucket(dst, src *bolt.Bucket) error {
+	return src.ForEach(func(k, v []byte) error {
+		if v != nil {
+			return dst.Put(k, v)
+		}
+		sub, err := dst.CreateBucket(k)
+		if err != nil {
+			return err
+		}
+		return copyBucket(sub, src.Bucket(k))
+	})
+}
