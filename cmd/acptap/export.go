@@ -96,6 +96,9 @@ func runExport(opts *exportOptions) error {
 		}
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		if fix, ok := fileSystemFix(err, "", "--dir"); ok {
+			return usageErrorf("%v; %s", err, fix)
+		}
 		return usageErrorf("%v; pass a writable --dir", err)
 	}
 	ctx, stop := onInterrupt()
@@ -108,6 +111,9 @@ func runExport(opts *exportOptions) error {
 			}
 			if errors.Is(err, fixture.ErrNotExportable) {
 				return usageErrorf("export %s: %v; export it with the acptap that recorded it", names[i], err)
+			}
+			if fix, ok := fileSystemFix(err, "", "--dir"); ok {
+				return usageErrorf("export %s: %w; %s", names[i], err, fix)
 			}
 			return usageErrorf("export %s: %w", names[i], err)
 		}

@@ -300,6 +300,9 @@ func recordError(err error, opts record.Options) error {
 	case errors.Is(err, record.ErrSnapshot):
 		return usageErrorf("--snapshot: %v; make it readable, add it to .gitignore, or record without --snapshot", err)
 	case errors.Is(err, record.ErrSave):
+		if fix, ok := fileSystemFix(err, "", "--store"); ok {
+			return usageErrorf("%v; what was committed before the failure is kept; %s", err, fix)
+		}
 		return usageErrorf("%v; what was committed before the failure is kept", err)
 	}
 	return usageErrorf("%v", err)
