@@ -33,8 +33,10 @@ func recordCommand(stdio *IO) *cli.Command {
 		Name:      "record",
 		Usage:     "run an agent, pass its stdio through and record it",
 		ArgsUsage: "-- AGENT [ARGS...]",
-		Description: "Put `acptap record --name NAME -- my-agent --acp` where the editor's agent settings say\n" +
-			"`my-agent --acp`. stdin and stdout stay the agent's, byte for byte; acptap's own\n" +
+		Description: "Put `acptap record --store PATH -- my-agent --acp` where the editor's agent settings say\n" +
+			"`my-agent --acp`: each session is a recording, named after the agent and the time (a fixed\n" +
+			"--name would be taken by the first); acptap show lists them, the newest last, and acptap mv\n" +
+			"renames one. stdin and stdout stay the agent's, byte for byte; acptap's own\n" +
 			"messages go to stderr; the exit status is the agent's. The HTTP tap serves the agent\n" +
 			"only: the proxy and base-URL variables it gets carry a secret of this run, and other\n" +
 			"requests get 407 or 404.",
