@@ -172,8 +172,9 @@ func readKey(path string) (*ecdsa.PrivateKey, error) {
 }
 
 // loadCACert reads the CA certificate at path. It returns nil, and no
-// error, when the file is missing or holds no valid certificate of key: the
-// caller then issues a new one.
+// error, when the file is missing, holds no CA certificate or an expired
+// one of key: the caller then issues a new one. A CA certificate of
+// another key is ErrCAMismatch.
 func loadCACert(path string, key *ecdsa.PrivateKey) (*x509.Certificate, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -187,7 +188,16 @@ func loadCACert(path string, key *ecdsa.PrivateKey) (*x509.Certificate, error) {
 		return nil, nil
 	}
 	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil || !cert.IsCA || !key.PublicKey.Equal(cert.PublicKey) || time.Now().After(cert.NotAfter) {
+	if err != nil || !cert.IsCA {
+		return nil, nil
+	}
+	if !key.PublicKey.Equal(cert.PublicKey) {
+		// One of the pair was replaced (copied from another machine, or
+		// restored alone): issuing a new certificate would silently make
+		// the one clients trust useless, so the user decides.
+		return nil, fmt.Errorf("%s is not the certificate of the key %s: %w", path, filepath.Join(filepath.Dir(path), caKeyName), ErrCAMismatch)
+	}
+	if time.Now().After(cert.NotAfter) {
 		return nil, nil
 	}
 	return cert, nil

@@ -25,6 +25,10 @@ var (
 	// PEM, a key that is not ECDSA, a certificate that is not a CA.
 	ErrInvalidCA = errors.New("invalid CA files")
 
+	// ErrCAMismatch means the CA certificate is not the key's: one of the
+	// two files was replaced.
+	ErrCAMismatch = errors.New("CA files do not match")
+
 	// ErrReset, wrapped in the error that a response body from
 	// Config.Transport returns from Read, makes the tap reset the agent's
 	// connection after the bytes read so far: an HTTP/1 connection is

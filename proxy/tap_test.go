@@ -400,6 +400,30 @@ func TestCAFiles(t *testing.T) {
 			t.Errorf("LoadOrCreateCA with a corrupt key: %v, want ErrInvalidCA", err)
 		}
 	})
+
+	// A certificate of another key is refused, and left as it is: issuing
+	// a new one would make useless the one clients trust (issue 24).
+	t.Run("mismatch", func(t *testing.T) {
+		a, b := t.TempDir(), t.TempDir()
+		for _, dir := range []string{a, b} {
+			if _, err := proxy.LoadOrCreateCA(dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+		other, err := os.ReadFile(filepath.Join(b, "ca.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(a, "ca.pem"), other, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := proxy.LoadOrCreateCA(a); !errors.Is(err, proxy.ErrCAMismatch) || !strings.Contains(err.Error(), filepath.Join(a, "ca.pem")) {
+			t.Errorf("LoadOrCreateCA with another key's certificate: %v, want ErrCAMismatch naming ca.pem", err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(a, "ca.pem")); !bytes.Equal(got, other) {
+			t.Errorf("the certificate was rewritten")
+		}
+	})
 }
 
 func readCert(t *testing.T, file string) *x509.Certificate {

@@ -374,18 +374,13 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	return &Result{Name: p.name, Exit: exit, AgentErr: waitErr}, nil
 }
 
-// abandon ends a recording whose agent never ran: the recording is kept,
-// marked done with err (its metadata says why nothing follows), and err is
-// returned, joined with the store's error if the recording could not be
-// finished.
+// abandon ends a recording whose agent never ran: the recording is
+// removed, since it holds nothing and would block its name for the next
+// try, and err is returned, joined with the store's error if the
+// recording could not be removed.
 func abandon(w *store.Writer, err error) error {
-	w.Update(func(r *store.Recording) {
-		r.Done = true
-		r.ExitCode = 2 // acptap's exit code for an environment error
-		r.Error = err.Error()
-	})
-	if ferr := w.Finish(); ferr != nil {
-		return errors.Join(err, classify(ErrSave, "saving recording: %w", ferr))
+	if derr := w.Discard(); derr != nil {
+		return errors.Join(err, classify(ErrSave, "removing the recording: %w", derr))
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -185,8 +186,8 @@ func checkMetaPages(f *os.File, size int64, write bool) (warning, err error) {
 	if !use.valid || int64(use.pageSize) != pageSize {
 		return nil, nil // bbolt refuses it, or searches for its page size
 	}
-	if need := int64(use.hwm) * pageSize; use.hwm > 0 && need > size {
-		return nil, &DamagedError{whole: true, Where: "its end", Err: fmt.Errorf("the file is %d bytes, its last commit (txid %d) needs %d: it was cut short", size, use.txid, need)}
+	if use.hwm > pagesIn(size, pageSize) {
+		return nil, &DamagedError{whole: true, Where: "its end", Err: cutShortError(size, pageSize, use)}
 	}
 	if write && use.freelist != noFreelist {
 		if err := checkFreelist(f, pageSize, use); err != nil {
@@ -205,6 +206,26 @@ func checkMetaPages(f *os.File, size int64, write bool) (warning, err error) {
 		warning = fmt.Errorf("meta page %d is damaged; opened the commit of txid %d, and a later one (txid %d), if there was one, is lost", otherID, use.txid, use.txid+1)
 	}
 	return &DamagedError{whole: true, Err: warning}, nil
+}
+
+// pagesIn is how many whole pages of pageSize bytes a file of size bytes
+// holds. A commit of more pages than that was cut short: compared in
+// pages, since a meta page's high-water mark times the page size may not
+// fit an int64.
+func pagesIn(size, pageSize int64) uint64 {
+	if size <= 0 {
+		return 0
+	}
+	return uint64(size / pageSize)
+}
+
+// cutShortError says that the file, of size bytes, is shorter than the
+// commit m needs.
+func cutShortError(size, pageSize int64, m metaPage) error {
+	if m.hwm <= math.MaxInt64/uint64(pageSize) {
+		return fmt.Errorf("the file is %d bytes, its last commit (txid %d) needs %d: it was cut short", size, m.txid, m.hwm*uint64(pageSize))
+	}
+	return fmt.Errorf("the file is %d bytes, its last commit (txid %d) needs %d pages of %d bytes: it was cut short", size, m.txid, m.hwm, pageSize)
 }
 
 // readMetaPages reads the two meta pages of the bbolt file f and returns

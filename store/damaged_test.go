@@ -240,6 +240,34 @@ func checkProblems(t *testing.T, path string) []Problem {
 	return ps
 }
 
+// TestHugeHighWater gives the newest meta page, its checksum made right,
+// a high-water mark of 2^40 pages (and 2^60, whose bytes overflow an
+// int64): Check says the file was cut short and stops there, rather than
+// walking and listing the pages the file never had until memory runs out
+// (issue 24 §5); every operation answers with the same damage.
+func TestHugeHighWater(t *testing.T) {
+	dir := t.TempDir()
+	for _, pages := range []uint64{1 << 40, 1 << 60} {
+		t.Run(fmt.Sprint(pages), func(t *testing.T) {
+			path := copyFixture(t, dir)
+			if err := damage.SetHighWater(path, pages); err != nil {
+				t.Fatal(err)
+			}
+			ps := checkProblems(t, path)
+			if len(ps) == 0 || !strings.Contains(ps[0].What, "cut short") {
+				t.Errorf("Check of a meta page claiming %d pages: %v, want first that the file was cut short", pages, ps)
+			}
+			for _, opts := range []*Options{{ReadOnly: true}, nil} {
+				_, err := Open(path, opts)
+				if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "cut short") {
+					t.Errorf("Open(%+v): %v, want ErrDamaged saying it was cut short", opts, err)
+				}
+			}
+			everyOperation(t, path)
+		})
+	}
+}
+
 func TestTruncatedStore(t *testing.T) {
 	dir := t.TempDir()
 	hwm := highWater(t, fixtureBytes(t))

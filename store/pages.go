@@ -22,6 +22,7 @@ type pageChecker struct {
 	size     int64  // of the file
 	pageSize int64  //
 	hwm      uint64 // of the commit checked
+	inFile   uint64 // whole pages in the file
 	seen     map[uint64]bool
 	free     map[uint64]bool
 	report   func(Problem)
@@ -98,24 +99,31 @@ func checkPages(f *os.File, size int64, report func(Problem)) (usable bool) {
 			report(Problem{What: fmt.Sprintf("meta page %d is damaged; the other, of txid %d, is read", otherID, use.txid)})
 		}
 	}
-	if need := int64(use.hwm) * pageSize; need > size {
-		report(Problem{What: fmt.Sprintf("the file is %d bytes, its last commit (txid %d) needs %d: it was cut short", size, use.txid, need)})
+	inFile := pagesIn(size, pageSize)
+	if use.hwm > inFile {
+		report(Problem{What: cutShortError(size, pageSize, use).Error()})
 	}
-	c := &pageChecker{f: f, size: size, pageSize: pageSize, hwm: use.hwm,
+	c := &pageChecker{f: f, size: size, pageSize: pageSize, hwm: use.hwm, inFile: inFile,
 		seen: map[uint64]bool{0: true, 1: true}, free: map[uint64]bool{}, report: report}
 	if use.freelist != noFreelist {
 		c.freelist(use.freelist)
 	}
 	c.bucket(use.root, nil, nil)
-	var unreachable []uint64
-	for id := uint64(2); id < c.hwm; id++ {
+	// Only the pages in the file are looked for: a meta page whose
+	// checksum holds may still claim 2^40 pages of a file of ten, and
+	// the pages past the end were said to be missing above.
+	var unreachable, first uint64
+	for id := uint64(2); id < min(c.hwm, inFile); id++ {
 		if !c.seen[id] && !c.free[id] {
-			unreachable = append(unreachable, id)
+			if unreachable == 0 {
+				first = id
+			}
+			unreachable++
 		}
 	}
 	// Pages below a damaged one are not reached: not worth saying then.
-	if len(unreachable) > 0 && c.problems == 0 {
-		report(Problem{What: fmt.Sprintf("%d pages neither reachable nor free (the first: page %d)", len(unreachable), unreachable[0])})
+	if unreachable > 0 && c.problems == 0 {
+		report(Problem{What: fmt.Sprintf("%d pages neither reachable nor free (the first: page %d)", unreachable, first)})
 	}
 	return true
 }
@@ -132,6 +140,9 @@ func (c *pageChecker) page(id uint64, want uint16, rec string) []byte {
 		return bad("out of bounds (the commit has %d pages)", c.hwm)
 	}
 	var hdr [pageHeaderSize]byte
+	if id >= c.inFile {
+		return bad("past the end of the file")
+	}
 	if n, _ := c.f.ReadAt(hdr[:], int64(id)*c.pageSize); n < len(hdr) {
 		return bad("past the end of the file")
 	}
@@ -144,6 +155,10 @@ func (c *pageChecker) page(id uint64, want uint16, rec string) []byte {
 		return bad("unexpected type (flags %#x)", flags)
 	case overflow >= c.hwm || id+overflow >= c.hwm:
 		return bad("its %d overflow pages go past the high-water mark %d", overflow, c.hwm)
+	case overflow >= c.inFile-id:
+		// Checked before its pages are marked or read: under a high-water
+		// mark the file does not reach, overflow may be 2^32 pages.
+		return bad("its %d overflow pages go past the end of the file", overflow)
 	}
 	for i := id; i <= id+overflow; i++ {
 		if c.seen[i] {

@@ -243,12 +243,7 @@ func (w *Writer) Throttle(max int) {
 // returns the first commit error. Calls after the first return the same.
 func (w *Writer) Finish() error {
 	w.finishOnce.Do(func() {
-		w.mu.Lock()
-		w.finishing = true
-		w.progress.Broadcast() // a Throttle returns
-		w.mu.Unlock()
-		w.wake.Signal()
-		<-w.done
+		w.stop()
 		// After the last commit: a reader never sees the recording
 		// neither Done nor live while it ends.
 		if w.live != nil {
@@ -259,6 +254,16 @@ func (w *Writer) Finish() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
+}
+
+// stop commits everything queued and stops the Writer's goroutine.
+func (w *Writer) stop() {
+	w.mu.Lock()
+	w.finishing = true
+	w.progress.Broadcast() // a Throttle returns
+	w.mu.Unlock()
+	w.wake.Signal()
+	<-w.done
 }
 
 // clone returns a copy of r that shares no memory with it, so that a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -112,13 +113,50 @@ func newApp(stdio *IO) *cli.App {
 	}
 }
 
-// onUsageError makes flag errors one line, without the help text.
+// onUsageError makes flag errors one line, without the help text, and
+// with the command's name in front as every other error has it.
 func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
-	cmd := "acptap"
-	if c.Command != nil && c.Command.Name != "" {
-		cmd += " " + c.Command.Name
+	cmd, name := "acptap", ""
+	// At the top level c.Command is the app itself, named acptap too.
+	if c.Command != nil && c.Command.Name != "" && c.Command.Name != c.App.Name {
+		name = c.Command.Name
+		cmd += " " + name
 	}
-	return usageErrorf("%v; see %s --help", err, cmd)
+	msg := flagErrorText(c.Command, err)
+	if name == "" {
+		return usageErrorf("%s; see %s --help", msg, cmd)
+	}
+	return usageErrorf("%s: %s; see %s --help", name, msg, cmd)
+}
+
+// Go's flag package words the errors that onUsageError rewrites.
+var (
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.+)$`)
+	invalidValue  = regexp.MustCompile(`^invalid value "(.*)" for flag -+([^:]+): parse error$`)
+)
+
+// flagErrorText is a flag error of cmd in the words of its fix: a
+// duration says what a duration looks like, and an unknown flag of a
+// command that runs an agent says where the agent's flags go.
+func flagErrorText(cmd *cli.Command, err error) string {
+	msg := err.Error()
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil && cmd != nil && agentCommands[cmd.Name] {
+		return fmt.Sprintf("unknown flag --%s; to pass flags to the agent, put them after --, as in: acptap %s ... -- AGENT --%s", m[1], cmd.Name, m[1])
+	}
+	if m := invalidValue.FindStringSubmatch(msg); m != nil && cmd != nil && isDurationFlag(cmd, m[2]) {
+		return fmt.Sprintf("--%s %q: want a duration such as 30s, 500ms or 2m", m[2], m[1])
+	}
+	return msg
+}
+
+// isDurationFlag reports whether name is a duration flag of cmd.
+func isDurationFlag(cmd *cli.Command, name string) bool {
+	for _, f := range cmd.Flags {
+		if _, ok := f.(*cli.DurationFlag); ok && slices.Contains(f.Names(), name) {
+			return true
+		}
+	}
+	return false
 }
 
 // commands gives every command the same treatment: one-line flag errors,
@@ -175,8 +213,11 @@ func Main(args []string, stdio *IO) (code int) {
 		}
 	}()
 	app := newApp(stdio)
-	args, stdio.agentArgv, stdio.dashDash = splitArgs(app, args)
-	err := app.Run(args)
+	var err error
+	args, stdio.agentArgv, stdio.dashDash, err = splitArgs(app, args)
+	if err == nil {
+		err = app.Run(args)
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -217,43 +258,54 @@ func internalError(stdio *IO, r any, trace []byte) int {
 	return ExitInternal
 }
 
-// agentCommands are the commands whose positional arguments are the agent
-// command itself, with or without a "--" before it.
-var agentCommands = map[string]bool{"record": true}
+// agentCommands are the commands that run an agent: what follows "--" is
+// the agent command. For every other command "--" only ends the flags,
+// and what follows it are names.
+var agentCommands = map[string]bool{"record": true, "replay": true, "calibrate": true}
 
 // splitArgs rearranges a command line so that flags are accepted anywhere
 // before "--": urfave/cli stops reading flags at the first positional
 // argument, so the flags of the command (and anything else that looks like
 // a flag, for urfave/cli to refuse) are moved in front of its positional
-// arguments. What follows "--" is split off as the agent command. Commands
-// that parse their own arguments (SkipFlagParsing) are left as they are.
-func splitArgs(app *cli.App, args []string) (cliArgs, agent []string, dashDash bool) {
+// arguments. What follows "--" is split off as the agent command of a
+// command that runs one, and kept as names for the others. Commands that
+// parse their own arguments (SkipFlagParsing) are left as they are. A flag
+// that takes a value but is given none (last, or just before "--") is an
+// error: reordered, it would take the "--" put before the names for its
+// value.
+func splitArgs(app *cli.App, args []string) (cliArgs, agent []string, dashDash bool, err error) {
 	ci := 1 // the command's index: the first argument not a flag
 	for ci < len(args) && strings.HasPrefix(args[ci], "-") && args[ci] != "--" {
 		ci++
 	}
 	if ci >= len(args) {
-		return args, nil, false
+		return args, nil, false, nil
 	}
 	cmd := app.Command(args[ci])
 	if cmd == nil || cmd.SkipFlagParsing {
-		return args, nil, false
+		return args, nil, false, nil
 	}
 	rest := args[ci+1:]
 	var flags, positional []string
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
 		switch {
-		case a == "--":
+		case a == "--" && agentCommands[cmd.Name]:
 			agent, dashDash = rest[i+1:], true
+			i = len(rest)
+		case a == "--":
+			positional = append(positional, rest[i+1:]...)
 			i = len(rest)
 		case strings.HasPrefix(a, "-") && a != "-":
 			flags = append(flags, a)
-			if takesValue(cmd, a) && i+1 < len(rest) {
+			if takesValue(cmd, a) {
+				if i+1 == len(rest) || rest[i+1] == "--" {
+					return nil, nil, false, usageErrorf("%s: flag %s needs a value; see acptap %s --help", cmd.Name, a, cmd.Name)
+				}
 				i++
 				flags = append(flags, rest[i])
 			}
-		case agentCommands[cmd.Name] && !slices.Contains(rest[i:], "--"):
+		case cmd.Name == "record" && !slices.Contains(rest[i:], "--"):
 			// "acptap record my-agent --acp": the agent command starts at
 			// the first positional argument, its own flags included.
 			agent = rest[i:]
@@ -268,7 +320,7 @@ func splitArgs(app *cli.App, args []string) (cliArgs, agent []string, dashDash b
 		// looks like a flag.
 		cliArgs = append(append(cliArgs, "--"), positional...)
 	}
-	return cliArgs, agent, dashDash
+	return cliArgs, agent, dashDash, nil
 }
 
 // takesValue reports whether arg (-name or --name, without "=value") is a

@@ -95,7 +95,11 @@ func listed(format string, names []string) string {
 	if len(names) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(format, len(names), strings.Join(names, ", "))
+	shown := make([]string, len(names))
+	for i, n := range names {
+		shown[i] = shownName(n) // a damaged key may be any bytes
+	}
+	return fmt.Sprintf(format, len(names), strings.Join(shown, ", "))
 }
 
 // plural is n things.

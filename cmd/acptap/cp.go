@@ -63,7 +63,7 @@ func runCp(opts *cpOptions) error {
 		}
 		recs = append(recs, r)
 	}
-	dst, err := openStore(opts.To, false)
+	dst, err := openStoreFlag(opts.To, false, "--to")
 	if err != nil {
 		return err
 	}
@@ -79,6 +79,9 @@ func runCp(opts *cpOptions) error {
 	defer stop()
 	for i, r := range recs {
 		if err := fixture.Put(ctx, dst, opts.Names[i], r, opts.Force); err != nil {
+			if fix, ok := fileSystemFix(err, "", "--to"); ok {
+				return usageErrorf("copy %q to %s: %w; %s", opts.Names[i], opts.To, err, fix)
+			}
 			return usageErrorf("copy %q to %s: %w", opts.Names[i], opts.To, err)
 		}
 		fmt.Fprintf(opts.IO.Err, "acptap: copied %q to %s\n", opts.Names[i], opts.To)

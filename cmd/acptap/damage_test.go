@@ -20,12 +20,14 @@ import (
 //	damage page FILE BUCKETS KEY    flip 32 bytes at the start of the page of a value
 //	damage root FILE BUCKETS        flip 32 bytes at the start of a bucket's root page
 //	damage meta FILE newest|older   make a meta page fail its checksum
+//	damage rename FILE BUCKETS OLD NEW  rename a bucket to NEW, a Go-quoted string
+//	damage hwm FILE PAGES           make the newest meta page claim PAGES pages, its checksum intact
 //
 // BUCKETS is a path of bucket names separated by '/'; KEY is a key, the
 // Seq of an event (#N), or "first" for the bucket's first key.
 func cmdDamage(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) < 3 {
-		ts.Fatalf("usage: damage truncate|flip|value|page|meta FILE ...")
+		ts.Fatalf("usage: damage truncate|flip|value|page|root|hwm|meta FILE ...")
 	}
 	file := ts.MkAbs(args[1])
 	num := func(s string) int64 {
@@ -71,6 +73,17 @@ func cmdDamage(ts *testscript.TestScript, neg bool, args []string) {
 		off, err := damage.Root(file, strings.Split(args[2], "/"))
 		ts.Check(err)
 		ts.Check(damage.Flip(file, off, 32))
+	case "rename":
+		// The new name is unquoted, so a script can give escape codes
+		// and newlines: damage rename FILE BUCKETS OLD "NEW".
+		if len(args) != 5 {
+			ts.Fatalf("usage: damage rename FILE BUCKETS OLD NEW")
+		}
+		name, err := strconv.Unquote(args[4])
+		ts.Check(err)
+		ts.Check(damage.RenameBucket(file, strings.Split(args[2], "/"), args[3], name))
+	case "hwm":
+		ts.Check(damage.SetHighWater(file, uint64(num(args[2]))))
 	case "meta":
 		newest, _, err := damage.NewestMeta(file)
 		ts.Check(err)

@@ -79,7 +79,7 @@ func runDiff(opts *diffOptions) error {
 		if err != nil {
 			return recordingError(err, opts.StorePath)
 		}
-		if err := writeFileAtomic(opts.HTML, func(w io.Writer) error { return timeline.Write(w, page) }); err != nil {
+		if err := writeFileAtomic(opts.HTML, "--html", func(w io.Writer) error { return timeline.Write(w, page) }); err != nil {
 			return err
 		}
 	}

@@ -33,12 +33,12 @@ func exportCommand(stdio *IO) *cli.Command {
 			"chunks it came in), blobs/ (snapshot, calibrated rules). The same recording always gives the\n" +
 			"same bytes. show, replay and calibrate read such a directory, or a directory of them, as --store;\n" +
 			"acptap import loads them into a store. --force replaces an earlier export, rewriting only\n" +
-			"the files that change.",
+			"the files that change and removing only files of the export's layout: files of yours stay.",
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.StringFlag{Name: "dir", Value: ".", Usage: "write the recordings' directories into `DIR` (created if missing)"},
 			&cli.BoolFlag{Name: "all", Usage: "export every recording in the store"},
-			&cli.BoolFlag{Name: "force", Usage: "replace an earlier export of the same name"},
+			&cli.BoolFlag{Name: "force", Usage: "replace an earlier export of the same name (files an export did not write stay)"},
 		},
 		Action: func(c *cli.Context) error {
 			return runExport(&exportOptions{
@@ -55,6 +55,9 @@ func runExport(opts *exportOptions) error {
 		return usageErrorf("both --all and names given; pass one or the other")
 	case !opts.All && len(opts.Names) == 0:
 		return usageErrorf("no recording named; usage: %s", exportUsage)
+	}
+	if opts.Dir == "" {
+		return usageErrorf("--dir is empty; pass a directory (created if missing), or leave --dir out for the current one")
 	}
 	if fi, err := os.Stat(opts.Dir); err == nil && !fi.IsDir() {
 		return usageErrorf("--dir %s is not a directory; pass a directory (created if missing)", opts.Dir)
@@ -93,6 +96,9 @@ func runExport(opts *exportOptions) error {
 		}
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		if fix, ok := fileSystemFix(err, "", "--dir"); ok {
+			return usageErrorf("%v; %s", err, fix)
+		}
 		return usageErrorf("%v; pass a writable --dir", err)
 	}
 	ctx, stop := onInterrupt()
@@ -100,8 +106,14 @@ func runExport(opts *exportOptions) error {
 	for i, src := range srcs {
 		dst := filepath.Join(opts.Dir, names[i])
 		if err := fixture.Export(ctx, src, dst); err != nil {
+			if errors.Is(err, fixture.ErrInTheWay) {
+				return usageErrorf("export %s: %w; move it away, or pass another --dir", names[i], err)
+			}
 			if errors.Is(err, fixture.ErrNotExportable) {
 				return usageErrorf("export %s: %v; export it with the acptap that recorded it", names[i], err)
+			}
+			if fix, ok := fileSystemFix(err, "", "--dir"); ok {
+				return usageErrorf("export %s: %w; %s", names[i], err, fix)
 			}
 			return usageErrorf("export %s: %w", names[i], err)
 		}

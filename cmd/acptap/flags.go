@@ -50,6 +50,10 @@ func caDirFlag() cli.Flag {
 	}
 }
 
+// caMismatchFix is what to do about a --ca-dir whose certificate is not
+// its key's.
+const caMismatchFix = "put back the certificate of that key, or remove both files for a new CA (which clients must then trust again), or pass another --ca-dir"
+
 func graceFlag() cli.Flag {
 	return &cli.DurationFlag{
 		Name:  "grace",

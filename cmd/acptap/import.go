@@ -84,6 +84,9 @@ func runImport(opts *importOptions) error {
 	defer stop()
 	for _, d := range dirs {
 		if err := fixture.Put(ctx, st, d.Name(), d, opts.Force); err != nil {
+			if fix, ok := fileSystemFix(err, "", "--store"); ok {
+				return usageErrorf("import %s: %v; %s", d.Path(), err, fix)
+			}
 			return usageErrorf("import %s: %v", d.Path(), err)
 		}
 		fmt.Fprintf(opts.IO.Err, "acptap: imported %q from %s\n", d.Name(), d.Path())

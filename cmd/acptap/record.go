@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/acptap/acptap/internal/bytesize"
 	"github.com/acptap/acptap/internal/snapshot"
+	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/store"
 )
@@ -29,8 +33,10 @@ func recordCommand(stdio *IO) *cli.Command {
 		Name:      "record",
 		Usage:     "run an agent, pass its stdio through and record it",
 		ArgsUsage: "-- AGENT [ARGS...]",
-		Description: "Put `acptap record --name NAME -- my-agent --acp` where the editor's agent settings say\n" +
-			"`my-agent --acp`. stdin and stdout stay the agent's, byte for byte; acptap's own\n" +
+		Description: "Put `acptap record --store PATH -- my-agent --acp` where the editor's agent settings say\n" +
+			"`my-agent --acp`: each session is a recording, named after the agent and the time (a fixed\n" +
+			"--name would be taken by the first); acptap show lists them, the newest last, and acptap mv\n" +
+			"renames one. stdin and stdout stay the agent's, byte for byte; acptap's own\n" +
 			"messages go to stderr; the exit status is the agent's. The HTTP tap serves the agent\n" +
 			"only: the proxy and base-URL variables it gets carry a secret of this run, and other\n" +
 			"requests get 407 or 404.",
@@ -88,7 +94,13 @@ func newRecordOptions(c *cli.Context, stdio *IO) (*recordOptions, error) {
 		if name == "" || strings.ContainsAny(name, " \t") {
 			return nil, usageErrorf("--base-url %q: want VAR or VAR=UPSTREAM, e.g. --base-url OPENAI_BASE_URL", spec)
 		}
+		if err := checkBaseURL(name, upstream); err != nil {
+			return nil, err
+		}
 		routes = append(routes, record.BaseURL{Var: name, Upstream: upstream})
+	}
+	if c.IsSet("name") && c.String("name") == "" {
+		return nil, usageErrorf("--name is empty; pass a name, or leave --name out for a generated one")
 	}
 	return &recordOptions{
 		IO:        stdio,
@@ -113,6 +125,63 @@ func newRecordOptions(c *cli.Context, stdio *IO) (*recordOptions, error) {
 			MaxBacklog:       backlog,
 		},
 	}, nil
+}
+
+// checkBaseURL refuses, before anything starts, an upstream of
+// --base-url VAR=UPSTREAM (or VAR's value) that no tap could forward to:
+// an explicit one that is neither a URL nor HOST:PORT (OLLAMA_HOST's
+// form), and a port outside 1 to 65535. The scheme and the host are
+// record's to check (record.Prepare).
+func checkBaseURL(name, upstream string) error {
+	explicit := upstream != ""
+	if !explicit {
+		upstream = os.Getenv(name)
+	}
+	if upstream == "" {
+		return nil
+	}
+	shown := hideUserinfo(upstream)
+	if !strings.Contains(upstream, "://") {
+		if host, _, err := net.SplitHostPort(upstream); explicit && (err != nil || host == "") {
+			return usageErrorf("--base-url %s=%s: not a URL; pass an http or https URL, e.g. %s=https://api.example.com/v1, or HOST:PORT", name, shown, name)
+		}
+		upstream = "http://" + upstream
+	}
+	u, err := url.Parse(upstream)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without url.Parse's echo of the URL
+		}
+		return usageErrorf("--base-url %s=%s: not a URL: %v; pass an http or https URL, e.g. %s=https://api.example.com/v1", name, shown, err, name)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return usageErrorf("--base-url %s=%s: port %s is out of range; use a port from 1 to 65535", name, shown, p)
+		}
+	}
+	return nil
+}
+
+// hideUserinfo masks what comes before an '@' of an upstream (user:pw
+// of https://user:pw@host) in the errors that quote it.
+func hideUserinfo(upstream string) string {
+	scheme, rest, ok := strings.Cut(upstream, "://")
+	if !ok {
+		scheme, rest = "", upstream
+	}
+	host := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		host = rest[:i]
+	}
+	i := strings.LastIndex(host, "@")
+	if i < 0 {
+		return upstream
+	}
+	if ok {
+		scheme += "://"
+	}
+	return scheme + "xxxxx" + rest[i:]
 }
 
 // maxMaxBacklog is the largest --max-backlog: more is a typo rather than
@@ -198,7 +267,8 @@ func recordError(err error, opts record.Options) error {
 	case errors.Is(err, record.ErrAgentNotFound):
 		return usageErrorf("%v; check the command after -- (is it installed and on PATH?)", err)
 	case errors.Is(err, record.ErrAgent):
-		return usageErrorf("%v; check the command after --", err)
+		// The recording of an agent that never ran is not kept.
+		return usageErrorf("%v (nothing recorded); check the command after --", err)
 	case errors.Is(err, record.ErrName):
 		return usageErrorf("%v; pass another --name", err)
 	case errors.Is(err, store.ErrExists):
@@ -221,6 +291,8 @@ func recordError(err error, opts record.Options) error {
 	switch {
 	case errors.Is(err, record.ErrUpstreamCA):
 		return usageErrorf("--upstream-ca: %v; pass a readable PEM file of CA certificates", err)
+	case errors.Is(err, proxy.ErrCAMismatch):
+		return usageErrorf("%v; %s", err, caMismatchFix)
 	case errors.Is(err, record.ErrCA):
 		return usageErrorf("%v; pass another --ca-dir", err)
 	case errors.Is(err, snapshot.ErrTooLarge):
@@ -230,6 +302,9 @@ func recordError(err error, opts record.Options) error {
 	case errors.Is(err, record.ErrSnapshot):
 		return usageErrorf("--snapshot: %v; make it readable, add it to .gitignore, or record without --snapshot", err)
 	case errors.Is(err, record.ErrSave):
+		if fix, ok := fileSystemFix(err, "", "--store"); ok {
+			return usageErrorf("%v; what was committed before the failure is kept; %s", err, fix)
+		}
 		return usageErrorf("%v; what was committed before the failure is kept", err)
 	}
 	return usageErrorf("%v", err)

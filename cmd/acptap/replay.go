@@ -216,6 +216,9 @@ func newRunOptions(c *cli.Context) (replay.Options, error) {
 // agent's stderr on stdio's if verbose.
 func prepareRun(opts *replay.Options, caDir string, argv []string, verbose bool, stdio *IO) error {
 	ca, err := proxy.LoadOrCreateCA(caDir)
+	if errors.Is(err, proxy.ErrCAMismatch) {
+		return usageErrorf("interception CA: %v; %s", err, caMismatchFix)
+	}
 	if err != nil {
 		return usageErrorf("interception CA: %v; pass another --ca-dir", err)
 	}

@@ -48,7 +48,7 @@ func (h *htmlPages) add(st *store.Store, res *replay.Result, up *updateOutcome) 
 	if err != nil {
 		return usageErrorf("--html: the page of %s: %v", res.Name, err)
 	}
-	if err := writeFileAtomic(filepath.Join(h.dir, e.Page), func(w io.Writer) error { return timeline.Write(w, page) }); err != nil {
+	if err := writeFileAtomic(filepath.Join(h.dir, e.Page), "--html", func(w io.Writer) error { return timeline.Write(w, page) }); err != nil {
 		return err
 	}
 	h.entries = append(h.entries, e)
@@ -60,7 +60,7 @@ func (h *htmlPages) write() error {
 	if h == nil {
 		return nil
 	}
-	return writeFileAtomic(filepath.Join(h.dir, "index.html"), func(w io.Writer) error {
+	return writeFileAtomic(filepath.Join(h.dir, "index.html"), "--html", func(w io.Writer) error {
 		return timeline.WriteIndex(w, "acptap replay", h.entries)
 	})
 }

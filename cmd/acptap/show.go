@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -155,7 +156,7 @@ type recordingJSON struct {
 	Exchanges  int       `json:"exchanges"`
 	DurationMs int64     `json:"duration_ms"`
 	Done       bool      `json:"done"`
-	State      string    `json:"state"` // recording, interrupted, done or damaged
+	State      string    `json:"state"` // recording, interrupted, done, damaged, or salvaged (check --salvage copied it, and how it ended is not known)
 	ExitCode   int       `json:"exit_code"`
 	Signal     string    `json:"signal,omitempty"`
 	Error      string    `json:"error,omitempty"`
@@ -197,21 +198,36 @@ func listTable(w io.Writer, recs []store.Recording) error {
 	fmt.Fprintln(tw, "NAME\tCREATED\tAGENT\tFRAMES\tLLM\tDURATION\tSTATUS")
 	for _, r := range recs {
 		if r.Damage != nil {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", r.Name, status(r))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", shownName(r.Name), shownText(status(r)))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, r.Created.Local().Format("2006-01-02 15:04:05"),
-			truncate(strings.Join(r.Argv, " "), 48), r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
+		if metaLost(r) {
+			fmt.Fprintf(tw, "%s\t-\t-\t%d\t%d\t-\t%s\n", shownName(r.Name), r.Frames, r.Exchanges, status(r))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", shownName(r.Name), r.Created.Local().Format("2006-01-02 15:04:05"),
+			truncate(shownText(strings.Join(r.Argv, " ")), 48), r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), shownText(status(r)))
 	}
 	return tw.Flush()
 }
 
+// metaLost reports whether r was salvaged (acptap check --salvage)
+// without its metadata: its name and events are known, but not when it
+// was made, of what agent, nor how it ended. Every recording made has a
+// created time; such a one has none.
+func metaLost(r store.Recording) bool {
+	return r.Salvaged != "" && r.Created.IsZero()
+}
+
 // state says whether a recording is being recorded, was interrupted (its
-// recorder died) or is done.
+// recorder died) or is done; of a salvaged one whose end is not known,
+// that it was salvaged.
 func state(r store.Recording) string {
 	switch {
 	case r.Damage != nil:
 		return "damaged"
+	case r.Salvaged != "" && !r.Done:
+		return "salvaged"
 	case r.Done:
 		return "done"
 	case r.Live:
@@ -240,6 +256,12 @@ func status(r store.Recording) string {
 	switch {
 	case r.Damage != nil:
 		return "damaged: " + damageOf(r) + "; run acptap check"
+	case metaLost(r):
+		return "salvaged (its metadata was lost: when and how it ended are not known)"
+	case r.Salvaged != "" && !r.Done:
+		// Not done in a damaged store: whether its recorder was killed
+		// or the damage took the end, it cannot be told.
+		return "salvaged (how it ended is not known)"
 	case r.Salvaged != "":
 		r.Salvaged = ""
 		return status(r) + " (salvaged in part)"
@@ -255,10 +277,36 @@ func status(r store.Recording) string {
 	return fmt.Sprintf("exit %d", r.ExitCode)
 }
 
+// shownName is a recording's name as show prints it: as it is, or
+// quoted (and cut) if it is not a name acptap gives, such as one with
+// escape codes or a newline that a hostile store holds, which would
+// otherwise reach the terminal raw.
+func shownName(name string) string {
+	if store.ValidName(name) == nil {
+		return name
+	}
+	return store.QuoteName(name)
+}
+
+// shownText is text of a recording's metadata (its agent command, its
+// directory, its error) as show prints it on one line: quoted if it
+// holds a control character or bytes that are not UTF-8.
+func shownText(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
 func writeHeader(w io.Writer, r store.Recording) {
-	fmt.Fprintf(w, "recording %s: %s\n", r.Name, strings.Join(r.Argv, " "))
-	fmt.Fprintf(w, "  created %s in %s, %d frames, %d LLM exchanges, %s, %s\n",
-		r.Created.Local().Format("2006-01-02 15:04:05"), r.Cwd, r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), status(r))
+	if metaLost(r) {
+		fmt.Fprintf(w, "recording %s: agent not known\n", shownName(r.Name))
+		fmt.Fprintf(w, "  %d frames, %d LLM exchanges, %s\n", r.Frames, r.Exchanges, status(r))
+	} else {
+		fmt.Fprintf(w, "recording %s: %s\n", shownName(r.Name), shownText(strings.Join(r.Argv, " ")))
+		fmt.Fprintf(w, "  created %s in %s, %d frames, %d LLM exchanges, %s, %s\n",
+			r.Created.Local().Format("2006-01-02 15:04:05"), shownText(r.Cwd), r.Frames, r.Exchanges, r.Duration.Round(time.Millisecond), shownText(status(r)))
+	}
 	if r.Snapshot {
 		fmt.Fprintf(w, "  workspace snapshot kept for replay\n")
 	}

@@ -39,15 +39,23 @@ func showHTML(st *store.Store, opts *showOptions) error {
 		}
 		return out.Flush()
 	}
-	return writeFileAtomic(opts.Output, func(w io.Writer) error { return timeline.Write(w, page) })
+	return writeFileAtomic(opts.Output, "-o", func(w io.Writer) error { return timeline.Write(w, page) })
 }
 
-// writeFileAtomic writes a file through a temporary file in its
-// directory, renamed into place when complete: a failed write leaves no
-// half page, and no temporary file either.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
+// writeFileAtomic writes a file, given with flag, through a temporary
+// file in its directory, renamed into place when complete: a failed write
+// leaves no half page, and no temporary file either.
+func writeFileAtomic(path, flag string, write func(io.Writer) error) error {
+	// The rename would fail only once the page is written, and in the
+	// temporary file's words.
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return usageErrorf("%s %s is a directory; pass the path of a file, such as %s", flag, path, filepath.Join(path, "page.html"))
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
+		if fix, ok := fileSystemFix(err, path, flag); ok {
+			return usageErrorf("cannot write %s: %v; %s", path, unwrapPath(err), fix)
+		}
 		return usageErrorf("cannot write %s: %v; pass a file in a directory that exists and is writable", path, unwrapPath(err))
 	}
 	tmp := f.Name()
@@ -67,6 +75,9 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 		err = os.Rename(tmp, path)
 	}
 	if err != nil {
+		if fix, ok := fileSystemFix(err, path, flag); ok {
+			return usageErrorf("cannot write %s: %v; %s", path, unwrapPath(err), fix)
+		}
 		return usageErrorf("cannot write %s: %v", path, unwrapPath(err))
 	}
 	return nil

@@ -148,7 +148,7 @@ func TestSnapshotUsageErrors(t *testing.T) {
 			"raise --snapshot-max-files\n",
 		}},
 		{[]string{"--snapshot", "--snapshot-max", "lots"}, []string{
-			`acptap: invalid value "lots" for flag -snapshot-max: size "lots": want bytes or a number with a unit`,
+			`acptap: record: invalid value "lots" for flag -snapshot-max: size "lots": want bytes or a number with a unit`,
 		}},
 	}
 	for _, tt := range tests {

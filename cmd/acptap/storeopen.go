@@ -5,29 +5,39 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"syscall"
 
 	"github.com/acptap/acptap/store"
 )
 
-// openStore opens the store at path and turns its failures into one-line
-// usage errors that say how to fix them.
+// openStore opens the store at path, given with --store, and turns its
+// failures into one-line usage errors that say how to fix them.
 func openStore(path string, readOnly bool) (*store.Store, error) {
+	return openStoreFlag(path, readOnly, "--store")
+}
+
+// openStoreFlag is openStore of a store given with flag (cp's --to).
+func openStoreFlag(path string, readOnly bool, flag string) (*store.Store, error) {
 	s, err := store.Open(path, &store.Options{ReadOnly: readOnly})
 	if err == nil {
 		return s, nil
+	}
+	if fix, ok := fileSystemFix(err, path, flag); ok {
+		return nil, usageErrorf("%v; %s", err, fix)
 	}
 	var fix string
 	switch {
 	case errors.Is(err, store.ErrDamaged):
 		return nil, damagedError(err, path)
 	case errors.Is(err, store.ErrIsDir):
-		fix = "pass a store file with --store (show, replay and calibrate also read a directory of exported recordings; acptap import loads one into a store)"
+		fix = "pass a store file with " + flag + " (show, replay and calibrate also read a directory of exported recordings; acptap import loads one into a store)"
 	case errors.Is(err, store.ErrNotRegular):
-		fix = "pass the path of a store file, or a new file, with --store"
+		fix = "pass the path of a store file, or a new file, with " + flag
 	case errors.Is(err, store.ErrNotStore):
-		fix = "pass the path of an acptap store, or a new file, with --store"
+		fix = "pass the path of an acptap store, or a new file, with " + flag
 	case errors.Is(err, store.ErrLocked):
-		fix = "another acptap process is using it; wait for it to end or pass another --store"
+		fix = "another acptap process is using it; wait for it to end or pass another " + flag
 		// (Recorders share a store: this is a process that held the lock
 		// for a whole transaction longer than the timeout.)
 	case errors.Is(err, store.ErrUnknownFormat):
@@ -35,11 +45,29 @@ func openStore(path string, readOnly bool) (*store.Store, error) {
 	case errors.Is(err, store.ErrNoStore):
 		fix = "record one with acptap record, or pass --store (or set ACPTAP_STORE)"
 	case errors.Is(err, fs.ErrPermission):
-		fix = "pass a writable path with --store"
+		fix = "pass a writable path with " + flag
 	default:
-		fix = "check the --store path"
+		fix = "check the " + flag + " path"
 	}
 	return nil, usageErrorf("%v; %s", err, fix)
+}
+
+// fileSystemFix says what to do about err, met writing path (given with
+// flag), if the file system is the cause: it is full, read-only, or the
+// directory path goes into does not exist.
+func fileSystemFix(err error, path, flag string) (string, bool) {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return "free some space on its disk, or pass a path on another disk with " + flag, true
+	case errors.Is(err, syscall.EROFS):
+		return "pass a path on a writable file system with " + flag, true
+	case errors.Is(err, fs.ErrNotExist) && path != "":
+		dir := filepath.Dir(path)
+		if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+			return fmt.Sprintf("the directory %s does not exist; create it, or pass a path in an existing directory with %s", dir, flag), true
+		}
+	}
+	return "", false
 }
 
 // damagedError is the usage error of a damaged store.
