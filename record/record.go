@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -254,10 +253,13 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	opts := p.opts
 	cwd, _ := os.Getwd()
 	meta := store.Recording{
-		Name:      p.name,
-		Created:   time.Now(),
-		Version:   opts.Version,
-		Argv:      opts.Argv,
+		Name:    p.name,
+		Created: time.Now(),
+		Version: opts.Version,
+		// A key given on the command line is not kept; a replay runs
+		// the agent with the mask instead, as with the keys of its
+		// environment, which it does not need.
+		Argv:      p.secrets.Argv(opts.Argv),
 		AgentPath: p.agentPath,
 		Cwd:       cwd,
 		EnvNames:  envNames(p.env),
@@ -314,9 +316,12 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 		Grace:          opts.Grace,
 		ForwardSignals: opts.ForwardSignals,
 		OnLine: func(l stdiotap.Line) {
-			// Agents do print their keys (debug logs, echoed config):
-			// secrets are masked on every lane, not only in HTTP.
-			l.Data = p.secrets.Bytes(l.Data)
+			// Agents do print their keys (debug logs, echoed config)
+			// and editors send them (initialize's _meta,
+			// authenticate): secrets are masked on every lane, not only
+			// in HTTP, by the names of JSON members and by the values
+			// of the agent's variables. What was forwarded is as sent.
+			l.Data = p.secrets.Bytes(redact.Members(l.Data))
 			w.Append(frameEvent(l, start))
 			// The store's queue is part of the bound: framing waits
 			// while a commit has yet to take it, and forwarding once
@@ -348,7 +353,7 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 			r.Signal = exit.Signal.String()
 		}
 		if waitErr != nil {
-			r.Error = waitErr.Error()
+			r.Error = p.secrets.Text(waitErr.Error())
 		}
 		r.Duration = time.Since(start)
 	})
@@ -366,7 +371,9 @@ func abandon(w *store.Writer, err error) error {
 	w.Update(func(r *store.Recording) {
 		r.Done = true
 		r.ExitCode = 2 // acptap's exit code for an environment error
-		r.Error = err.Error()
+		// The error may quote what the user gave, a URL with its
+		// credentials.
+		r.Error = redact.New(nil).Text(err.Error())
 	})
 	if ferr := w.Finish(); ferr != nil {
 		return errors.Join(err, classify(ErrSave, "saving recording: %w", ferr))
@@ -483,32 +490,14 @@ func resolveBaseURLs(routes []BaseURL, env []string) ([]BaseURL, error) {
 		if r.Upstream == "" {
 			return nil, &BaseURLError{Var: r.Var, Err: ErrBaseURLUnknown}
 		}
-		if err := checkUpstream(r.Upstream); err != nil {
+		// The tap parses it again, the same way: an upstream it would
+		// refuse is refused here, before the store is touched.
+		if _, err := proxy.ParseUpstream(r.Upstream); err != nil {
 			return nil, &BaseURLError{Var: r.Var, Upstream: r.Upstream, Err: classify(ErrBaseURLUpstream, "%w", err)}
 		}
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// checkUpstream refuses upstreams the tap cannot forward to, before
-// anything is started or recorded. A bare host:port is taken as http, as
-// OLLAMA_HOST allows.
-func checkUpstream(upstream string) error {
-	if !strings.Contains(upstream, "://") {
-		upstream = "http://" + upstream
-	}
-	u, err := url.Parse(upstream)
-	if err != nil {
-		return fmt.Errorf("not a URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("scheme %q is not http or https", u.Scheme)
-	}
-	if u.Host == "" {
-		return errors.New("no host")
-	}
-	return nil
 }
 
 // tapConfig loads the CAs of the tap's configuration, and returns the
