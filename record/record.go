@@ -219,6 +219,11 @@ func Prepare(opts Options) (*Plan, error) {
 	// in a request body): the tap keeps it out of recorded URLs and
 	// headers, not out of what the agent writes.
 	p.secrets = redact.New(append(slices.Clip(p.env), redact.TapSecret+"="+p.tap.Secret))
+	// Notices, of the tap above all, may quote a URL the agent asked
+	// for, with a key in its query, or an error that does; they are
+	// printed, and may be kept.
+	logf := opts.Logf
+	p.opts.Logf = func(format string, args ...any) { logf("%s", p.secrets.Text(fmt.Sprintf(format, args...))) }
 	if opts.Snapshot {
 		if p.archive, err = takeSnapshot(opts, p.secrets); err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"sort"
 
 	"github.com/acptap/acptap/internal/jsonscan"
@@ -31,15 +32,20 @@ var maskJSON = []byte(`"` + Mask + `"`)
 // object whose name says secret (ACP's environment variables and HTTP
 // headers of MCP servers). A secret member whose value is an object or
 // an array has every string in it masked. Every other byte is kept as it
-// is. A line that is not JSON, or has no such member, is returned itself,
-// never copied; a line is never changed in place.
+// is. In a line that is not JSON, such as a log line quoting a message,
+// string members written "NAME": "VALUE" are masked. A line without
+// anything to mask is returned itself, never copied; a line is never
+// changed in place.
 //
 // It runs on every stdio line recorded, so a line is first looked over
 // for a member name that could say secret, which costs a search for each
 // ':' in it and nothing else; only a line with one is parsed.
 func Members(line []byte) []byte {
-	if !maybeSecretMember(line) || !jsonscan.Valid(line) {
+	if !maybeSecretMember(line) {
 		return line
+	}
+	if !jsonscan.Valid(line) {
+		return textMembers(line)
 	}
 	w := walker{b: line}
 	w.value(false)
@@ -276,4 +282,40 @@ func hasFoldSuffix(b []byte, w string) bool {
 		}
 	}
 	return true
+}
+
+// stringMember matches a member with a string value in text that may
+// not be JSON as a whole: its name, and its value with its quotes.
+var stringMember = regexp.MustCompile(`"((?:[^"\\]|\\.){1,96})"\s*:\s*("(?:[^"\\]|\\.)*")`)
+
+// textMembers is Members for a line that is not JSON: the string values
+// of secret members, and of the value of a "name" that says secret, in
+// JSON quoted in it.
+func textMembers(line []byte) []byte {
+	var out []byte
+	done := 0
+	pairName := false
+	for _, m := range stringMember.FindAllSubmatchIndex(line, -1) {
+		name := memberName(line[m[2]-1 : m[3]+1])
+		value := line[m[4]:m[5]]
+		switch {
+		case string(name) == "name":
+			var v string
+			pairName = json.Unmarshal(value, &v) == nil && (SecretMember(v) || SecretName(v))
+			continue
+		case secretName(name), string(name) == "value" && pairName:
+		default:
+			continue
+		}
+		if len(value) <= 2 {
+			continue
+		}
+		out = append(out, line[done:m[4]]...)
+		out = append(out, maskJSON...)
+		done = m[5]
+	}
+	if out == nil {
+		return line
+	}
+	return append(out, line[done:]...)
 }

@@ -65,14 +65,30 @@ func TestMembersLeavesAlone(t *testing.T) {
 	for _, in := range []string{
 		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"set \"apiKey\": \"x\" in the config"}}}}`,
 		`{"usage":{"inputTokens":10,"outputTokens":5},"keys":["a"]}`,
-		`not json: "apiKey": "sk-1"`,
-		`{"apiKey":"sk-1"`, // cut short
+		`not json: "api": "sk-1"`,
+		`{"name":"x","value":"sk-1"`, // cut short
 		`{"name":"PATH","value":"/bin"}`,
 		``,
 	} {
 		got := Members([]byte(in))
 		if string(got) != in {
 			t.Errorf("Members(%s) = %s, want it as it was", in, got)
+		}
+	}
+}
+
+// TestMembersInText: a line that is not JSON, such as an agent's log of
+// what it received, has the string members of the JSON quoted in it
+// masked by the same rules.
+func TestMembersInText(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`testagent: authenticate params: {"methodId":"api-key","apiKey":"sk-1"}`, `testagent: authenticate params: {"methodId":"api-key","apiKey":"[REDACTED]"}`},
+		{`{"apiKey":"sk-1"`, `{"apiKey":"[REDACTED]"`},
+		{`recv {"env":[{"name":"GITHUB_TOKEN","value":"g-1"},{"name":"PATH","value":"/bin"}]} and more`, `recv {"env":[{"name":"GITHUB_TOKEN","value":"[REDACTED]"},{"name":"PATH","value":"/bin"}]} and more`},
+		{`log: "token" : "a\"b" "password":""`, `log: "token" : "[REDACTED]" "password":""`},
+	} {
+		if got := string(Members([]byte(tt.in))); got != tt.want {
+			t.Errorf("Members(%s)\n= %s\nwant %s", tt.in, got, tt.want)
 		}
 	}
 }
@@ -116,9 +132,11 @@ func TestHeaderNameRules(t *testing.T) {
 func TestArgv(t *testing.T) {
 	r := New([]string{"OPENAI_API_KEY=sk-env-0123456789"})
 	got := r.Argv([]string{"agent", "--api-key", "sk-1", "--token=t-1", "-password", "pw", "--model", "m",
-		"OPENAI_API_KEY=sk-2", "--prompt", "use sk-env-0123456789", "--no-key", "--verbose", "DEBUG=1"})
+		"OPENAI_API_KEY=sk-2", "--prompt", "use sk-env-0123456789", "--no-key", "--verbose", "DEBUG=1",
+		"-H", "X-Auth-Token: t-2", "--header", "Authorization:Bearer b", "--config", `{"provider":{"apiKey":"sk-3"}}`, "http://h:80/x"})
 	want := []string{"agent", "--api-key", Mask, "--token=" + Mask, "-password", Mask, "--model", "m",
-		"OPENAI_API_KEY=" + Mask, "--prompt", "use [REDACTED:OPENAI_API_KEY]", "--no-key", "--verbose", "DEBUG=1"}
+		"OPENAI_API_KEY=" + Mask, "--prompt", "use [REDACTED:OPENAI_API_KEY]", "--no-key", "--verbose", "DEBUG=1",
+		"-H", "X-Auth-Token: " + Mask, "--header", "Authorization: " + Mask, "--config", `{"provider":{"apiKey":"[REDACTED]"}}`, "http://h:80/x"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("Argv =\n%q\nwant\n%q", got, want)
 	}
@@ -195,9 +213,8 @@ func FuzzMembers(f *testing.F) {
 			t.Fatalf("Members changed its argument")
 		}
 		if !json.Valid(in) {
-			if !bytes.Equal(out, in) {
-				t.Fatalf("Members(%q) = %q: changed text that is not JSON", in, out)
-			}
+			// Only quoted members are masked, and a mask is shorter
+			// than the text around it can be.
 			return
 		}
 		if !json.Valid(out) {

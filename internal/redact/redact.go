@@ -372,5 +372,6 @@ func (r *Redactor) Exchange(e *exchange.Exchange) {
 			e.Chunks = []exchange.Chunk{{At: e.Chunks[0].At, Data: red}}
 		}
 	}
-	e.Error = r.String(e.Error)
+	// A transport error quotes the URL, query and all.
+	e.Error = r.Text(e.Error)
 }

@@ -8,8 +8,9 @@ import (
 // Argv returns a copy of an agent's command line with the keys given on
 // it masked, for the recording's metadata: the value of a flag whose name
 // says secret (--api-key VALUE, --token=VALUE, by SecretMember), of a
-// NAME=VALUE argument whose name does (as env(1) takes them), and any
-// secret value of r anywhere. argv[0], the program, is kept.
+// NAME=VALUE argument whose name does (as env(1) takes them), of a header
+// given as NAME: VALUE (as curl -H takes them), the secret members of an
+// argument that is JSON, and any secret value of r anywhere. argv[0], the program, is kept.
 func (r *Redactor) Argv(argv []string) []string {
 	if argv == nil {
 		return nil
@@ -29,11 +30,24 @@ func (r *Redactor) Argv(argv []string) []string {
 			out[i] = r.String(a)
 			i++
 			out[i] = Mask
+		case !flag && !hasValue && headerLike(a):
+			// A header given as an argument, as curl -H takes one.
+			name, _, _ := strings.Cut(a, ":")
+			out[i] = name + ": " + Mask
 		default:
-			out[i] = r.String(a)
+			// JSON given as an argument (a config) has its secret
+			// members masked as a frame's are.
+			out[i] = r.String(string(Members([]byte(a))))
 		}
 	}
 	return out
+}
+
+// headerLike reports whether a is NAME: VALUE with a name of a header that
+// carries a credential.
+func headerLike(a string) bool {
+	name, value, ok := strings.Cut(a, ":")
+	return ok && strings.TrimSpace(value) != "" && name != "" && !strings.ContainsAny(name, " \t/") && isSecretHeader(name)
 }
 
 // urlUserinfo matches the user information of URLs in text, up to its @.
