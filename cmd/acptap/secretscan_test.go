@@ -90,6 +90,10 @@ func TestSecretsNeverStored(t *testing.T) {
 		}
 	}
 
+	if out, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db); strings.Contains(out, "bad") {
+		t.Errorf("the refused recording is in the store:\n%s", out)
+	}
+
 	editorArgs := []string{
 		"--initialize-meta", `{"proxyConfig":{"url":"https://gateway.example/v1","proxy_key":"` + plantMeta.value + `"}}`,
 		"--authenticate", `{"methodId":"api-key","apiKey":"` + plantAuth.value + `"}`,
