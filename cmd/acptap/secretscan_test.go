@@ -235,7 +235,8 @@ func zstdFrames(t *testing.T, b []byte) []byte {
 // the recorder's secret is masked; replayed, the replay's is masked too
 // before anything compares or prints the agent's lines: the report, its
 // diff of a changed agent, the HTML pages, the JUnit file, the agent's
-// stderr (-v) and what calibrate learns and stores.
+// stderr (-v; it echoes its base URL there too) and what calibrate learns
+// and stores.
 func TestReplayTapSecretInAgentOutput(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -244,7 +245,7 @@ func TestReplayTapSecretInAgentOutput(t *testing.T) {
 	defer upstream.Close()
 	dir := workspace(t)
 	db := filepath.Join(dir, "s.db")
-	recordSession(t, dir, db, "fail", agentEnv(), []string{"--no-proxy-env", "--base-url", "OPENAI_BASE_URL=" + upstream.URL + "/v1"}, "--stderr-log")
+	recordSession(t, dir, db, "fail", agentEnv(), []string{"--no-proxy-env", "--base-url", "OPENAI_BASE_URL=" + upstream.URL + "/v1"}, "--stderr-log", "--echo-env", "OPENAI_BASE_URL")
 	shown, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "--json", "fail")
 	if !regexp.MustCompile(`error: POST http://127\.0\.0\.1:[0-9]+/\[REDACTED:ACPTAP_TAP_SECRET\]/v1/chat/completions: 503`).MatchString(shown) {
 		t.Fatalf("the recording lacks the agent's error with the tap's URL masked:\n%s", shown)
@@ -255,7 +256,7 @@ func TestReplayTapSecretInAgentOutput(t *testing.T) {
 		{"replay", "--store", db, "-v", "--html", filepath.Join(dir, "h1"), "--junit", filepath.Join(dir, "j1.xml"), "fail"},
 		// A changed agent: its answer differs, and the diff shows the
 		// error line beside it.
-		{"replay", "--store", db, "-v", "--html", filepath.Join(dir, "h2"), "--junit", filepath.Join(dir, "j2.xml"), "fail", "--", "testagent", "--stderr-log", "--thought", "changed"},
+		{"replay", "--store", db, "-v", "--html", filepath.Join(dir, "h2"), "--junit", filepath.Join(dir, "j2.xml"), "fail", "--", "testagent", "--stderr-log", "--echo-env", "OPENAI_BASE_URL", "--thought", "changed"},
 		{"calibrate", "--store", db, "--runs", "2", "fail"},
 		{"show", "--store", db, "--json", "fail"},
 		{"export", "--store", db, "--dir", filepath.Join(dir, "exported"), "fail"},
