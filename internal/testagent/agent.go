@@ -224,7 +224,8 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //	--query K=V       add a query parameter to every LLM request; repeatable
 //	--echo-env NAME   repeat $NAME as NAME=VALUE on stderr at start-up,
 //	                  in a message chunk at the start of each turn and in
-//	                  the system prompt (LLM mode)
+//	                  the system prompt (LLM mode), and as
+//	                  {"environment":{NAME:VALUE}} in initialize's _meta
 //	--junk            print a non-JSON line to stdout at startup
 //	--stderr-log      log each received message to stderr
 //	--ignore-eof      keep running after stdin EOF until signalled
@@ -487,7 +488,7 @@ func (a *agent) initialize(m *acp.Envelope) {
 	if !a.decodeParams(m, &p) {
 		return
 	}
-	a.c.reply(m.ID, map[string]any{
+	res := map[string]any{
 		"protocolVersion": 1,
 		"agentCapabilities": map[string]any{
 			"loadSession": false,
@@ -498,7 +499,11 @@ func (a *agent) initialize(m *acp.Envelope) {
 			},
 		},
 		"authMethods": []any{},
-	})
+	}
+	if meta := a.echoMeta(); meta != nil {
+		res["_meta"] = meta
+	}
+	a.c.reply(m.ID, res)
 }
 
 func (a *agent) newSession(m *acp.Envelope) {

@@ -97,3 +97,13 @@ func (a *agent) logMeta(m *acp.Envelope) {
 		a.debugf("initialize _meta: %s", p.Meta)
 	}
 }
+
+// echoMeta is initialize's _meta: --echo-env's variable by its name, as
+// agents put their settings there; nil without.
+func (a *agent) echoMeta() map[string]any {
+	name, value, ok := strings.Cut(a.echo, "=")
+	if !ok {
+		return nil
+	}
+	return map[string]any{"environment": map[string]string{name: value}}
+}
