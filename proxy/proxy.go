@@ -44,6 +44,7 @@ import (
 	"github.com/elazarl/goproxy"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/redact"
 )
 
 // Recorder receives the exchanges the tap sees, as they happen. Its
@@ -367,7 +368,7 @@ func (t *Tap) AddBaseURL(varName, upstream string) (localURL string, err error) 
 	if varName == "" || strings.ContainsAny(varName, "=\x00") {
 		return "", fmt.Errorf("adding base URL route: invalid variable name %q", varName)
 	}
-	u, err := parseUpstream(upstream)
+	u, err := ParseUpstream(upstream)
 	if err != nil {
 		return "", fmt.Errorf("adding base URL route for %s: %w", varName, err)
 	}
@@ -393,26 +394,38 @@ func (t *Tap) AddBaseURL(varName, upstream string) (localURL string, err error) 
 	return rt.localURL, nil
 }
 
-// parseUpstream parses a base-URL upstream.
-func parseUpstream(s string) (*url.URL, error) {
+// ParseUpstream parses a base-URL upstream as AddBaseURL takes it: an
+// http or https URL with a host, and neither credentials (they would end
+// up in the recording) nor a query or fragment (the route would drop
+// them); one without a scheme, as OLLAMA_HOST allows, is taken as http.
+// It is the one parser of upstreams, for record to refuse one before
+// anything starts and for the tap. Its errors wrap ErrInvalidUpstream and
+// quote the upstream with its credentials masked.
+func ParseUpstream(s string) (*url.URL, error) {
 	raw := s
 	if !strings.Contains(s, "://") {
 		raw = "http://" + s
 	}
+	quoted := redact.New(nil).Text(s)
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrInvalidUpstream, s, err)
+		// url's errors quote the URL whole; what is wrong with it is
+		// their Err.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w %q: %s", ErrInvalidUpstream, quoted, redact.New(nil).Text(err.Error()))
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("%w %q: scheme is not http or https", ErrInvalidUpstream, s)
+		return nil, fmt.Errorf("%w %q: scheme is not http or https", ErrInvalidUpstream, quoted)
 	case u.Host == "" || u.Hostname() == "":
-		return nil, fmt.Errorf("%w %q: no host", ErrInvalidUpstream, s)
+		return nil, fmt.Errorf("%w %q: no host", ErrInvalidUpstream, quoted)
 	case u.User != nil:
-		// They would end up in the recording.
-		return nil, fmt.Errorf("%w %q: credentials in the URL", ErrInvalidUpstream, s)
+		return nil, fmt.Errorf("%w %q: credentials in the URL", ErrInvalidUpstream, quoted)
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return nil, fmt.Errorf("%w %q: a query or fragment", ErrInvalidUpstream, s)
+		return nil, fmt.Errorf("%w %q: a query or fragment", ErrInvalidUpstream, quoted)
 	}
 	return u, nil
 }

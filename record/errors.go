@@ -3,6 +3,8 @@ package record
 import (
 	"errors"
 	"fmt"
+
+	"github.com/acptap/acptap/internal/redact"
 )
 
 // Errors of Prepare and Run. Each is wrapped with the detail (the agent,
@@ -30,7 +32,9 @@ var (
 	// ErrBaseURLUnknown: no upstream was given, the variable is not set,
 	// and it is not a well-known one.
 	ErrBaseURLUnknown = errors.New("not set and not a well-known variable")
-	// ErrBaseURLUpstream: the upstream is not an http or https URL.
+	// ErrBaseURLUpstream: the upstream is not an http or https URL the
+	// tap can forward to (see proxy.ParseUpstream): no host, or
+	// credentials, a query or a fragment in it.
 	ErrBaseURLUpstream = errors.New("not an http or https URL")
 
 	// ErrUpstreamCA is returned when Options.UpstreamCA cannot be read or
@@ -74,11 +78,13 @@ type BaseURLError struct {
 	Err      error
 }
 
+// Error quotes the upstream with its credentials masked: the error is
+// printed, and stored with a recording that could not start.
 func (e *BaseURLError) Error() string {
 	if e.Upstream == "" {
 		return e.Var + ": " + e.Err.Error()
 	}
-	return e.Var + "=" + e.Upstream + ": " + e.Err.Error()
+	return e.Var + "=" + redact.New(nil).Text(e.Upstream) + ": " + e.Err.Error()
 }
 
 func (e *BaseURLError) Unwrap() []error { return []error{ErrBaseURL, e.Err} }

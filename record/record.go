@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -221,6 +220,11 @@ func Prepare(opts Options) (*Plan, error) {
 	// in a request body): the tap keeps it out of recorded URLs and
 	// headers, not out of what the agent writes.
 	p.secrets = redact.New(append(slices.Clip(p.env), redact.TapSecret+"="+p.tap.Secret))
+	// Notices, of the tap above all, may quote a URL the agent asked
+	// for, with a key in its query, or an error that does; they are
+	// printed, and may be kept.
+	logf := opts.Logf
+	p.opts.Logf = func(format string, args ...any) { logf("%s", p.secrets.Text(fmt.Sprintf(format, args...))) }
 	if opts.Snapshot {
 		if p.archive, err = takeSnapshot(opts, p.secrets); err != nil {
 			return nil, err
@@ -255,10 +259,13 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	opts := p.opts
 	cwd, _ := os.Getwd()
 	meta := store.Recording{
-		Name:      p.name,
-		Created:   time.Now(),
-		Version:   opts.Version,
-		Argv:      opts.Argv,
+		Name:    p.name,
+		Created: time.Now(),
+		Version: opts.Version,
+		// A key given on the command line is not kept; a replay runs
+		// the agent with the mask instead, as with the keys of its
+		// environment, which it does not need.
+		Argv:      p.secrets.Argv(opts.Argv),
 		AgentPath: p.agentPath,
 		Cwd:       cwd,
 		EnvNames:  envNames(p.env),
@@ -323,9 +330,12 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 		ForwardSignals: opts.ForwardSignals,
 		Clock:          clock,
 		OnLine: func(l stdiotap.Line) {
-			// Agents do print their keys (debug logs, echoed config):
-			// secrets are masked on every lane, not only in HTTP.
-			l.Data = p.secrets.Bytes(l.Data)
+			// Agents do print their keys (debug logs, echoed config)
+			// and editors send them (initialize's _meta,
+			// authenticate): secrets are masked on every lane, not only
+			// in HTTP, by the names of JSON members and by the values
+			// of the agent's variables. What was forwarded is as sent.
+			l.Data = p.secrets.Bytes(redact.Members(l.Data))
 			seqr.frame(l)
 			// The store's queue is part of the bound: framing waits
 			// while a commit has yet to take it, and forwarding once
@@ -362,7 +372,7 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 			r.Signal = exit.Signal.String()
 		}
 		if waitErr != nil {
-			r.Error = waitErr.Error()
+			r.Error = p.secrets.Text(waitErr.Error())
 		}
 		r.Duration = time.Since(start)
 	})
@@ -502,32 +512,14 @@ func resolveBaseURLs(routes []BaseURL, env []string) ([]BaseURL, error) {
 		if r.Upstream == "" {
 			return nil, &BaseURLError{Var: r.Var, Err: ErrBaseURLUnknown}
 		}
-		if err := checkUpstream(r.Upstream); err != nil {
+		// The tap parses it again, the same way: an upstream it would
+		// refuse is refused here, before the store is touched.
+		if _, err := proxy.ParseUpstream(r.Upstream); err != nil {
 			return nil, &BaseURLError{Var: r.Var, Upstream: r.Upstream, Err: classify(ErrBaseURLUpstream, "%w", err)}
 		}
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// checkUpstream refuses upstreams the tap cannot forward to, before
-// anything is started or recorded. A bare host:port is taken as http, as
-// OLLAMA_HOST allows.
-func checkUpstream(upstream string) error {
-	if !strings.Contains(upstream, "://") {
-		upstream = "http://" + upstream
-	}
-	u, err := url.Parse(upstream)
-	if err != nil {
-		return fmt.Errorf("not a URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("scheme %q is not http or https", u.Scheme)
-	}
-	if u.Host == "" {
-		return errors.New("no host")
-	}
-	return nil
 }
 
 // tapConfig loads the CAs of the tap's configuration, and returns the

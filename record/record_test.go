@@ -23,6 +23,7 @@ import (
 	"github.com/acptap/acptap/internal/testagent"
 	"github.com/acptap/acptap/internal/testeditor"
 	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/store"
 )
@@ -221,6 +222,9 @@ func TestPrepareRefuses(t *testing.T) {
 		{"base URL unknown", record.Options{BaseURLs: []record.BaseURL{{Var: "MY_UNSET_BASE"}}}, []error{record.ErrBaseURL, record.ErrBaseURLUnknown}},
 		{"base URL scheme", record.Options{BaseURLs: []record.BaseURL{{Var: "X", Upstream: "ftp://127.0.0.1:1/v1"}}}, []error{record.ErrBaseURL, record.ErrBaseURLUpstream}},
 		{"base URL bad var", record.Options{BaseURLs: []record.BaseURL{{Var: "A B", Upstream: "http://x"}}}, []error{record.ErrBaseURL}},
+		// The tap refuses these; Prepare does so before the store is touched.
+		{"base URL credentials", record.Options{BaseURLs: []record.BaseURL{{Var: "X", Upstream: "https://user:pw-planted@h/v1"}}}, []error{record.ErrBaseURL, record.ErrBaseURLUpstream, proxy.ErrInvalidUpstream}},
+		{"base URL query", record.Options{BaseURLs: []record.BaseURL{{Var: "X", Upstream: "https://h/v1?key=k-planted"}}}, []error{record.ErrBaseURL, record.ErrBaseURLUpstream}},
 		{"upstream CA missing", record.Options{UpstreamCA: filepath.Join(dir, "nope.pem")}, []error{record.ErrUpstreamCA}},
 		{"upstream CA not PEM", record.Options{UpstreamCA: notPEM}, []error{record.ErrUpstreamCA}},
 		{"snapshot too many files", record.Options{Snapshot: true, SnapshotMaxFiles: 1}, []error{record.ErrSnapshot, snapshot.ErrTooManyFiles}},
@@ -234,6 +238,9 @@ func TestPrepareRefuses(t *testing.T) {
 				if !errors.Is(err, want) {
 					t.Errorf("Prepare: %v; want an error matching %v", err, want)
 				}
+			}
+			if strings.Contains(err.Error(), "planted") {
+				t.Errorf("Prepare: %q quotes the credential", err)
 			}
 			if strings.Contains(err.Error(), "--") {
 				t.Errorf("Prepare: %q speaks command-line syntax; the CLI adds the fix", err)

@@ -32,6 +32,9 @@ type agentConfig struct {
 	// keep keeps the agent's lines in memory (agentRun.kept) and the
 	// driver's timeline.
 	keep bool
+	// mask, if not nil, masks each line of the agent's, on stdout and
+	// stderr, before anything looks at it (see llmSide.mask).
+	mask func([]byte) []byte
 }
 
 // agentRun is what happened when the agent ran.
@@ -61,6 +64,16 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	mask := cfg.mask
+	if mask == nil {
+		mask = func(b []byte) []byte { return b }
+	}
+	// The agent's stderr reaches stderr line by line, masked, from
+	// OnLine, rather than as the agent wrote it.
+	agentStderr := stderr
+	if cfg.stderr != nil {
+		agentStderr = io.Discard
+	}
 	// The lines are kept here, if at all: the driver keeps no copy.
 	drv, err := driver.NewFrom(cfg.frames, driver.Options{
 		Timeout:    cfg.timeout,
@@ -87,7 +100,7 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 		Env:     cfg.env,
 		Stdin:   stdinR,
 		Stdout:  io.Discard,
-		Stderr:  stderr,
+		Stderr:  agentStderr,
 		Grace:   cfg.grace,
 		MaxLine: cfg.maxLine,
 		// The driver answers the agent's lines: each must reach it now.
@@ -95,6 +108,15 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 		OnLine: func(l stdiotap.Line) {
 			// Called from the stdout pump only, one at a time: long
 			// lines are joined from their pieces here.
+			if l.Stream == stdiotap.Stderr && cfg.stderr != nil {
+				// A secret cut across the pieces of a line longer
+				// than maxLine is not masked: lines are 256 MiB.
+				b := mask(l.Data)
+				if !l.NoNewline && !l.Continued {
+					b = append(b[:len(b):len(b)], '\n')
+				}
+				stderr.Write(b)
+			}
 			if l.Stream != stdiotap.Stdout {
 				return
 			}
@@ -106,6 +128,7 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 				l.Data = append(partial, l.Data...)
 				partial = nil
 			}
+			l.Data = mask(l.Data)
 			if compared(l.Data) {
 				run.compared = append(run.compared, live.len())
 			}

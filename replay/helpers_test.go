@@ -88,6 +88,9 @@ type session struct {
 	// llm, if true, makes the agent ask a fake OpenAI upstream, reached
 	// through OPENAI_BASE_URL (a base-URL variable of the recording).
 	llm bool
+	// mask, if not nil, is applied to each frame before it is stored, as
+	// a recorder masks them.
+	mask func([]byte) []byte
 }
 
 // recordSession runs the test agent with s.args under the scripted editor
@@ -132,6 +135,9 @@ func recordSession(t testing.TB, st *store.Store, name string, s session) []stri
 		}
 		if m.Msg != nil {
 			e.Data = slices.Clone(m.Msg)
+		}
+		if s.mask != nil {
+			e.Data = s.mask(e.Data)
 		}
 		w.Append(e)
 	}

@@ -113,6 +113,12 @@ type llmSide struct {
 	// recorded base-URL variable set to the tap's URL for it, and
 	// HTTPS_PROXY and friends if the recorded agent had them.
 	env []string
+	// mask masks a line of the agent's as a recording masks the agent's
+	// lines: secret JSON members, the values of its secret-looking
+	// variables (replay's dummy keys among them) and the tap's secret,
+	// replay's here, which the agent prints with its URLs (an error of a
+	// failed LLM call). Nothing compares or prints a line before it.
+	mask func([]byte) []byte
 }
 
 // startLLM starts the LLM side of a replay of rec for the agent command
@@ -122,8 +128,12 @@ type llmSide struct {
 // The caller closes it.
 func startLLM(rec *recording, argv, env []string, opts *Options, compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool), httpKey func(method, rawURL string) string) (*llmSide, error) {
 	secret := proxy.NewSecret()
+	// The agent's variables that look secret are replay's dummies, which
+	// the recording has masked by name as it masked the real keys: the
+	// same masks make the two alike.
+	secrets := redact.New(append(slices.Clip(env), redact.TapSecret+"="+secret))
 	if compare != nil {
-		compare = maskingSecret(compare, secret)
+		compare = maskingSecret(compare, secrets)
 	}
 	var load func(seq uint64) (*exchange.Exchange, error)
 	if rec.llm != nil {
@@ -164,15 +174,16 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(re
 		tap.Close()
 		return nil, err
 	}
+	llm.mask = func(line []byte) []byte { return secrets.Bytes(redact.Members(line)) }
 	return llm, nil
 }
 
-// maskingSecret returns compare given live requests with the tap's secret
-// masked as a recording masks its recorder's (redact.TapSecret): a request
-// that echoes the agent's proxy or base URL compares as the recorded one,
-// and a difference reported does not show the secret.
-func maskingSecret(compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool), secret string) func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
-	mask := redact.New([]string{redact.TapSecret + "=" + secret})
+// maskingSecret returns compare given live requests masked by mask, the
+// replay's tap secret as a recording masks its recorder's
+// (redact.TapSecret) and the agent's secret variables: a request that
+// echoes the agent's proxy or base URL, or a key, compares as the recorded
+// one, and a difference reported does not show the secret.
+func maskingSecret(compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool), mask *redact.Redactor) func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 	return func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 		// Exchange replaces the fields it masks, but for the chunks'
 		// data, in place: live is not changed.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
@@ -72,6 +73,10 @@ func load(st *store.Store, name string) (*recording, error) {
 				return nil
 			}
 			delete(pending, e.Lane)
+			// Masked as a recording is now, for one made before frames
+			// were (a no-op on one made since): the live agent's lines
+			// are masked so, and an editor frame plays the mask.
+			data = redact.Members(data)
 			dir := driver.FromEditor
 			if e.Lane == store.LaneAgent {
 				dir = driver.FromAgent

@@ -242,6 +242,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		timeout: opts.Timeout,
 		pathMap: sb.pathMap(rec),
 		keep:    !opts.Discard,
+		mask:    llm.mask,
 	})
 	if err != nil {
 		return nil, rec.startError(argv, opts.Argv != nil, err)

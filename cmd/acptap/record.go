@@ -284,7 +284,7 @@ func recordError(err error, opts record.Options) error {
 		case errors.Is(err, record.ErrBaseURLUnknown):
 			return usageErrorf("--base-url %s: %s is not set and is not a well-known variable; pass --base-url %s=UPSTREAM", bu.Var, bu.Var, bu.Var)
 		case errors.Is(err, record.ErrBaseURLUpstream):
-			return usageErrorf("--base-url %v; pass an http or https URL", err)
+			return usageErrorf("--base-url %v; pass an http or https URL without credentials, query or fragment (the agent sends its key itself)", err)
 		}
 		return usageErrorf("--base-url %v", err)
 	}

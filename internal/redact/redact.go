@@ -295,7 +295,13 @@ func maskCredential(v string) string {
 	return Mask
 }
 
+// isSecretHeader reports whether a header carries a credential: a
+// well-known one, or one whose name says so by the rules of JSON members
+// (X-Auth-Token, X-Api-Secret).
 func isSecretHeader(name string) bool {
+	if SecretMember(name) {
+		return true
+	}
 	for _, h := range secretHeaders {
 		if strings.EqualFold(name, h) {
 			return true
@@ -304,7 +310,13 @@ func isSecretHeader(name string) bool {
 	return false
 }
 
+// isSecretQueryKey reports whether a query parameter carries a
+// credential: a well-known one, or one whose name says so by the rules of
+// JSON members (client_secret, x-amz-security-token).
 func isSecretQueryKey(key string) bool {
+	if SecretMember(key) {
+		return true
+	}
 	for _, k := range secretQueryKeys {
 		if strings.EqualFold(key, k) {
 			return true
@@ -360,5 +372,6 @@ func (r *Redactor) Exchange(e *exchange.Exchange) {
 			e.Chunks = []exchange.Chunk{{At: e.Chunks[0].At, Data: red}}
 		}
 	}
-	e.Error = r.String(e.Error)
+	// A transport error quotes the URL, query and all.
+	e.Error = r.Text(e.Error)
 }

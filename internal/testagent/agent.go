@@ -58,6 +58,7 @@ type config struct {
 	race          raceOrder     // --concurrent-updates (see race.go)
 	racing        racing        // --racing
 	plant         plant         // --plant
+	secrets       secrets       // --api-key, --header, --query, --echo-env (see secrets.go)
 }
 
 const usage = `usage: testagent [flags]
@@ -115,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 		cfg.plant, err = parsePlant(v)
 		return err
 	})
+	cfg.secrets.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -217,6 +219,13 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //	                  swap-chunks (scripted mode), progress-last (a tool
 //	                  call's in_progress after its completed update),
 //	                  status-failed (its final update says failed)
+//	--api-key KEY     the LLM key, instead of $OPENAI_API_KEY
+//	--header N:V      add a header to every LLM request; repeatable
+//	--query K=V       add a query parameter to every LLM request; repeatable
+//	--echo-env NAME   repeat $NAME as NAME=VALUE on stderr at start-up,
+//	                  in a message chunk at the start of each turn and in
+//	                  the system prompt (LLM mode), and as
+//	                  {"environment":{NAME:VALUE}} in initialize's _meta
 //	--junk            print a non-JSON line to stdout at startup
 //	--stderr-log      log each received message to stderr
 //	--ignore-eof      keep running after stdin EOF until signalled
@@ -253,6 +262,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 		c:        newConn(stdout, cfg.stringIDs),
 		log:      logger,
 		sessions: make(map[string]*session),
+	}
+	if a.echo = cfg.secrets.echo(getenv); a.echo != "" {
+		logger.Printf("environment: %s", a.echo)
 	}
 	if cfg.noise {
 		if a.noise, err = newNoise(getenv("TMPDIR")); err != nil {
@@ -333,6 +345,8 @@ type agent struct {
 	ctx context.Context // ends when the agent stops; parent of every turn
 	// noise is the run's values of --noise; nil without.
 	noise *noise
+	// echo is --echo-env's NAME=VALUE, "" without it.
+	echo string
 
 	turns sync.WaitGroup // running prompt turns
 
@@ -429,6 +443,7 @@ func (a *agent) handleLine(line []byte) {
 func (a *agent) dispatch(m *acp.Envelope) {
 	switch m.Method {
 	case "initialize":
+		a.logMeta(m)
 		a.initialize(m)
 	case "session/new":
 		a.newSession(m)
@@ -436,6 +451,8 @@ func (a *agent) dispatch(m *acp.Envelope) {
 		a.prompt(m)
 	case "session/cancel":
 		a.cancel(m)
+	case "authenticate":
+		a.authenticate(m)
 	default:
 		if m.ID != nil {
 			a.c.replyError(m.ID, acp.CodeMethodNotFound, "method not found: %s", m.Method)
@@ -471,7 +488,7 @@ func (a *agent) initialize(m *acp.Envelope) {
 	if !a.decodeParams(m, &p) {
 		return
 	}
-	a.c.reply(m.ID, map[string]any{
+	res := map[string]any{
 		"protocolVersion": 1,
 		"agentCapabilities": map[string]any{
 			"loadSession": false,
@@ -482,7 +499,11 @@ func (a *agent) initialize(m *acp.Envelope) {
 			},
 		},
 		"authMethods": []any{},
-	})
+	}
+	if meta := a.echoMeta(); meta != nil {
+		res["_meta"] = meta
+	}
+	a.c.reply(m.ID, res)
 }
 
 func (a *agent) newSession(m *acp.Envelope) {

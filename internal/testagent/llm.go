@@ -3,6 +3,7 @@ package testagent
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -101,8 +102,9 @@ type completion struct {
 
 // llmClient makes streaming Chat Completions requests.
 type llmClient struct {
-	url     string // {base}/chat/completions
-	key     string // bearer token, "" for none
+	url     string      // {base}/chat/completions, with --query's parameters
+	key     string      // bearer token, "" for none
+	headers http.Header // --header's
 	http    *http.Client
 	retries int
 	log     *log.Logger
@@ -114,8 +116,9 @@ func newLLMClient(cfg *config, getenv func(string) string, logger *log.Logger) (
 		return nil, err
 	}
 	return &llmClient{
-		url:     strings.TrimRight(cfg.llm, "/") + "/chat/completions",
-		key:     getenv("OPENAI_API_KEY"),
+		url:     cfg.secrets.requestURL(strings.TrimRight(cfg.llm, "/") + "/chat/completions"),
+		key:     cmp.Or(cfg.secrets.apiKey, getenv("OPENAI_API_KEY")),
+		headers: cfg.secrets.headers,
 		http:    client,
 		retries: cfg.retries,
 		log:     logger,
@@ -335,6 +338,9 @@ func (c *llmClient) post(ctx context.Context, body []byte) (*http.Response, erro
 		if c.key != "" {
 			req.Header.Set("Authorization", "Bearer "+c.key)
 		}
+		for k, vs := range c.headers {
+			req.Header[k] = vs
+		}
 		resp, err := c.http.Do(req)
 		wait := min(250*time.Millisecond<<min(attempt, 10), maxRetryWait) // without Retry-After
 		if err == nil {
@@ -492,7 +498,7 @@ func (a *agent) systemMessage(s *session) chatMessage {
 	return chatMessage{Role: "system", Content: fmt.Sprintf(
 		"You are acptap's test agent, a coding assistant. The working directory is %s. Today's date is %s.%s "+
 			"Use the read_file tool to read files.%s",
-		s.cwd, time.Now().Format(time.DateOnly), noise, a.cfg.system)}
+		s.cwd, time.Now().Format(time.DateOnly), noise, a.cfg.system+a.echoText())}
 }
 
 // modelTool runs a tool call of the model and returns the result to send

@@ -32,6 +32,9 @@ func (a *agent) turn(ctx context.Context, s *session, prompt string) string {
 		}
 		return stopEndTurn
 	}
+	if a.echo != "" {
+		a.messageChunk(s, "environment: "+a.echo+"\n")
+	}
 	if a.llm != nil {
 		return a.llmTurn(ctx, s, prompt)
 	}

@@ -72,6 +72,15 @@ type Options struct {
 	// TermWait is how long to wait after SIGTERM before SIGKILL; zero
 	// means ExitWait.
 	TermWait time.Duration
+
+	// InitializeMeta, if not nil, is sent as initialize's _meta, as
+	// editors send their own settings there (JetBrains a proxyConfig
+	// with a gateway key).
+	InitializeMeta json.RawMessage
+	// Authenticate, if not nil, is the params of an authenticate request
+	// sent after initialize (a methodId, and what else the editor puts
+	// there, such as a key).
+	Authenticate json.RawMessage
 }
 
 // Transcript is what happened in a Run.
@@ -275,15 +284,24 @@ func (e *editor) start() error {
 
 // converse runs the session: initialize, session/new, the prompt turns.
 func (e *editor) converse(ctx context.Context, cwd string, prompts []string) error {
-	err := e.call(ctx, "initialize", "the initialize response", map[string]any{
+	init := map[string]any{
 		"protocolVersion": 1,
 		"clientCapabilities": map[string]any{
 			"fs":       map[string]any{"readTextFile": true, "writeTextFile": true},
 			"terminal": false,
 		},
-	}, &struct{}{})
+	}
+	if e.opts.InitializeMeta != nil {
+		init["_meta"] = e.opts.InitializeMeta
+	}
+	err := e.call(ctx, "initialize", "the initialize response", init, &struct{}{})
 	if err != nil {
 		return err
+	}
+	if e.opts.Authenticate != nil {
+		if err := e.call(ctx, "authenticate", "the authenticate response", e.opts.Authenticate, &struct{}{}); err != nil {
+			return err
+		}
 	}
 
 	var sess struct {

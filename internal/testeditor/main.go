@@ -2,6 +2,7 @@ package testeditor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,6 +46,8 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //	--term-wait D      after SIGTERM, wait D for the agent to exit before SIGKILL (default: --exit-wait)
 //	--string-ids       use UUID strings as request ids
 //	--transcript FILE  write the transcript to FILE as NDJSON
+//	--initialize-meta JSON  send JSON as initialize's _meta
+//	--authenticate JSON     send an authenticate request with JSON as its params after initialize
 //
 // SIGINT and SIGTERM stop the session as the timeout does.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -65,6 +68,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	termWait := fs.Duration("term-wait", 0, "how long to wait for the agent to exit after SIGTERM (default: --exit-wait)")
 	stringIDs := fs.Bool("string-ids", false, "use UUID strings as request ids")
 	transcript := fs.String("transcript", "", "write the transcript to `FILE` as NDJSON")
+	initMeta := fs.String("initialize-meta", "", "send `JSON` as initialize's _meta")
+	authenticate := fs.String("authenticate", "", "send an authenticate request with `JSON` as its params after initialize")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -78,6 +83,17 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *cancelAfter < 0 || *cancelAfterText < 0 || *timeout < 0 || *exitWait < 0 || *termWait < 0 {
 		fmt.Fprintln(stderr, "testeditor: --cancel-after, --cancel-after-text, --timeout, --exit-wait and --term-wait must not be negative")
 		return 2
+	}
+	var rawJSON [2]json.RawMessage
+	for i, v := range []struct{ flag, value string }{{"--initialize-meta", *initMeta}, {"--authenticate", *authenticate}} {
+		if v.value == "" {
+			continue
+		}
+		if !json.Valid([]byte(v.value)) {
+			fmt.Fprintf(stderr, "testeditor: %s %q: not JSON\n", v.flag, v.value)
+			return 2
+		}
+		rawJSON[i] = json.RawMessage(v.value)
 	}
 	fromStdin := false
 	for i, p := range prompts {
@@ -126,6 +142,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		StringIDs:       *stringIDs,
 		ExitWait:        *exitWait,
 		TermWait:        *termWait,
+		InitializeMeta:  rawJSON[0],
+		Authenticate:    rawJSON[1],
 	})
 	for _, t := range tr.Turns {
 		if t.StopReason != "" {
