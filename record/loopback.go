@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/wire"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/store"
 )
@@ -161,7 +162,7 @@ func loopbackTapPorts(local map[string]string, env []string, noProxyEnv bool) ma
 }
 
 // LLMExchanges counts the exchanges of the recording name of st that are
-// the agent's conversation with its LLM (exchange.ClassLLM). It reads the
+// the agent's conversation with its LLM (wire.ClassLLM). It reads the
 // events only if the recording has exchanges.
 func LLMExchanges(st *store.Store, name string) (int, error) {
 	rec, err := st.Get(name)
@@ -173,7 +174,7 @@ func LLMExchanges(st *store.Store, name string) (int, error) {
 		if e.Kind != store.KindExchange {
 			return nil
 		}
-		if x, err := exchange.Unmarshal(e.Data); err == nil && x.Class() == exchange.ClassLLM {
+		if x, err := exchange.Unmarshal(e.Data); err == nil && wire.ClassOfExchange(x) == wire.ClassLLM {
 			n++
 		}
 		return nil

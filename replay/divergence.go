@@ -33,7 +33,7 @@ const (
 	// RequestsWarn.
 	RequestDrift
 	// HTTPUnanswered: the agent made an http request (not to its LLM:
-	// exchange.ClassHTTP) of a method and URL the recording has no
+	// wire.ClassHTTP) of a method and URL the recording has no
 	// exchange of, and got a 502. A warning, and a divergence under
 	// Options.StrictHTTP.
 	HTTPUnanswered

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/redact"
+	"github.com/acptap/acptap/internal/wire"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay/llmserver"
@@ -288,7 +289,7 @@ func (l *requestLog) watch(rec *recording) {
 		if prev != nil {
 			prev(seq, x)
 		}
-		if x.Class() == exchange.ClassLLM {
+		if wire.ClassOfExchange(x) == wire.ClassLLM {
 			l.mu.Lock()
 			l.number[x] = number[seq]
 			l.mu.Unlock()

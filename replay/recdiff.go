@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/wire"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
@@ -37,7 +38,7 @@ type DiffResult struct {
 	// Result.Diff; Expected and Actual are the streams of A and B.
 	Diff             string
 	Expected, Actual []json.RawMessage
-	// Requests are the LLM requests (exchange.ClassLLM) of A and B,
+	// Requests are the LLM requests (wire.ClassLLM) of A and B,
 	// normalized, pair by pair in order, Number counting them from 1; a
 	// request one side lacks is normalize.Missing there.
 	Requests []RequestPair
@@ -133,7 +134,7 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 func llmExchanges(rec *recording) []llmserver.Recorded {
 	var out []llmserver.Recorded
 	for _, r := range rec.exchanges {
-		if r.Exchange.Class() == exchange.ClassLLM {
+		if wire.ClassOfExchange(r.Exchange) == wire.ClassLLM {
 			out = append(out, r)
 		}
 	}

@@ -105,7 +105,7 @@ type Options struct {
 	// Loopback says whether the agent's loopback destinations go through
 	// the tap.
 	Loopback LoopbackMode
-	// StrictHTTP makes the agent's http exchanges (exchange.ClassHTTP)
+	// StrictHTTP makes the agent's http exchanges (wire.ClassHTTP)
 	// as strict as its LLM ones: a request the recording has no answer
 	// for, and a recorded one never requested, are divergences rather
 	// than a warning and nothing.

@@ -21,7 +21,7 @@ type llmEventJSON struct {
 	TMs             int64         `json:"t_ms"`
 	Lane            string        `json:"lane"`
 	Route           string        `json:"route"`
-	Class           string        `json:"class,omitempty"` // llm or http (exchange.Class); absent for an unreadable exchange
+	Class           string        `json:"class,omitempty"` // llm or http (wire.Class); absent for an unreadable exchange
 	BaseURLVar      string        `json:"base_url_var,omitempty"`
 	Method          string        `json:"method"`
 	URL             string        `json:"url"`
@@ -73,7 +73,7 @@ func llmEventJSONLine(e store.Event) any {
 	f, msg := reassemble(ex)
 	line := llmEventJSON{
 		Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String(),
-		Route: ex.Route, Class: ex.Class().String(), BaseURLVar: ex.BaseURLVar, Method: ex.Method, URL: ex.URL, Proto: ex.Proto,
+		Route: ex.Route, Class: wire.ClassOfExchange(ex).String(), BaseURLVar: ex.BaseURLVar, Method: ex.Method, URL: ex.URL, Proto: ex.Proto,
 		Status: ex.Status, RequestHeaders: ex.RequestHeaders, RequestEncoding: ex.RequestEncoding,
 		ResponseHeaders: ex.ResponseHeaders, ResponseEnc: ex.ResponseEncoding, Chunks: len(ex.Chunks),
 		TTFBMs: ms(ex.TTFB), DurationMs: ms(ex.Duration), Error: ex.Error,
@@ -111,7 +111,7 @@ func describeExchange(e store.Event, paint func(string, string) string) string {
 	}
 	f, msg := reassemble(ex)
 	var b strings.Builder
-	if ex.Class() == exchange.ClassHTTP {
+	if wire.ClassOfExchange(ex) == wire.ClassHTTP {
 		// Not the LLM: a replay answers it by method and URL.
 		b.WriteString(paint(colorYellow, "http") + " ")
 	}

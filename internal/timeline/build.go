@@ -154,7 +154,7 @@ func (b *builder) exchangeEvent(e store.Event) Event {
 // newExchange is the page's form of a recorded exchange.
 func newExchange(x *exchange.Exchange) *Exchange {
 	ex := &Exchange{
-		Class: x.Class().String(), Method: x.Method, URL: x.URL, Status: x.Status,
+		Class: wire.ClassOfExchange(x).String(), Method: x.Method, URL: x.URL, Status: x.Status,
 		RequestHeaders: x.RequestHeaders, RequestBody: x.RequestBody, ResponseHeaders: x.ResponseHeaders,
 		TTFB: ms(x.TTFB), Duration: ms(x.Duration), Error: x.Error,
 	}
@@ -178,7 +178,7 @@ func newExchange(x *exchange.Exchange) *Exchange {
 // exchangeSummary is an exchange's one line, and whether it failed.
 func exchangeSummary(ex *Exchange) (string, bool) {
 	var b strings.Builder
-	if ex.Class == exchange.ClassHTTP.String() {
+	if ex.Class == wire.ClassHTTP.String() {
 		b.WriteString("http ")
 	}
 	fmt.Fprintf(&b, "%s %s", ex.Method, ex.URL)

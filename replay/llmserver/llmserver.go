@@ -31,11 +31,11 @@
 //
 // # Classes
 //
-// Each exchange has a class (exchange.Class), the recorded ones and the
-// live requests alike: an exchange is exchange.ClassLLM if it came
+// Each exchange has a class (wire.Class), the recorded ones and the
+// live requests alike: an exchange is wire.ClassLLM if it came
 // through a base-URL route (the tap puts the route into the request's
 // context) or its request is a generation call of an LLM API, and
-// exchange.ClassHTTP otherwise: a registry lookup, an update check,
+// wire.ClassHTTP otherwise: a registry lookup, an update check,
 // telemetry, a probe. The queues above are for LLM exchanges.
 //
 // HTTP exchanges are not the conversation, and the agent makes them in
@@ -147,11 +147,11 @@ type RequestFacts struct {
 }
 
 // ReadRequestFacts reads the facts of x's request body, if x is an LLM
-// exchange (exchange.ClassLLM): an http exchange is keyed by its method
+// exchange (wire.ClassLLM): an http exchange is keyed by its method
 // and URL alone. It is what New does with an exchange without them.
 func ReadRequestFacts(x *exchange.Exchange) RequestFacts {
 	f := RequestFacts{read: true}
-	if x.Class() == exchange.ClassLLM {
+	if wire.ClassOfExchange(x) == wire.ClassLLM {
 		f.model, f.structured = requestFacts(wire.Detect(x.Method, x.URL, nil), x.URL, x.RequestBody)
 	}
 	return f
@@ -182,7 +182,7 @@ type Options struct {
 	Faults map[int]Fault
 
 	// HTTPKey, if not nil, returns the key of an http exchange
-	// (exchange.ClassHTTP) from its method and URL, for the recorded
+	// (wire.ClassHTTP) from its method and URL, for the recorded
 	// exchanges and the live requests alike: requests are answered with
 	// the recorded exchanges of their key. It is given a recorded URL as
 	// recorded, with credentials masked, and a live one as requested, and
@@ -239,7 +239,7 @@ type queue struct {
 // entry is a recorded exchange and what became of it.
 type entry struct {
 	Recorded
-	class exchange.Class
+	class wire.Class
 	fault *Fault // nil for none
 
 	faultApplied bool // guarded by Server.mu
@@ -274,9 +274,9 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("%w: two exchanges are llm #%d", ErrInvalidOptions, r.Number)
 		}
 		x := r.Exchange
-		class := x.Class()
+		class := wire.ClassOfExchange(x)
 		queues, key := s.queues, ""
-		if class == exchange.ClassHTTP {
+		if class == wire.ClassHTTP {
 			queues, key = s.http, s.httpKey(x.Method, x.URL)
 		} else {
 			f := r.Facts
@@ -356,7 +356,7 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("replaying %s %s: reading the request body: %w", req.Method, masker.URL(req.URL.String()), err)
 	}
 	route, _, _ := exchange.RouteFromContext(req.Context())
-	if exchange.ClassOf(route, req.Method, req.URL.String()) == exchange.ClassHTTP {
+	if wire.ClassOf(route, req.Method, req.URL.String()) == wire.ClassHTTP {
 		return s.roundTripHTTP(req, start)
 	}
 	body, encoding, decodeErr := decodeRequestBody(req.Header, raw)
@@ -443,7 +443,7 @@ func (s *Server) take(q *queue, e *entry) *Fault {
 		s.faulted = append(s.faulted, e.Number)
 	}
 	if fault == nil || fault.Kind == FaultMalformed {
-		if q.next < len(q.entries)-1 || e.class != exchange.ClassHTTP {
+		if q.next < len(q.entries)-1 || e.class != wire.ClassHTTP {
 			q.next++
 		}
 		if !e.served {
@@ -454,7 +454,7 @@ func (s *Server) take(q *queue, e *entry) *Fault {
 	return fault
 }
 
-// roundTripHTTP answers an http request (exchange.ClassHTTP) with the
+// roundTripHTTP answers an http request (wire.ClassHTTP) with the
 // recorded exchanges of its key, in turn, the last one again and again.
 func (s *Server) roundTripHTTP(req *http.Request, start time.Time) (*http.Response, error) {
 	u := req.URL.String()
@@ -646,7 +646,7 @@ type Report struct {
 	// recorded order. An exchange whose injected fault (other than
 	// FaultMalformed) was not followed by a retry is one.
 	Unrequested []Recorded
-	// HTTPUnanswered are the http requests (exchange.ClassHTTP) of a key
+	// HTTPUnanswered are the http requests (wire.ClassHTTP) of a key
 	// the recording has no exchange of, in the order they came; each was
 	// answered 502.
 	HTTPUnanswered []Request
@@ -729,7 +729,7 @@ func (s *Server) Report() Report {
 	for _, e := range s.entries {
 		switch {
 		case e.served:
-		case e.class == exchange.ClassHTTP:
+		case e.class == wire.ClassHTTP:
 			r.HTTPUnrequested = append(r.HTTPUnrequested, e.Recorded)
 		default:
 			r.Unrequested = append(r.Unrequested, e.Recorded)
