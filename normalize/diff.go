@@ -14,6 +14,10 @@ type Missing struct{}
 // String returns "(missing)".
 func (Missing) String() string { return "(missing)" }
 
+// Absent marks Missing as an excerpt.Absent value, which reports show as
+// "nothing".
+func (Missing) Absent() {}
+
 // FirstDifference returns the path of the first place where two JSON
 // values differ, and the values there, or ok false if they are equal.
 // Values are what encoding/json decodes (maps, slices, strings, numbers as

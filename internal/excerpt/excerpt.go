@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/acptap/acptap/normalize"
 )
 
 // Context is about how many characters of two strings Pair shows on each
@@ -22,7 +20,7 @@ const maxValue = 160
 type Contrast struct {
 	// A and B are the values: JSON, a string excerpted around the first
 	// difference with "…" outside its quotes where it was cut, and
-	// "nothing" for normalize.Missing.
+	// "nothing" for an Absent value (normalize.Missing).
 	A, B string
 	// At is the 0-based character (rune) offset of the first difference
 	// of two strings when A or B is an excerpt of it; -1 when both are
@@ -117,12 +115,18 @@ func quote(s string) string {
 
 // Value formats one value as Pair shows a value that is not one of two
 // differing strings: a string quoted, anything else as JSON, cut at 160
-// bytes; normalize.Missing is "nothing".
+// bytes; an Absent value (normalize.Missing) is "nothing".
 func Value(v any) string { return value(v) }
+
+// An Absent value stands for a value that one side of a comparison lacks
+// (normalize.Missing is one): Pair and Value show it as "nothing". The
+// method only marks the type, so that this package need not know the
+// comparisons' packages.
+type Absent interface{ Absent() }
 
 // value formats a value other than two differing strings.
 func value(v any) string {
-	if _, ok := v.(normalize.Missing); ok {
+	if _, ok := v.(Absent); ok {
 		return "nothing"
 	}
 	if s, ok := v.(string); ok {
