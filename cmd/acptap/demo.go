@@ -13,9 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/internal/demo"
 	"github.com/acptap/acptap/internal/demollm"
-	"github.com/acptap/acptap/internal/testagent"
-	"github.com/acptap/acptap/internal/testeditor"
 	"github.com/acptap/acptap/replay"
 )
 
@@ -47,7 +46,7 @@ func demoCommand(stdio *IO) *cli.Command {
 	}
 }
 
-// demoAgentCommand runs the bundled demo agent (the test agent), so that the
+// demoAgentCommand runs the bundled demo agent (internal/demo), so that the
 // demo needs nothing but the acptap binary.
 func demoAgentCommand(stdio *IO) *cli.Command {
 	return &cli.Command{
@@ -55,7 +54,7 @@ func demoAgentCommand(stdio *IO) *cli.Command {
 		Hidden:          true,
 		SkipFlagParsing: true,
 		Action: func(c *cli.Context) error {
-			return exitCode(testagent.Main(c.Args().Slice(), stdio.In, stdio.Out, stdio.Err, os.Getenv))
+			return exitCode(demo.Agent(c.Args().Slice(), stdio.In, stdio.Out, stdio.Err, os.Getenv))
 		},
 	}
 }
@@ -103,7 +102,7 @@ func runDemo(opts *demoOptions) error {
 	var stderr bytes.Buffer
 	argv := append([]string{opts.Self, "record", "--store", db, "--name", name, "--ca-dir", caDir, "--no-proxy-env",
 		"--base-url", "OPENAI_BASE_URL=" + llmURL, "--"}, agent...)
-	tr, err := testeditor.Run(ctx, testeditor.Options{
+	turns, err := demo.Drive(ctx, demo.EditorOptions{
 		Argv:    argv,
 		Dir:     workspace,
 		Cwd:     workspace,
@@ -115,7 +114,7 @@ func runDemo(opts *demoOptions) error {
 	if err != nil {
 		return usageErrorf("the recorded session failed: %v; its stderr was: %q", err, stderr.String())
 	}
-	for _, turn := range tr.Turns {
+	for _, turn := range turns {
 		fmt.Fprintf(out, "  editor: %q\n  agent:  %q (%s)\n", turn.Prompt, turn.Text, turn.StopReason)
 	}
 
