@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/acptap/acptap/internal/causal"
+	"github.com/acptap/acptap/record/causal"
 	"github.com/acptap/acptap/store"
 	"net/http"
 	"os"
@@ -506,7 +506,7 @@ func (l *lab) checkRecording(s *session, llmURL func(string) bool) {
 }
 
 // checkCausal checks that the recording's order agrees with what caused
-// what (internal/causal), and its times with its order, and returns how
+// what (record/causal), and its times with its order, and returns how
 // many causal pairs it checked.
 func (l *lab) checkCausal(name string) int {
 	l.t.Helper()

@@ -33,8 +33,8 @@ import (
 
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/internal/stamp"
-	"github.com/acptap/acptap/internal/tapproc"
 	"github.com/acptap/acptap/proxy"
+	"github.com/acptap/acptap/proxy/tapproc"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )

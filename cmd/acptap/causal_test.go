@@ -17,10 +17,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/acptap/acptap/internal/causal"
 	"github.com/acptap/acptap/internal/demollm"
-	"github.com/acptap/acptap/internal/timeline"
+	"github.com/acptap/acptap/record/causal"
 	"github.com/acptap/acptap/store"
+	"github.com/acptap/acptap/timeline"
 )
 
 // The tests of this file check that a recording's Seq order is the order

@@ -46,3 +46,29 @@ func TestDependencies(t *testing.T) {
 		}
 	}
 }
+
+// TestInternalImportsNoProduct: no package under internal/ (the libraries
+// the product is built from, and the test doubles) imports a package of
+// the product: the store, record, replay, normalize, the tap, the stdio
+// pump, calibrate, fixtures, the HTML view or the commands.
+func TestInternalImportsNoProduct(t *testing.T) {
+	const mod = "github.com/acptap/acptap/"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../../internal/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	product := []string{"store", "record", "replay", "normalize", "proxy", "stdiotap", "calibrate", "fixture", "timeline", "acptaptest", "cmd"}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		for _, imp := range f[1:] {
+			rel, ok := strings.CutPrefix(imp, mod)
+			if !ok {
+				continue
+			}
+			top, _, _ := strings.Cut(rel, "/")
+			if slices.Contains(product, top) {
+				t.Errorf("%s imports %s, a package of the product", strings.TrimPrefix(f[0], mod), rel)
+			}
+		}
+	}
+}

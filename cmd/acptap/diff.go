@@ -6,9 +6,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/acptap/acptap/internal/timeline"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay"
+	"github.com/acptap/acptap/timeline"
 )
 
 type diffOptions struct {

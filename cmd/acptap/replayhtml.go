@@ -5,9 +5,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/acptap/acptap/internal/timeline"
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/store"
+	"github.com/acptap/acptap/timeline"
 )
 
 // htmlPages writes replay --html DIR: a page per recording replayed and

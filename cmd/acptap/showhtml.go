@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/acptap/acptap/internal/timeline"
 	"github.com/acptap/acptap/store"
+	"github.com/acptap/acptap/timeline"
 )
 
 // checkHTMLFlags checks show's --html and -o before anything is opened.

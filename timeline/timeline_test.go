@@ -32,10 +32,10 @@ func golden(t *testing.T, name string, v any) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v; run go test ./internal/timeline -update", err)
+		t.Fatalf("%v; run go test ./timeline -update", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("the data of %s differs from the golden file; if the change is meant, run go test ./internal/timeline -update and review the diff\ngot:\n%s", name, got)
+		t.Errorf("the data of %s differs from the golden file; if the change is meant, run go test ./timeline -update and review the diff\ngot:\n%s", name, got)
 	}
 }
 
