@@ -111,7 +111,7 @@ type Process struct {
 // Start starts the tap process and waits for its tap to serve. A
 // *StartError says why the tap could not start; other errors, why the
 // process could not run.
-func Start(cfg Config) (_ *Process, err error) {
+func Start(cfg Config) (*Process, error) {
 	if cfg.Path == "" || len(cfg.Args) == 0 {
 		return nil, ErrNoCommand
 	}
@@ -122,10 +122,34 @@ func Start(cfg Config) (_ *Process, err error) {
 		cfg.Start = time.Now()
 	}
 	if cfg.Clock == nil {
+		var err error
 		if cfg.Clock, err = NewSharedClock(); err != nil {
 			return nil, err
 		}
 	}
+	p, outR, err := spawn(cfg)
+	if err != nil {
+		return nil, err
+	}
+	out := bufio.NewReaderSize(outR, 64<<10)
+	outR.SetReadDeadline(time.Now().Add(startTimeout))
+	if err := p.handshake(out); err != nil {
+		p.stdin.Close()
+		if !p.waited {
+			p.cmd.Process.Kill()
+			p.cmd.Wait()
+		}
+		outR.Close()
+		return nil, err
+	}
+	outR.SetReadDeadline(time.Time{})
+	go p.watch(out, outR)
+	return p, nil
+}
+
+// spawn starts the tap process with its pipes and the clock's file, and
+// returns it with our end of its stdout.
+func spawn(cfg Config) (_ *Process, outR *os.File, err error) {
 	var closeLater []*os.File // the pipes' ends the tap process has, and ours on failure
 	defer func() {
 		for _, f := range closeLater {
@@ -146,7 +170,7 @@ func Start(cfg Config) (_ *Process, err error) {
 	// here outlives it.
 	closeLater = append(closeLater, cfg.Clock.file)
 	if err != nil {
-		return nil, fmt.Errorf("starting the tap process: %w", err)
+		return nil, nil, fmt.Errorf("starting the tap process: %w", err)
 	}
 	p := &Process{
 		cfg:    cfg,
@@ -164,32 +188,25 @@ func Start(cfg Config) (_ *Process, err error) {
 		SysProcAttr: sysProcAttr(),
 	}
 	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the tap process: %w", err)
+		return nil, nil, fmt.Errorf("starting the tap process: %w", err)
 	}
 	// The pipes' ends that are the tap process's are closed here at once,
-	// so that its exit ends the pipes; ours are kept unless the start
-	// fails.
+	// so that its exit ends the pipes; ours are kept.
 	for _, f := range []*os.File{inR, outW, cfg.Clock.file} {
 		f.Close()
 	}
 	closeLater = nil
-	started := false
-	defer func() {
-		if !started {
-			inW.Close()
-			if !p.waited {
-				p.cmd.Process.Kill()
-				p.cmd.Wait()
-			}
-			outR.Close()
-		}
-	}()
+	return p, outR, nil
+}
 
-	out := bufio.NewReaderSize(outR, 64<<10)
-	outR.SetReadDeadline(time.Now().Add(startTimeout))
+// handshake reads the tap process's hello, sends it its settings and
+// reads whether its tap serves (ready, with the agent's environment and
+// the routes' local URLs) or why not (failed).
+func (p *Process) handshake(out *bufio.Reader) error {
+	cfg := p.cfg
 	hello, err := readMessage(out, uint32(len(helloMagic)))
 	if err != nil || hello.kind != kindHello || string(hello.payload) != helloMagic {
-		return nil, p.notTap(err)
+		return p.notTap(err)
 	}
 	s := settings{
 		Env:           cfg.Env,
@@ -206,54 +223,53 @@ func Start(cfg Config) (_ *Process, err error) {
 	s.Start = stamp.NanosOf(cfg.Start)
 	payload, err := json.Marshal(s)
 	if err == nil {
-		_, err = inW.Write(appendMessage(nil, message{kind: kindSettings, payload: payload}))
+		_, err = p.stdin.Write(appendMessage(nil, message{kind: kindSettings, payload: payload}))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sending the tap process its settings: %w", err)
+		return fmt.Errorf("sending the tap process its settings: %w", err)
 	}
 	answer, err := readMessage(out, maxSettings)
 	if err != nil {
-		return nil, p.notTap(err)
+		return p.notTap(err)
 	}
 	switch answer.kind {
 	case kindReady:
 		var r ready
 		if err := json.Unmarshal(answer.payload, &r); err != nil {
-			return nil, p.notTap(err)
+			return p.notTap(err)
 		}
 		p.Env, p.Local = r.Env, r.Local
+		return nil
 	case kindFailed:
 		var f failure
 		if err := json.Unmarshal(answer.payload, &f); err != nil {
-			return nil, p.notTap(err)
+			return p.notTap(err)
 		}
-		return nil, &StartError{Stage: f.Stage, Var: f.Var, Err: errors.New(f.Error)}
+		return &StartError{Stage: f.Stage, Var: f.Var, Err: errors.New(f.Error)}
 	default:
-		return nil, p.notTap(fmt.Errorf("message of kind %d before ready", answer.kind))
+		return p.notTap(fmt.Errorf("message of kind %d before ready", answer.kind))
 	}
-	outR.SetReadDeadline(time.Time{})
-	started = true
+}
 
-	go func() {
-		// The pipe ends when the process does (or when what it sent
-		// cannot be read); then it is waited for.
-		p.readMessages(out)
-		outR.Close()
-		err := p.cmd.Wait()
-		switch {
-		case !p.closing.Load():
-			how := "it exited"
-			if err != nil {
-				how = err.Error()
-			}
-			p.endErr = fmt.Errorf("%w (%s)%s", ErrEnded, how, p.stderr.say())
-			cfg.Logf("http tap: %v; the agent's HTTP requests through the tap fail from now on", p.endErr)
-		case err != nil:
-			p.endErr = fmt.Errorf("the tap process: %v%s", err, p.stderr.say())
+// watch reads what the tap process sends until the pipe ends, which it
+// does when the process does (or when what it sent cannot be read); then
+// it waits for the process and says how it ended.
+func (p *Process) watch(out *bufio.Reader, outR *os.File) {
+	p.readMessages(out)
+	outR.Close()
+	err := p.cmd.Wait()
+	switch {
+	case !p.closing.Load():
+		how := "it exited"
+		if err != nil {
+			how = err.Error()
 		}
-		close(p.done)
-	}()
-	return p, nil
+		p.endErr = fmt.Errorf("%w (%s)%s", ErrEnded, how, p.stderr.say())
+		p.cfg.Logf("http tap: %v; the agent's HTTP requests through the tap fail from now on", p.endErr)
+	case err != nil:
+		p.endErr = fmt.Errorf("the tap process: %v%s", err, p.stderr.say())
+	}
+	close(p.done)
 }
 
 // notTap is Start's error when what the process said, or did not say,
