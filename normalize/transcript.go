@@ -431,75 +431,20 @@ type streamKey struct{ name, session string }
 func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum map[stateKey]json.RawMessage, done []Turn) (Turn, error) {
 	frames := seg.frames
 	turn := Turn{Answered: len(frames) > 0 && seg.class(len(frames)-1).answer}
-
-	// The streams, in order of their first frame, keyed as written.
-	var order []string
-	groups := map[string][]int{}
-	firstRequest := -1 // the index of the first request or response
-	for i, f := range frames {
-		c := seg.classes[f.class]
-		if c.requests && firstRequest < 0 {
-			firstRequest = i
-		}
-		if c.stream != "" {
-			if _, ok := groups[c.stream]; !ok {
-				order = append(order, c.stream)
-			}
-			groups[c.stream] = append(groups[c.stream], i)
-		}
+	// Everything but chunk texts is normalized in this order, which
+	// numbers the placeholders: the requests and responses, the streams,
+	// the state notifications.
+	requests, firstRequest, err := n.turnRequests(seg, emit)
+	if err != nil {
+		return Turn{}, err
 	}
-	// Everything but chunk texts is normalized in this order: the
-	// requests and responses, the streams, the state notifications.
-	var requests []json.RawMessage
-	for i, f := range frames {
-		if seg.classes[f.class].requests {
-			v, err := seg.value(i)
-			if err != nil {
-				return Turn{}, err
-			}
-			requests = append(requests, emit(n.frame(f.side, v)))
-		}
+	keys, byKey, err := n.turnStreams(seg, emit)
+	if err != nil {
+		return Turn{}, err
 	}
-	// The streams again, keyed as normalized: a user rule may have made
-	// two keys one.
-	var keys []streamKey
-	byKey := map[streamKey][]item{}
-	for _, g := range order {
-		for _, i := range groups[g] {
-			v, err := seg.value(i)
-			if err != nil {
-				return Turn{}, err
-			}
-			it, k := n.item(i, frames[i].side, v, emit)
-			if _, ok := byKey[k]; !ok {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], it)
-		}
-	}
-	// A state notification, normalized: its key and its value.
-	type state struct {
-		k stateKey
-		v json.RawMessage
-	}
-	lead := true // the state notifications before anything else
-	var leading []state
-	var states []state
-	for i, f := range frames {
-		if seg.classes[f.class].state == "" {
-			lead = false
-			continue
-		}
-		d, err := seg.value(i)
-		if err != nil {
-			return Turn{}, err
-		}
-		v := n.frame(f.side, d)
-		st := state{stateKeyOf(v), emit(v)}
-		states = append(states, st)
-		if lead {
-			leading = append(leading, st)
-		}
+	leading, states, err := n.turnStates(seg, emit)
+	if err != nil {
+		return Turn{}, err
 	}
 
 	// Chunk runs are joined and their texts normalized.
@@ -523,19 +468,7 @@ func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum m
 	// The state: the first notification of each kind that leads this
 	// turn may end the previous one.
 	if len(done) > 0 {
-		prev := &done[len(done)-1]
-		for _, st := range leading {
-			k := st.k
-			j := slices.IndexFunc(prev.State, func(s State) bool { return s.key() == k })
-			if j < 0 {
-				prev.State = append(prev.State, State{Kind: k.kind, Session: k.session})
-				j = len(prev.State) - 1
-			}
-			if prev.State[j].Late == nil {
-				prev.State[j].Late = st.v
-			}
-		}
-		sortState(prev.State)
+		lateState(&done[len(done)-1], leading)
 	}
 	for _, st := range states {
 		cum[st.k] = st.v
@@ -545,6 +478,108 @@ func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum m
 	}
 	sortState(turn.State)
 	return turn, nil
+}
+
+// turnRequests normalizes the turn's requests and responses, in order,
+// and returns them with the index of the first of them among the turn's
+// frames (-1 if none).
+func (n *Normalizer) turnRequests(seg *turnFrames, emit func(any) json.RawMessage) (requests []json.RawMessage, first int, err error) {
+	first = -1
+	for i, f := range seg.frames {
+		if !seg.classes[f.class].requests {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		v, err := seg.value(i)
+		if err != nil {
+			return nil, 0, err
+		}
+		requests = append(requests, emit(n.frame(f.side, v)))
+	}
+	return requests, first, nil
+}
+
+// turnStreams normalizes the frames of the turn's streams, a stream at a
+// time in order of their first frames, and returns their items by stream,
+// keyed as normalized (a user rule may have made two keys one), with the
+// keys in order.
+func (n *Normalizer) turnStreams(seg *turnFrames, emit func(any) json.RawMessage) ([]streamKey, map[streamKey][]item, error) {
+	var order []string // the streams, keyed as written
+	groups := map[string][]int{}
+	for i, f := range seg.frames {
+		if c := seg.classes[f.class]; c.stream != "" {
+			if _, ok := groups[c.stream]; !ok {
+				order = append(order, c.stream)
+			}
+			groups[c.stream] = append(groups[c.stream], i)
+		}
+	}
+	var keys []streamKey
+	byKey := map[streamKey][]item{}
+	for _, g := range order {
+		for _, i := range groups[g] {
+			v, err := seg.value(i)
+			if err != nil {
+				return nil, nil, err
+			}
+			it, k := n.item(i, seg.frames[i].side, v, emit)
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], it)
+		}
+	}
+	return keys, byKey, nil
+}
+
+// A turnState is a state notification, normalized: its key and its value.
+type turnState struct {
+	k stateKey
+	v json.RawMessage
+}
+
+// turnStates normalizes the turn's state notifications, in order, and
+// returns them, and those of them that lead the turn (before anything
+// else).
+func (n *Normalizer) turnStates(seg *turnFrames, emit func(any) json.RawMessage) (leading, states []turnState, err error) {
+	lead := true
+	for i, f := range seg.frames {
+		if seg.classes[f.class].state == "" {
+			lead = false
+			continue
+		}
+		d, err := seg.value(i)
+		if err != nil {
+			return nil, nil, err
+		}
+		v := n.frame(f.side, d)
+		st := turnState{stateKeyOf(v), emit(v)}
+		states = append(states, st)
+		if lead {
+			leading = append(leading, st)
+		}
+	}
+	return leading, states, nil
+}
+
+// lateState gives the previous turn, of each kind of state notification
+// that leads the next turn, the first such notification as its Late
+// value: it may be the previous turn's last word, sent late.
+func lateState(prev *Turn, leading []turnState) {
+	for _, st := range leading {
+		k := st.k
+		j := slices.IndexFunc(prev.State, func(s State) bool { return s.key() == k })
+		if j < 0 {
+			prev.State = append(prev.State, State{Kind: k.kind, Session: k.session})
+			j = len(prev.State) - 1
+		}
+		if prev.State[j].Late == nil {
+			prev.State[j].Late = st.v
+		}
+	}
+	sortState(prev.State)
 }
 
 func sortState(s []State) {
