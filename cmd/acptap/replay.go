@@ -297,37 +297,14 @@ func runReplay(opts *replayOptions) error {
 			return err
 		}
 	}
-	st := src.st
-	names := opts.Names
-	if opts.All {
-		if names, err = allNames(st, opts.StorePath); err != nil {
-			return err
-		}
+	names, err := replayNames(src.st, opts)
+	if err != nil {
+		return err // a usage error leaves no report
 	}
-	// Check every name first: a typo is a usage error, not a divergence.
-	for _, name := range names {
-		rec, err := st.Get(name)
-		if errors.Is(err, store.ErrDamaged) && len(names) > 1 {
-			continue // not a typo: among others, it gets its ERROR line
-		}
-		if err != nil {
-			return recordingError(err, opts.StorePath)
-		}
-		if opts.Update && rec.Live && !rec.Done {
-			return usageErrorf("recording %q in %s is being recorded; replay --update it once its acptap record has ended", name, opts.StorePath)
-		}
+	if len(names) == 0 {
+		return report.write() // an empty shard's report says so
 	}
-	if opts.Select.any() {
-		var matched int
-		if names, matched, err = opts.Select.pick(names); err != nil {
-			return err
-		}
-		if len(names) == 0 {
-			fmt.Fprintf(opts.IO.Out, "no recordings in shard %s (of %d selected)\n", opts.Select.shard, matched)
-			return report.write()
-		}
-	}
-	loopbackNotices(st, names, opts.IO)
+	loopbackNotices(src.st, names, opts.IO)
 	// SIGINT, SIGTERM and SIGHUP stop the replays: the running agents
 	// are stopped and their sandboxes removed, the report of what ran is
 	// written, and acptap exits 128+n.
@@ -336,85 +313,141 @@ func runReplay(opts *replayOptions) error {
 	// From here the replays stop on a signal, and the deferred Close
 	// removes a directory's temporary store.
 	src.signalsHandled()
-	failed, updated, emitted := 0, 0, 0
 	progress := newProgress(opts.IO.Err, len(names), opts.Progress, colorFor(opts.IO.Err))
 	defer progress.stop()
-	// A recording that cannot be replayed at all (its agent does not
-	// start, say) stops a replay of one; of several, it is reported as an
-	// ERROR, a JUnit error case, and the run goes on.
-	var stopErr error
-	var errored []string
+	t := &replayTally{opts: opts, names: names, st: src.st, report: report, pages: pages, progress: progress}
 	replayAll(names, opts.Parallel, func(name string) outcome {
 		progress.started(name)
 		return replayOne(ctx, src, name, opts)
-	}, func(o outcome) bool {
-		if o.interrupted {
+	}, t.take)
+	progress.stop()
+	return t.finish(interrupted.signal())
+}
+
+// replayNames returns the recordings a replay replays: those named, or
+// all with --all, of the shard --shard and --run select. Every name is
+// checked first, so that a typo is a usage error, not a divergence. A
+// selection that leaves none says so on stdout, and returns none.
+func replayNames(st *store.Store, opts *replayOptions) ([]string, error) {
+	names := opts.Names
+	if opts.All {
+		var err error
+		if names, err = allNames(st, opts.StorePath); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range names {
+		rec, err := st.Get(name)
+		if errors.Is(err, store.ErrDamaged) && len(names) > 1 {
+			continue // not a typo: among others, it gets its ERROR line
+		}
+		if err != nil {
+			return nil, recordingError(err, opts.StorePath)
+		}
+		if opts.Update && rec.Live && !rec.Done {
+			return nil, usageErrorf("recording %q in %s is being recorded; replay --update it once its acptap record has ended", name, opts.StorePath)
+		}
+	}
+	if opts.Select.any() {
+		picked, matched, err := opts.Select.pick(names)
+		if err != nil {
+			return nil, err
+		}
+		if len(picked) == 0 {
+			fmt.Fprintf(opts.IO.Out, "no recordings in shard %s (of %d selected)\n", opts.Select.shard, matched)
+		}
+		names = picked
+	}
+	return names, nil
+}
+
+// A replayTally counts the outcomes of a replay's recordings as they
+// come, reports each, and says at the end how the run ended.
+type replayTally struct {
+	opts     *replayOptions
+	names    []string
+	st       *store.Store
+	report   *junitReport
+	pages    *htmlPages
+	progress *progress
+
+	failed, updated, emitted int
+	// A recording that cannot be replayed at all (its agent does not
+	// start, say) stops a replay of one; of several, it is reported as
+	// an ERROR, a JUnit error case, and the run goes on.
+	errored []string
+	stopErr error // what stopped the run
+}
+
+// take reports an outcome and says whether the run goes on.
+func (t *replayTally) take(o outcome) bool {
+	opts := t.opts
+	if o.interrupted {
+		return false
+	}
+	t.emitted++
+	if o.err != nil {
+		t.report.addError(o.name, o.duration, o.err)
+		if len(t.names) == 1 || o.cause == nil {
+			t.stopErr = o.err
 			return false
 		}
-		emitted++
-		if o.err != nil {
-			report.addError(o.name, o.duration, o.err)
-			if len(names) == 1 || o.cause == nil {
-				stopErr = o.err
-				return false
-			}
-			errored = append(errored, o.name)
-			progress.report(o.name, true, func() {
-				fmt.Fprintf(opts.IO.Out, "%s %s: %v\n", painter(opts.Color).paint(colorRed, "ERROR"), o.name, o.cause)
-			})
-			return true
-		}
-		switch {
-		case o.up != nil && o.up.err == nil:
-			updated++
-		case !o.res.Equal():
-			failed++
-		}
-		report.add(o.res, o.up)
-		if err := pages.add(st, o.res, o.up); err != nil {
-			stopErr = err
-			return false
-		}
-		progress.report(o.name, !o.res.Equal() && (o.up == nil || o.up.err != nil), func() {
-			printResult(opts.IO.Out, o.res, o.up, opts.Color)
+		t.errored = append(t.errored, o.name)
+		t.progress.report(o.name, true, func() {
+			fmt.Fprintf(opts.IO.Out, "%s %s: %v\n", painter(opts.Color).paint(colorRed, "ERROR"), o.name, o.cause)
 		})
 		return true
+	}
+	switch {
+	case o.up != nil && o.up.err == nil:
+		t.updated++
+	case !o.res.Equal():
+		t.failed++
+	}
+	t.report.add(o.res, o.up)
+	if err := t.pages.add(t.st, o.res, o.up); err != nil {
+		t.stopErr = err
+		return false
+	}
+	t.progress.report(o.name, !o.res.Equal() && (o.up == nil || o.up.err != nil), func() {
+		printResult(opts.IO.Out, o.res, o.up, opts.Color)
 	})
-	progress.stop()
-	if sig := interrupted.signal(); sig != nil {
-		if err := report.write(); err != nil {
+	return true
+}
+
+// finish writes the reports, prints the summary of several recordings,
+// and returns how the run ended: interrupted by sig (if not nil), stopped
+// by an error, some recordings not replayed, a divergence, or nil.
+func (t *replayTally) finish(sig os.Signal) error {
+	opts, n := t.opts, len(t.names)
+	if sig != nil {
+		if err := t.report.write(); err != nil {
 			return err
 		}
 		ss := sig.(syscall.Signal)
-		return &exitError{code: 128 + int(ss), err: fmt.Errorf("interrupted by %s after %d of %d recordings, whose reports are complete", stdiotap.SignalName(ss), emitted, len(names))}
+		return &exitError{code: 128 + int(ss), err: fmt.Errorf("interrupted by %s after %d of %d recordings, whose reports are complete", stdiotap.SignalName(ss), t.emitted, n)}
 	}
-	if stopErr != nil {
-		return errors.Join(stopErr, report.write())
+	if t.stopErr != nil {
+		return errors.Join(t.stopErr, t.report.write())
 	}
-	if len(errored) > 0 {
-		fmt.Fprintf(opts.IO.Out, "%d passed, %d failed, %d could not be replayed\n", len(names)-failed-updated-len(errored), failed, len(errored))
-		if err := report.write(); err != nil {
-			return err
-		}
-		if err := pages.write(); err != nil {
-			return err
-		}
-		return usageErrorf("%d of %d recordings could not be replayed (%s); see their ERROR lines", len(errored), len(names), strings.Join(errored, ", "))
+	switch {
+	case len(t.errored) > 0:
+		fmt.Fprintf(opts.IO.Out, "%d passed, %d failed, %d could not be replayed\n", n-t.failed-t.updated-len(t.errored), t.failed, len(t.errored))
+	case n > 1 && opts.Update:
+		fmt.Fprintf(opts.IO.Out, "%d passed, %d updated, %d failed\n", n-t.failed-t.updated, t.updated, t.failed)
+	case n > 1:
+		fmt.Fprintf(opts.IO.Out, "%d passed, %d failed\n", n-t.failed, t.failed)
 	}
-	if len(names) > 1 {
-		if opts.Update {
-			fmt.Fprintf(opts.IO.Out, "%d passed, %d updated, %d failed\n", len(names)-failed-updated, updated, failed)
-		} else {
-			fmt.Fprintf(opts.IO.Out, "%d passed, %d failed\n", len(names)-failed, failed)
-		}
-	}
-	if err := report.write(); err != nil {
+	if err := t.report.write(); err != nil {
 		return err
 	}
-	if err := pages.write(); err != nil {
+	if err := t.pages.write(); err != nil {
 		return err
 	}
-	if failed > 0 {
+	switch {
+	case len(t.errored) > 0:
+		return usageErrorf("%d of %d recordings could not be replayed (%s); see their ERROR lines", len(t.errored), n, strings.Join(t.errored, ", "))
+	case t.failed > 0:
 		return exitCode(ExitDiverged)
 	}
 	return nil
