@@ -89,8 +89,7 @@ func newApp(stdio *IO) *cli.App {
 		OnUsageError:              onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				name := c.Args().First()
-				return usageErrorf("unknown command %q%s; see acptap --help", name, meant(didYouMean(name, commandNames(c.App))))
+				return usageErrorf("unknown command %q; see acptap --help", c.Args().First())
 			}
 			return cli.ShowAppHelp(c)
 		},
@@ -109,7 +108,6 @@ func newApp(stdio *IO) *cli.App {
 			demoCommand(stdio),
 			demoAgentCommand(stdio),
 			completionCommand(stdio),
-			helpCommand(),
 			completeCommand(stdio),
 		),
 	}
@@ -142,14 +140,8 @@ var (
 // command that runs an agent says where the agent's flags go.
 func flagErrorText(cmd *cli.Command, err error) string {
 	msg := err.Error()
-	if m := undefinedFlag.FindStringSubmatch(msg); m != nil && cmd != nil {
-		name, _, _ := strings.Cut(m[1], "=")
-		if near := didYouMean(name, flagNames(cmd)); near != "" {
-			return fmt.Sprintf("unknown flag --%s%s", m[1], meant("--"+near))
-		}
-		if agentCommands[cmd.Name] {
-			return fmt.Sprintf("unknown flag --%s; to pass flags to the agent, put them after --, as in: acptap %s ... -- AGENT --%s", m[1], cmd.Name, m[1])
-		}
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil && cmd != nil && agentCommands[cmd.Name] {
+		return fmt.Sprintf("unknown flag --%s; to pass flags to the agent, put them after --, as in: acptap %s ... -- AGENT --%s", m[1], cmd.Name, m[1])
 	}
 	if m := invalidValue.FindStringSubmatch(msg); m != nil && cmd != nil && isDurationFlag(cmd, m[2]) {
 		return fmt.Sprintf("--%s %q: want a duration such as 30s, 500ms or 2m", m[2], m[1])
@@ -172,7 +164,6 @@ func isDurationFlag(cmd *cli.Command, name string) bool {
 // here once rather than by each error, and a warning about a damaged
 // --store (see warnDamage) before it starts.
 func commands(stdio *IO, cmds ...*cli.Command) []*cli.Command {
-	withExamples(cmds)
 	for _, c := range cmds {
 		c.OnUsageError = onUsageError
 		if action, name := c.Action, c.Name; action != nil {

@@ -58,7 +58,7 @@ func graceFlag() cli.Flag {
 	return &cli.DurationFlag{
 		Name:  "grace",
 		Value: stdiotap.DefaultGrace,
-		Usage: "after the agent's stdin closes, how long (a `DURATION`) it may take to exit before it is terminated",
+		Usage: "after the agent's stdin closes, how long it may take to exit before it is terminated",
 	}
 }
 

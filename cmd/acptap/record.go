@@ -52,7 +52,7 @@ func recordCommand(stdio *IO) *cli.Command {
 			proxyLoopbackFlag(),
 			&cli.BoolFlag{Name: "snapshot", Usage: "store the working directory (minus .gitignore'd files and .git) in the recording; replay restores it as the agent's workspace"},
 			&cli.GenericFlag{Name: "snapshot-max", Value: &sizeValue{snapshot.DefaultMaxBytes}, Usage: "largest `SIZE` of the files of a --snapshot (e.g. 64MiB, 1GiB)"},
-			&cli.IntFlag{Name: "snapshot-max-files", Value: snapshot.DefaultMaxFiles, Usage: "most files, directories and symlinks (`N`) in a --snapshot"},
+			&cli.IntFlag{Name: "snapshot-max-files", Value: snapshot.DefaultMaxFiles, Usage: "most files, directories and symlinks in a --snapshot"},
 			&cli.StringFlag{Name: "max-backlog", Value: fmt.Sprintf("%dMiB", record.DefaultMaxBacklog>>20), Usage: "most memory `SIZE` that the agent's stdio forwarded but not yet recorded may take when recording falls behind (half of it stdio not yet framed); forwarding waits once it is full (" + backlogRange + ")"},
 		},
 		Action: func(c *cli.Context) error {
