@@ -35,8 +35,8 @@ func exportCommand(stdio *IO) *cli.Command {
 			"acptap import loads them into a store. --force replaces an earlier export, rewriting only\n" +
 			"the files that change and removing only files of the export's layout: files of yours stay.",
 		Flags: []cli.Flag{
-			storeFlag(),
-			&cli.StringFlag{Name: "dir", Value: ".", Usage: "write the recordings' directories into `DIR` (created if missing)"},
+			storeFlag(storeFileUsage),
+			&cli.StringFlag{Name: "dir", Value: ".", DefaultText: "the current directory", Usage: "write the recordings' directories into `DIR` (created if missing)"},
 			&cli.BoolFlag{Name: "all", Usage: "export every recording in the store"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an earlier export of the same name (files an export did not write stay)"},
 		},
