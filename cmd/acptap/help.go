@@ -82,7 +82,7 @@ var examples = map[string][]example{
 		{"acptap cp --store ~/acptap.db --to fixtures.db --force fix-typo fix-tests", "copy two, replacing those fixtures.db has"},
 	},
 	"mv": {
-		{"acptap mv my-agent-20260102-150405 fix-typo", "rename a recording"},
+		{"acptap mv my-agent-20260102-150405-3f9a1c fix-typo", "rename a recording"},
 	},
 	"demo": {
 		{"acptap demo", "record, replay, and replay a changed agent, in a temporary store"},
