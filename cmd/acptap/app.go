@@ -71,7 +71,7 @@ func version() string {
 }
 
 func newApp(stdio *IO) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:  "acptap",
 		Usage: "record and replay AI coding agents (ACP stdio and LLM HTTP)",
 		Description: "Exit codes: 0 success; 1 a replay diverged, diff found a difference, check found problems;\n" +
@@ -89,7 +89,8 @@ func newApp(stdio *IO) *cli.App {
 		OnUsageError:              onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return usageErrorf("unknown command %q; see acptap --help", c.Args().First())
+				name := c.Args().First()
+				return usageErrorf("unknown command %q%s; see acptap --help", name, didYouMean(name, commandNames(c.App)))
 			}
 			return cli.ShowAppHelp(c)
 		},
@@ -108,9 +109,12 @@ func newApp(stdio *IO) *cli.App {
 			demoCommand(stdio),
 			demoAgentCommand(stdio),
 			completionCommand(stdio),
+			helpCommand(),
 			completeCommand(stdio),
 		),
 	}
+	addExamples(app)
+	return app
 }
 
 // onUsageError makes flag errors one line, without the help text, and
@@ -122,7 +126,7 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 		name = c.Command.Name
 		cmd += " " + name
 	}
-	msg := flagErrorText(c.Command, err)
+	msg := flagErrorText(c, err)
 	if name == "" {
 		return usageErrorf("%s; see %s --help", msg, cmd)
 	}
@@ -135,13 +139,25 @@ var (
 	invalidValue  = regexp.MustCompile(`^invalid value "(.*)" for flag -+([^:]+): parse error$`)
 )
 
-// flagErrorText is a flag error of cmd in the words of its fix: a
-// duration says what a duration looks like, and an unknown flag of a
-// command that runs an agent says where the agent's flags go.
-func flagErrorText(cmd *cli.Command, err error) string {
+// flagErrorText is a flag error of c's command in the words of its fix: a
+// duration says what a duration looks like, an unknown flag names the
+// nearest flag if it is a typo of one, and otherwise, of a command that
+// runs an agent, says where the agent's flags go.
+func flagErrorText(c *cli.Context, err error) string {
+	cmd := c.Command
 	msg := err.Error()
-	if m := undefinedFlag.FindStringSubmatch(msg); m != nil && cmd != nil && agentCommands[cmd.Name] {
-		return fmt.Sprintf("unknown flag --%s; to pass flags to the agent, put them after --, as in: acptap %s ... -- AGENT --%s", m[1], cmd.Name, m[1])
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		flag := "--" + m[1]
+		if len(m[1]) == 1 {
+			flag = "-" + m[1]
+		}
+		if s := didYouMean(flag, flagNames(c)); s != "" {
+			return "unknown flag " + flag + s
+		}
+		if cmd != nil && agentCommands[cmd.Name] {
+			return fmt.Sprintf("unknown flag %s; to pass flags to the agent, put them after --, as in: acptap %s ... -- AGENT %s", flag, cmd.Name, flag)
+		}
+		return "unknown flag " + flag
 	}
 	if m := invalidValue.FindStringSubmatch(msg); m != nil && cmd != nil && isDurationFlag(cmd, m[2]) {
 		return fmt.Sprintf("--%s %q: want a duration such as 30s, 500ms or 2m", m[2], m[1])
@@ -160,12 +176,24 @@ func isDurationFlag(cmd *cli.Command, name string) bool {
 }
 
 // commands gives every command the same treatment: one-line flag errors,
+// the same help for every flag (no "(default: false)" of a switch, a
+// default value without quotes),
 // the command's name in front of the errors its action returns, added
 // here once rather than by each error, and a warning about a damaged
 // --store (see warnDamage) before it starts.
 func commands(stdio *IO, cmds ...*cli.Command) []*cli.Command {
 	for _, c := range cmds {
 		c.OnUsageError = onUsageError
+		for _, f := range c.Flags {
+			switch f := f.(type) {
+			case *cli.BoolFlag:
+				f.DisableDefaultText = true
+			case *cli.StringFlag:
+				if f.DefaultText == "" {
+					f.DefaultText = f.Value
+				}
+			}
+		}
 		if action, name := c.Action, c.Name; action != nil {
 			hasStore := slices.ContainsFunc(c.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), "store") })
 			c.Action = func(ctx *cli.Context) error {

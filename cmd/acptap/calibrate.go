@@ -35,7 +35,7 @@ func calibrateCommand(stdio *IO) *cli.Command {
 		Name:      "calibrate",
 		Usage:     "learn the values an agent varies from run to run, and store rules for them with the recording",
 		ArgsUsage: "NAME... [-- AGENT [ARGS...]]",
-		Description: "Replays each recording --runs times (default 3) with the recorded agent and compares the runs\n" +
+		Description: "Replays each recording --runs times (default: 3) with the recorded agent and compares the runs\n" +
 			"and the recording, normalized, frame by frame and request by request. Each value that varies\n" +
 			"between them becomes a rule (its JSON path, and a regexp over the part that varies), stored with\n" +
 			"the recording in place of an earlier calibration's and printed; later replays apply the rules.\n" +
@@ -44,7 +44,7 @@ func calibrateCommand(stdio *IO) *cli.Command {
 			"Exit 0 when every recording is calibrated (or nothing varies), 1 when runs differ in more than\n" +
 			"values, 2 on a usage or environment error.",
 		Flags: append([]cli.Flag{
-			storeFlag(),
+			storeFlag(storeReadUsage),
 			&cli.IntFlag{Name: "runs", Value: calibrate.DefaultRuns, Usage: "replay each recording `N` times"},
 		}, runFlags()...),
 		Action: func(c *cli.Context) error {

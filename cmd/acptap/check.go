@@ -31,7 +31,7 @@ func checkCommand(stdio *IO) *cli.Command {
 			"--salvage DST copies every recording that reads into the new store DST, and of a damaged one,\n" +
 			"what reads (its events up to the first that does not), marked as salvaged.",
 		Flags: []cli.Flag{
-			storeFlag(),
+			storeFlag(storeFileUsage),
 			&cli.StringFlag{Name: "salvage", Usage: "copy what reads into the new store `DST` (which must not exist)"},
 		},
 		Action: func(c *cli.Context) error {

@@ -181,6 +181,12 @@ func complete(app *cli.App, words []string, getenv func(string) string) []string
 		}
 		return append(out, "--help")
 	}
+	if cmd.Name == "help" {
+		if len(rest) > 0 {
+			return nil // help takes one command
+		}
+		return commandNames(app)
+	}
 	if !nameCommands[cmd.Name] {
 		return nil
 	}

@@ -28,7 +28,7 @@ func cpCommand(stdio *IO) *cli.Command {
 			"events, times, LLM exchanges, snapshot and calibrated rules. A name DST has already is an\n" +
 			"error unless --force.",
 		Flags: []cli.Flag{
-			storeFlag(),
+			storeFlag(storeFileUsage),
 			&cli.StringFlag{Name: "to", Usage: "the store `DST` to copy into"},
 			&cli.BoolFlag{Name: "force", Usage: "replace recordings of the same names in DST"},
 		},
@@ -118,7 +118,7 @@ func mvCommand(stdio *IO) *cli.Command {
 		Description: "Renames the recording OLD to NEW in the store, keeping all of it. A recording named NEW\n" +
 			"is an error unless --force, which replaces it.",
 		Flags: []cli.Flag{
-			storeFlag(),
+			storeFlag(storeFileUsage),
 			&cli.BoolFlag{Name: "force", Usage: "replace a recording named NEW"},
 		},
 		Action: func(c *cli.Context) error {

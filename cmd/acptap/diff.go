@@ -29,8 +29,8 @@ func diffCommand(stdio *IO) *cli.Command {
 			"and their LLM requests in order. Exit 0 when they compare equal, 1 when they differ,\n" +
 			"2 on a usage or environment error. --html FILE writes the two side by side.",
 		Flags: []cli.Flag{
-			storeFlag(),
-			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent streams are compared within a turn: stream or strict"},
+			storeFlag(storeReadUsage),
+			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent streams are compared within a turn, a `MODE`: stream or strict"},
 			&cli.StringFlag{Name: "rules", Usage: "normalization rules `FILE` (JSON), applied before the rules calibrate stored"},
 			&cli.BoolFlag{Name: "no-coalesce", Usage: "compare message chunks one by one instead of joined"},
 			&cli.StringFlag{Name: "html", Usage: "write the comparison side by side as an HTML page to `FILE`"},

@@ -31,12 +31,13 @@ func exportCommand(stdio *IO) *cli.Command {
 		Description: "Writes each recording as the directory DIR/NAME: meta.json, events.ndjson (one event a line),\n" +
 			"llm/0001/... (each LLM exchange: its request as pretty JSON, its response as sent and the\n" +
 			"chunks it came in), blobs/ (snapshot, calibrated rules). The same recording always gives the\n" +
-			"same bytes. show, replay and calibrate read such a directory, or a directory of them, as --store;\n" +
-			"acptap import loads them into a store. --force replaces an earlier export, rewriting only\n" +
-			"the files that change and removing only files of the export's layout: files of yours stay.",
+			"same bytes. show, replay, calibrate and diff read such a directory, or a directory of\n" +
+			"them, as --store; acptap import loads them into a store. --force replaces an earlier\n" +
+			"export, rewriting only the files that change and removing only files of the export's\n" +
+			"layout: files of yours stay.",
 		Flags: []cli.Flag{
-			storeFlag(),
-			&cli.StringFlag{Name: "dir", Value: ".", Usage: "write the recordings' directories into `DIR` (created if missing)"},
+			storeFlag(storeFileUsage),
+			&cli.StringFlag{Name: "dir", Value: ".", DefaultText: "the current directory", Usage: "write the recordings' directories into `DIR` (created if missing)"},
 			&cli.BoolFlag{Name: "all", Usage: "export every recording in the store"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an earlier export of the same name (files an export did not write stay)"},
 		},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"time"
 
@@ -17,18 +18,28 @@ import (
 // ACPTAP_STORE.
 const defaultStore = "acptap.db"
 
-// storeFlag is --store. ACPTAP_STORE is read here rather than by
-// urfave/cli, which would take an empty ACPTAP_STORE= for the path "": an
-// empty variable is an unset one, while an empty --store "" is an error
-// (see checkStore).
-func storeFlag() cli.Flag {
+// The --store help of each command says what it does with the store:
+// read a store file or a directory of exported recordings (show, replay,
+// calibrate, diff), write into a store it creates if missing (record,
+// import), or use a store file that exists (the others).
+const (
+	storeReadUsage   = "the store `PATH`: a store file, or a directory of exported recordings (acptap export); $ACPTAP_STORE sets the default"
+	storeCreateUsage = "the store `PATH`: a store file, created if missing; $ACPTAP_STORE sets the default"
+	storeFileUsage   = "the store `PATH`: a store file; $ACPTAP_STORE sets the default"
+)
+
+// storeFlag is --store, with usage (one of the above). ACPTAP_STORE is
+// read here rather than by urfave/cli, which would take an empty
+// ACPTAP_STORE= for the path "": an empty variable is an unset one, while
+// an empty --store "" is an error (see checkStore).
+func storeFlag(usage string) cli.Flag {
 	value := defaultStore
 	if env := os.Getenv("ACPTAP_STORE"); env != "" {
 		value = env
 	}
 	return &cli.StringFlag{
 		Name:        "store",
-		Usage:       "the store `PATH`: a bbolt file; show, replay and calibrate also read a directory of exported recordings (acptap export); default $ACPTAP_STORE, else acptap.db",
+		Usage:       usage,
 		Value:       value,
 		DefaultText: value,
 	}
@@ -46,7 +57,9 @@ func caDirFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:    "ca-dir",
 		EnvVars: []string{"ACPTAP_CA_DIR"},
-		Usage:   "`DIR` of the interception CA (created on first use; default ~/.config/acptap)",
+		Usage:   "the `DIR` of the interception CA, created on first use",
+		// proxy.DefaultCADir, under os.UserConfigDir.
+		DefaultText: "acptap in the user's config directory, ~/.config/acptap on Linux",
 	}
 }
 
@@ -58,7 +71,7 @@ func graceFlag() cli.Flag {
 	return &cli.DurationFlag{
 		Name:  "grace",
 		Value: stdiotap.DefaultGrace,
-		Usage: "after the agent's stdin closes, how long it may take to exit before it is terminated",
+		Usage: "after the agent's stdin closes, the `DURATION` it may take to exit before it is terminated",
 	}
 }
 
@@ -87,7 +100,22 @@ func (v *sizeValue) String() string {
 	if v == nil {
 		return ""
 	}
-	return bytesize.Format(v.n)
+	return sizeText(v.n)
+}
+
+// sizeText writes n as the size flags take it, without a space: 64MiB,
+// 512KiB, 1GiB, or bytes when no unit divides it. Help writes every size
+// this way, so that each can be copied into a flag.
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d%s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprint(n)
 }
 
 func (v *sizeValue) Set(s string) error {

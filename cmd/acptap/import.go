@@ -26,7 +26,7 @@ func importCommand(stdio *IO) *cli.Command {
 			"or a directory of them. Every directory is read whole before anything is written; a name the\n" +
 			"store has already is an error unless --force.",
 		Flags: []cli.Flag{
-			storeFlag(),
+			storeFlag(storeCreateUsage),
 			&cli.BoolFlag{Name: "force", Usage: "replace recordings of the same names"},
 		},
 		Action: func(c *cli.Context) error {

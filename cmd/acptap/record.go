@@ -41,18 +41,18 @@ func recordCommand(stdio *IO) *cli.Command {
 			"only: the proxy and base-URL variables it gets carry a secret of this run, and other\n" +
 			"requests get 407 or 404.",
 		Flags: []cli.Flag{
-			storeFlag(),
+			storeFlag(storeCreateUsage),
 			&cli.StringFlag{Name: "name", Usage: "recording `NAME` (default: generated and printed to stderr)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing recording of the same name"},
 			graceFlag(),
-			&cli.StringSliceFlag{Name: "base-url", Usage: "set env `VAR[=UPSTREAM]` of the agent to a loopback URL of the HTTP tap that forwards to UPSTREAM (default: VAR's value, else the public endpoint of a well-known VAR); repeatable"},
+			&cli.StringSliceFlag{Name: "base-url", Usage: "set env `VAR[=UPSTREAM]` of the agent to a loopback URL of the HTTP tap that forwards to UPSTREAM (without one: VAR's value, else the public endpoint of a well-known VAR); repeatable"},
 			&cli.StringFlag{Name: "upstream-ca", Usage: "PEM `FILE` of extra CA certificates trusted for upstream TLS"},
 			caDirFlag(),
 			&cli.BoolFlag{Name: "no-proxy-env", Usage: "do not set HTTPS_PROXY/HTTP_PROXY/ALL_PROXY and the CA variables for the agent"},
 			proxyLoopbackFlag(),
 			&cli.BoolFlag{Name: "snapshot", Usage: "store the working directory (minus .gitignore'd files and .git) in the recording; replay restores it as the agent's workspace"},
-			&cli.GenericFlag{Name: "snapshot-max", Value: &sizeValue{snapshot.DefaultMaxBytes}, Usage: "largest `SIZE` of the files of a --snapshot (e.g. 64MiB, 1GiB)"},
-			&cli.IntFlag{Name: "snapshot-max-files", Value: snapshot.DefaultMaxFiles, Usage: "most files, directories and symlinks in a --snapshot"},
+			&cli.GenericFlag{Name: "snapshot-max", Value: &sizeValue{snapshot.DefaultMaxBytes}, Usage: "largest `SIZE` of the files of a --snapshot, such as 64MiB or 1GiB"},
+			&cli.IntFlag{Name: "snapshot-max-files", Value: snapshot.DefaultMaxFiles, Usage: "the most files, directories and symlinks in a --snapshot, a number `N`"},
 			&cli.StringFlag{Name: "max-backlog", Value: fmt.Sprintf("%dMiB", record.DefaultMaxBacklog>>20), Usage: "most memory `SIZE` that the agent's stdio forwarded but not yet recorded may take when recording falls behind (half of it stdio not yet framed); forwarding waits once it is full (" + backlogRange + ")"},
 		},
 		Action: func(c *cli.Context) error {

@@ -59,15 +59,15 @@ func replayCommand(stdio *IO) *cli.Command {
 			"expect this replay's output (UPDATED, which counts as passed); its editor frames, stderr\n" +
 			"and LLM exchanges stay as recorded. --junit FILE writes a JUnit XML report for CI.",
 		Flags: append([]cli.Flag{
-			storeFlag(),
+			storeFlag(storeReadUsage),
 			&cli.BoolFlag{Name: "all", Usage: "replay every recording in the store"},
 			&cli.StringFlag{Name: "run", Usage: "replay only the recordings whose name matches `REGEXP` (of the names given, or of all)"},
 			&cli.IntFlag{Name: "parallel", Value: runtime.NumCPU(), DefaultText: "the number of CPUs", Usage: "replay up to `N` recordings at once, each in its own sandbox; reports still come out whole, in order"},
 			&cli.StringFlag{Name: "shard", Usage: "replay only part `I/N` of a stable partition by name, for job I of a CI matrix of N"},
-			&cli.Float64Flag{Name: "speed", Usage: "0: serve the LLM side without waits; N: recorded timing divided by N"},
+			&cli.Float64Flag{Name: "speed", Usage: "0 serves the LLM side without waits; a `FACTOR` N divides the recorded timing by N"},
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; repeatable"},
-			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does: ignore, warn or fail"},
-			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent's output is compared within a turn: stream (each stream on its own: each tool call, the message, the thoughts, the plan, the state at the turn's end) or strict (the total order)"},
+			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does, a `MODE`: ignore, warn or fail"},
+			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent's output is compared within a turn, a `MODE`: stream (each stream on its own: each tool call, the message, the thoughts, the plan, the state at the turn's end) or strict (the total order)"},
 			&cli.BoolFlag{Name: "strict-http", Usage: "fail the replay on an http request (not to the LLM) the recording has no answer for, and on a recorded one never requested; by default the first is a warning and the second nothing"},
 		}, append(runFlags(),
 			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
@@ -160,7 +160,7 @@ const (
 // calibrate share.
 func runFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.DurationFlag{Name: "timeout", Value: driver.DefaultTimeout, Usage: "longest wait for the agent's output"},
+		&cli.DurationFlag{Name: "timeout", Value: driver.DefaultTimeout, Usage: "the longest `DURATION` to wait for the agent's output"},
 		graceFlag(),
 		&cli.StringFlag{Name: "workspace", Usage: "seed the sandbox workspace from `DIR` (copied)"},
 		&cli.StringSliceFlag{Name: "env", Usage: "add `K=V` to the agent's environment; repeatable"},

@@ -21,7 +21,7 @@ func rmCommand(stdio *IO) *cli.Command {
 		Name:      "rm",
 		Usage:     "delete recordings",
 		ArgsUsage: "NAME...",
-		Flags:     []cli.Flag{storeFlag()},
+		Flags:     []cli.Flag{storeFlag(storeFileUsage)},
 		Action: func(c *cli.Context) error {
 			return runRm(&rmOptions{IO: stdio, StorePath: c.String("store"), Names: c.Args().Slice()})
 		},

@@ -41,7 +41,7 @@ func showCommand(stdio *IO) *cli.Command {
 		Usage:     "list recordings, or print one recording's timeline",
 		ArgsUsage: "[NAME]",
 		Flags: []cli.Flag{
-			storeFlag(),
+			storeFlag(storeReadUsage),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line per event (per recording without NAME)"},
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "print a recording being recorded as it grows, until it ends"},
 			&cli.BoolFlag{Name: "html", Usage: "write the recording as one self-contained HTML page"},

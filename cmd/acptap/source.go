@@ -12,7 +12,7 @@ import (
 	"github.com/acptap/acptap/store"
 )
 
-// source is the store that show, replay and calibrate read: a store file,
+// source is the store that show, replay, calibrate and diff read: a store file,
 // or a directory of exported recordings (acptap export), loaded into a
 // temporary store that is removed when the command ends, by signal too.
 type source struct {
