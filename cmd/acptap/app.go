@@ -16,7 +16,7 @@ import (
 	"github.com/acptap/acptap/store"
 )
 
-// Exit codes of acptap, a contract (README, "Exit codes").
+// Exit codes of acptap, a contract (docs/exit-codes.md).
 const (
 	ExitOK       = 0 // success; replays equal
 	ExitDiverged = 1 // a replay diverged

@@ -342,7 +342,7 @@ func writeRules(w io.Writer, rules []normalize.Rule) {
 }
 
 // eventJSON is one line of `show --json NAME`: the fields are a contract
-// (README, "Inspecting recordings"), kept as they are.
+// (docs/inspecting.md), kept as they are.
 type eventJSONLine struct {
 	Seq       uint64          `json:"seq"`
 	TMs       int64           `json:"t_ms"`

@@ -15,7 +15,7 @@ import (
 )
 
 // llmEventJSON is one LLM exchange in `show --json NAME`: the fields are a
-// contract (README, "Inspecting recordings"), kept as they are.
+// contract (docs/inspecting.md), kept as they are.
 type llmEventJSON struct {
 	Seq             uint64        `json:"seq"`
 	TMs             int64         `json:"t_ms"`

@@ -395,7 +395,7 @@ func showDigest(t *testing.T, db, name string) string {
 }
 
 // summarizeLosses logs the loss window over the trials, for
-// scripts/sigkill-trials and README.
+// scripts/sigkill-trials and docs/recording.md.
 func summarizeLosses(t *testing.T, trials, opened int, losses []trialLoss) {
 	frames := make([]int, 0, len(losses))
 	var windows []time.Duration
