@@ -4,7 +4,8 @@
 // collector and its caches: on 2 busy cores an SSE event's 99th
 // percentile through a tap that recorded in its own process was 1.17×
 // that of httputil.ReverseProxy in a process of its own, and 0.91× with
-// the recording moved to another process (BENCHMARKS.md). The tap process
+// the recording moved to another process (docs/benchmarks-history.md,
+// "The tap in a process of its own"). The tap process
 // forwards and keeps what it forwarded, as proxy.Tap does; the recording's
 // process masks, encodes, compresses and commits.
 package tapproc
