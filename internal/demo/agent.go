@@ -21,9 +21,12 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acptap/acptap/internal/acp"
 )
 
 // maxLine bounds a line the agent reads: the demo's are short.
@@ -91,24 +94,10 @@ type session struct {
 	cancel  context.CancelFunc // of the turn in progress; nil between turns
 }
 
-// rpcMessage is any JSON-RPC message the agent reads.
-type rpcMessage struct {
-	ID     json.RawMessage `json:"id,omitempty"`
-	Method string          `json:"method,omitempty"`
-	Params json.RawMessage `json:"params,omitempty"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  *rpcError       `json:"error,omitempty"`
-}
-
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
 // rpcResponse is the editor's answer to a request of the agent's.
 type rpcResponse struct {
 	result json.RawMessage
-	err    *rpcError
+	err    *acp.ResponseError
 }
 
 // serve reads the editor's messages until stdin ends, then waits for the
@@ -121,9 +110,9 @@ func (a *agent) serve(stdin io.Reader) {
 		if len(line) == 0 {
 			continue
 		}
-		var m rpcMessage
+		var m acp.Envelope
 		if err := json.Unmarshal(line, &m); err != nil {
-			a.send(map[string]any{"jsonrpc": "2.0", "id": nil, "error": rpcError{-32700, "parse error: " + err.Error()}})
+			a.fail(json.RawMessage("null"), acp.CodeParseError, "parse error: "+err.Error())
 			continue
 		}
 		switch {
@@ -150,7 +139,7 @@ func (a *agent) serve(stdin io.Reader) {
 
 // request answers an editor request; a prompt in a goroutine of its own,
 // so that the editor's answers to the agent's requests keep being read.
-func (a *agent) request(m rpcMessage) {
+func (a *agent) request(m acp.Envelope) {
 	switch m.Method {
 	case "initialize":
 		a.reply(m.ID, map[string]any{
@@ -164,7 +153,7 @@ func (a *agent) request(m rpcMessage) {
 			Cwd string `json:"cwd"`
 		}
 		if err := json.Unmarshal(m.Params, &p); err != nil || !filepath.IsAbs(p.Cwd) {
-			a.fail(m.ID, -32602, "session/new needs an absolute cwd")
+			a.fail(m.ID, acp.CodeInvalidParams, "session/new needs an absolute cwd")
 			return
 		}
 		s := &session{id: "sess_" + randomHex(12), cwd: p.Cwd}
@@ -181,7 +170,7 @@ func (a *agent) request(m rpcMessage) {
 			} `json:"prompt"`
 		}
 		if err := json.Unmarshal(m.Params, &p); err != nil {
-			a.fail(m.ID, -32602, "invalid session/prompt params: "+err.Error())
+			a.fail(m.ID, acp.CodeInvalidParams, "invalid session/prompt params: "+err.Error())
 			return
 		}
 		a.mu.Lock()
@@ -194,10 +183,10 @@ func (a *agent) request(m rpcMessage) {
 		a.mu.Unlock()
 		switch {
 		case s == nil:
-			a.fail(m.ID, -32602, fmt.Sprintf("no session %q", p.SessionID))
+			a.fail(m.ID, acp.CodeInvalidParams, fmt.Sprintf("no session %q", p.SessionID))
 			return
 		case busy:
-			a.fail(m.ID, -32600, "a prompt is already in progress in this session")
+			a.fail(m.ID, acp.CodeInvalidRequest, "a prompt is already in progress in this session")
 			return
 		}
 		var text []string
@@ -215,7 +204,7 @@ func (a *agent) request(m rpcMessage) {
 			a.reply(m.ID, map[string]any{"stopReason": stop})
 		})
 	default:
-		a.fail(m.ID, -32601, "method not found: "+m.Method)
+		a.fail(m.ID, acp.CodeMethodNotFound, "method not found: "+m.Method)
 	}
 }
 
@@ -369,7 +358,7 @@ func (a *agent) generateTitle(ctx context.Context, prompt string) {
 
 // update sends a session/update notification.
 func (a *agent) update(s *session, update map[string]any) {
-	a.send(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{"sessionId": s.id, "update": update}})
+	a.send(acp.EncodeNotification("session/update", map[string]any{"sessionId": s.id, "update": update}))
 }
 
 // call sends a request to the editor and waits for its answer.
@@ -380,11 +369,11 @@ func (a *agent) call(ctx context.Context, method string, params any) (json.RawMe
 	ch := make(chan rpcResponse, 1)
 	a.waiting[id] = ch
 	a.mu.Unlock()
-	a.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	a.send(acp.EncodeRequest(json.RawMessage(strconv.Itoa(id)), method, params))
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, fmt.Errorf("%s: %s (%d)", method, r.err.Message, r.err.Code)
+			return nil, fmt.Errorf("%s: %w", method, r.err)
 		}
 		return r.result, nil
 	case <-ctx.Done():
@@ -396,7 +385,7 @@ func (a *agent) call(ctx context.Context, method string, params any) (json.RawMe
 }
 
 // answered hands the editor's answer to the request that waits for it.
-func (a *agent) answered(m rpcMessage) {
+func (a *agent) answered(m acp.Envelope) {
 	var id int
 	if json.Unmarshal(m.ID, &id) != nil {
 		return
@@ -411,22 +400,21 @@ func (a *agent) answered(m rpcMessage) {
 }
 
 func (a *agent) reply(id json.RawMessage, result any) {
-	a.send(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	a.send(acp.EncodeResult(id, result))
 }
 
 func (a *agent) fail(id json.RawMessage, code int, message string) {
-	a.send(map[string]any{"jsonrpc": "2.0", "id": id, "error": rpcError{code, message}})
+	a.send(acp.EncodeError(id, &acp.ResponseError{Code: code, Message: message}))
 }
 
-// send writes one message as one line.
-func (a *agent) send(msg any) {
-	b, err := json.Marshal(msg)
+// send writes one message, encoded as one line (acp.Encode*).
+func (a *agent) send(line []byte, err error) {
 	if err != nil {
-		panic(err) // the agent's own messages always encode
+		panic(err) // the agent's own messages, of strings and maps, always encode
 	}
 	a.outMu.Lock()
 	defer a.outMu.Unlock()
-	a.out.Write(append(b, '\n'))
+	a.out.Write(line)
 }
 
 // chatMessage is one message of a Chat Completions conversation.

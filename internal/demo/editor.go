@@ -9,9 +9,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/acptap/acptap/internal/acp"
 )
 
 // EditorOptions say what session the demo editor drives.
@@ -63,7 +66,7 @@ func Drive(ctx context.Context, opts EditorOptions) ([]Turn, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", opts.Argv[0], err)
 	}
-	e := &editor{in: stdin, pending: map[int]chan rpcMessage{}}
+	e := &editor{in: stdin, pending: map[int]chan acp.Envelope{}}
 	readDone := make(chan error, 1)
 	go func() { readDone <- e.read(stdout) }()
 	turns, err := e.session(ctx, opts)
@@ -93,10 +96,10 @@ type editor struct {
 	inMu sync.Mutex // guards in: one line at a time
 	in   io.Writer
 
-	mu      sync.Mutex              // guards the fields below
-	nextID  int                     // the id of the editor's next request
-	pending map[int]chan rpcMessage // the editor's requests, by id
-	turn    *Turn                   // the turn in progress, or nil
+	mu      sync.Mutex                // guards the fields below
+	nextID  int                       // the id of the editor's next request
+	pending map[int]chan acp.Envelope // the editor's requests, by id
+	turn    *Turn                     // the turn in progress, or nil
 }
 
 // session runs initialize, session/new and the prompts.
@@ -149,10 +152,10 @@ func (e *editor) call(ctx context.Context, method string, params any) (json.RawM
 	e.mu.Lock()
 	id := e.nextID
 	e.nextID++
-	ch := make(chan rpcMessage, 1)
+	ch := make(chan acp.Envelope, 1)
 	e.pending[id] = ch
 	e.mu.Unlock()
-	if err := e.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
+	if err := e.send(acp.EncodeRequest(json.RawMessage(strconv.Itoa(id)), method, params)); err != nil {
 		return nil, fmt.Errorf("%s: %w", method, err)
 	}
 	select {
@@ -161,7 +164,7 @@ func (e *editor) call(ctx context.Context, method string, params any) (json.RawM
 			return nil, fmt.Errorf("%s: the agent's output ended before its answer", method)
 		}
 		if m.Error != nil {
-			return nil, fmt.Errorf("%s: %s (%d)", method, m.Error.Message, m.Error.Code)
+			return nil, fmt.Errorf("%s: %w", method, m.Error)
 		}
 		return m.Result, nil
 	case <-ctx.Done():
@@ -182,7 +185,7 @@ func (e *editor) read(r io.Reader) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
-		var m rpcMessage
+		var m acp.Envelope
 		if json.Unmarshal(sc.Bytes(), &m) != nil {
 			continue // not JSON-RPC: agents print junk, editors skip it
 		}
@@ -229,8 +232,11 @@ func (e *editor) update(params json.RawMessage) {
 }
 
 // answer answers a request of the agent's.
-func (e *editor) answer(m rpcMessage) {
-	reply := func(result any) { e.send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result}) }
+func (e *editor) answer(m acp.Envelope) {
+	reply := func(result any) { e.send(acp.EncodeResult(m.ID, result)) }
+	fail := func(code int, message string) {
+		e.send(acp.EncodeError(m.ID, &acp.ResponseError{Code: code, Message: message}))
+	}
 	switch m.Method {
 	case "session/request_permission":
 		var p struct {
@@ -254,23 +260,22 @@ func (e *editor) answer(m rpcMessage) {
 		json.Unmarshal(m.Params, &p)
 		b, err := os.ReadFile(p.Path)
 		if err != nil {
-			e.send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": rpcError{-32002, err.Error()}})
+			fail(acp.CodeResourceNotFound, err.Error())
 			return
 		}
 		reply(map[string]any{"content": string(b)})
 	default:
-		e.send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": rpcError{-32601, "method not found: " + m.Method}})
+		fail(acp.CodeMethodNotFound, "method not found: "+m.Method)
 	}
 }
 
-// send writes one message as one line.
-func (e *editor) send(msg any) error {
-	b, err := json.Marshal(msg)
+// send writes one message, encoded as one line (acp.Encode*).
+func (e *editor) send(line []byte, err error) error {
 	if err != nil {
 		return err
 	}
 	e.inMu.Lock()
 	defer e.inMu.Unlock()
-	_, err = e.in.Write(append(b, '\n'))
+	_, err = e.in.Write(line)
 	return err
 }
