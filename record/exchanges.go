@@ -31,7 +31,7 @@ import (
 type sequencer struct {
 	w     *store.Writer
 	clock *stamp.Clock
-	start int64 // the recording's start on the stamp clock (stamp.Now)
+	start time.Time // the recording's start, a reading of the stamp clock (stamp.FromNanos)
 	// logf receives, without the program's name, why an exchange could
 	// not be recorded.
 	logf func(format string, args ...any)
@@ -44,7 +44,7 @@ type sequencer struct {
 	waiting []uint64                // guarded by mu: counts in early whose Then is to be asked once sess is set
 }
 
-func newSequencer(w *store.Writer, clock *stamp.Clock, start int64, logf func(string, ...any)) *sequencer {
+func newSequencer(w *store.Writer, clock *stamp.Clock, start time.Time, logf func(string, ...any)) *sequencer {
 	return &sequencer{
 		w:     w,
 		clock: clock,
@@ -58,14 +58,16 @@ func newSequencer(w *store.Writer, clock *stamp.Clock, start int64, logf func(st
 	}
 }
 
-// offset is the time of st since the recording's start.
-func (q *sequencer) offset(st stamp.Stamp) time.Duration {
-	return max(time.Duration(st.Nanos()-q.start), 0)
+// offset is the time at (a stamp's, stamp.Stamp.Time) since the
+// recording's start. A line's stamp was turned into its time once, as its
+// chunk was framed (stdiotap.Line.At): it is not read again for each line.
+func (q *sequencer) offset(at time.Time) time.Duration {
+	return max(at.Sub(q.start), 0)
 }
 
 // frame numbers a framed stdio line, after the exchanges begun before it.
 func (q *sequencer) frame(l stdiotap.Line) {
-	e := frameEvent(l, q.offset(l.Stamp))
+	e := frameEvent(l, q.offset(l.At))
 	q.mu.Lock()
 	q.passLocked(l.Stamp.Exchanges(q.placed))
 	q.w.Append(e)
@@ -156,7 +158,7 @@ func (q *sequencer) exchange(st stamp.Stamp, x *exchange.Exchange, flags store.F
 		q.logf("not recording an exchange: %v", err)
 		return
 	}
-	e := store.Event{Kind: store.KindExchange, Lane: store.LaneLLM, Offset: q.offset(st), Flags: flags, Data: data}
+	e := store.Event{Kind: store.KindExchange, Lane: store.LaneLLM, Offset: q.offset(st.Time()), Flags: flags, Data: data}
 	q.mu.Lock()
 	n := st.Exchanges(q.placed)
 	if n <= q.placed {

@@ -53,9 +53,9 @@ func storedEvents(t *testing.T, st *store.Store, name string) []store.Event {
 func TestSequencer(t *testing.T) {
 	st, w := newTestWriter(t, "seq")
 	clock := stamp.NewClock()
-	q := newSequencer(w, clock, stamp.Now(), t.Errorf)
+	q := newSequencer(w, clock, stamp.FromNanos(stamp.Now()), t.Errorf)
 	frame := func(s stamp.Stamp, text string) stdiotap.Line {
-		return stdiotap.Line{Stream: stdiotap.Stdout, Stamp: s, Data: []byte(text)}
+		return stdiotap.Line{Stream: stdiotap.Stdout, Stamp: s, At: s.Time(), Data: []byte(text)}
 	}
 	request := exchange.Exchange{Route: exchange.RouteBaseURL, Method: http.MethodPost, URL: "http://llm.test/v1/responses"}
 	ended := func(body string) *exchange.Exchange {
@@ -138,7 +138,7 @@ func TestSequencerTap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := newSequencer(w, stamp.NewClock(), stamp.Now(), t.Errorf)
+	q := newSequencer(w, stamp.NewClock(), stamp.FromNanos(stamp.Now()), t.Errorf)
 	tap, err := proxy.New(proxy.Config{CA: ca, Recorder: q, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)

@@ -299,13 +299,12 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	// Offsets count from just before the HTTP tap and the agent start; the
 	// callbacks below may run before Start returns. Every event is
 	// stamped from one clock, which a tap process shares.
-	startNanos := stamp.Now()
-	start := stamp.FromNanos(startNanos)
+	start := stamp.FromNanos(stamp.Now())
 	clock, shared, err := p.clock()
 	if err != nil {
 		return nil, abandon(w, err)
 	}
-	seqr := newSequencer(w, clock, startNanos, opts.Logf)
+	seqr := newSequencer(w, clock, start, opts.Logf)
 	tapCfg := p.tap
 	tapCfg.Recorder = seqr
 	tapCfg.Redact = p.secrets.Exchange
