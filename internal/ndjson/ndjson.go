@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/acptap/acptap/internal/readbuf"
 )
 
 // A Line is one line of a stream.
@@ -22,26 +24,17 @@ type Line struct {
 	Err error
 }
 
-// minRead is the least buffer space a Reader offers to a Read call.
-const minRead = 4096
-
-// maxEmptyReads is how many successive empty reads Reader tolerates before
-// failing with io.ErrNoProgress, as bufio does.
-const maxEmptyReads = 100
-
 // A Reader reads the lines of an NDJSON stream. A line ends with "\n"; a
 // "\r" before it is JSON whitespace and so tolerated, and a last line
 // without "\n" is still a line. Lines that are not JSON are reported in
 // Line.Err rather than ending the stream, since streams in the wild carry
 // such junk.
 type Reader struct {
-	rd    io.Reader
-	buf   []byte
-	start int // buf[start:w] is read but not yet returned
-	w     int
-	scan  int // buf[start:scan] is known to hold no '\n'
-	err   error
-	n     int // lines returned so far
+	rd   io.Reader
+	b    readbuf.Buffer // b.Unread() is read but not yet returned
+	scan int            // b.Bytes[b.Start:scan] is known to hold no '\n'
+	err  error
+	n    int // lines returned so far
 }
 
 // NewReader returns a Reader reading from r.
@@ -54,13 +47,13 @@ func NewReader(r io.Reader) *Reader {
 // are returned.
 func (r *Reader) Next() (Line, error) {
 	for {
-		if i := bytes.IndexByte(r.buf[r.scan:r.w], '\n'); i >= 0 {
+		if i := bytes.IndexByte(r.b.Bytes[r.scan:r.b.End], '\n'); i >= 0 {
 			return r.line(r.scan + i + 1), nil
 		}
-		r.scan = r.w
+		r.scan = r.b.End
 		if r.err != nil {
-			if r.start < r.w {
-				return r.line(r.w), nil
+			if r.b.Start < r.b.End {
+				return r.line(r.b.End), nil
 			}
 			return Line{}, r.err
 		}
@@ -68,10 +61,10 @@ func (r *Reader) Next() (Line, error) {
 	}
 }
 
-// line returns buf[start:end] as the next line.
+// line returns b.Bytes[b.Start:end] as the next line.
 func (r *Reader) line(end int) Line {
-	raw := bytes.Clone(r.buf[r.start:end])
-	r.start, r.scan = end, end
+	raw := bytes.Clone(r.b.Bytes[r.b.Start:end])
+	r.b.Start, r.scan = end, end
 	r.n++
 	l := Line{Raw: raw}
 	v := trimSpace(raw)
@@ -91,34 +84,9 @@ func (r *Reader) line(end int) Line {
 
 // fill reads once more from the underlying reader.
 func (r *Reader) fill() {
-	if len(r.buf)-r.w < minRead {
-		if r.start > 0 {
-			n := copy(r.buf, r.buf[r.start:r.w])
-			r.scan -= r.start
-			r.w, r.start = n, 0
-		}
-		if len(r.buf)-r.w < minRead {
-			buf := make([]byte, max(2*len(r.buf), r.w+minRead))
-			copy(buf, r.buf[:r.w])
-			r.buf = buf
-		}
-	}
-	for range maxEmptyReads {
-		n, err := r.rd.Read(r.buf[r.w:])
-		if n < 0 || n > len(r.buf)-r.w {
-			// A broken io.Reader; bufio panics in this case too.
-			panic("ndjson: reader returned an invalid count")
-		}
-		r.w += n
-		if err != nil {
-			r.err = err
-			return
-		}
-		if n > 0 {
-			return
-		}
-	}
-	r.err = io.ErrNoProgress
+	moved, _, err := r.b.Fill(r.rd)
+	r.scan -= moved
+	r.err = err
 }
 
 // trimSpace trims JSON whitespace, which is narrower than Unicode's.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/acptap/acptap/internal/readbuf"
 	"github.com/acptap/acptap/internal/testkit"
 )
 
@@ -91,7 +92,7 @@ func TestReaderError(t *testing.T) {
 }
 
 func TestLongLine(t *testing.T) {
-	v := `"` + strings.Repeat("x", 5*minRead) + `"`
+	v := `"` + strings.Repeat("x", 5*readbuf.MinRead) + `"`
 	lines := readAll(t, strings.NewReader(v+"\n"+v))
 	if len(lines) != 2 || string(lines[0].Value) != v || string(lines[1].Value) != v {
 		t.Fatalf("got %d lines, want two long values", len(lines))

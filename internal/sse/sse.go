@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/acptap/acptap/internal/readbuf"
 )
 
 // An Event is one event dispatched from an event stream.
@@ -31,24 +33,15 @@ type Event struct {
 	Raw []byte
 }
 
-// minRead is the least buffer space a Reader offers to a Read call.
-const minRead = 4096
-
-// maxEmptyReads is how many successive empty reads Reader tolerates before
-// failing with io.ErrNoProgress, as bufio does.
-const maxEmptyReads = 100
-
 // A Reader reads events from an event stream.
 type Reader struct {
 	rd      io.Reader
 	sc      Scanner
-	buf     []byte
-	start   int   // buf[start:w] has been read but returned in no event
-	w       int   // end of the bytes read into buf
-	ends    []int // ends in buf of events found but not yet returned
-	next    int   // ends[next] is the next event to return
-	err     error // the error that ended reading, returned after all events
-	started bool  // an event has been returned, so a BOM is behind us
+	b       readbuf.Buffer // b.Unread() has been read but returned in no event
+	ends    []int          // ends in b.Bytes of events found but not yet returned
+	next    int            // ends[next] is the next event to return
+	err     error          // the error that ended reading, returned after all events
+	started bool           // an event has been returned, so a BOM is behind us
 	lastID  string
 	data    []byte // scratch for joining data fields
 }
@@ -72,7 +65,7 @@ func (r *Reader) Next() (Event, error) {
 			if !r.sc.Flush() {
 				return Event{}, r.err
 			}
-			r.ends = append(r.ends[:0], r.w)
+			r.ends = append(r.ends[:0], r.b.End)
 			r.next = 0
 			break
 		}
@@ -80,8 +73,8 @@ func (r *Reader) Next() (Event, error) {
 	}
 	end := r.ends[r.next]
 	r.next++
-	ev := r.parse(r.buf[r.start:end])
-	r.start = end
+	ev := r.parse(r.b.Bytes[r.b.Start:end])
+	r.b.Start = end
 	return ev, nil
 }
 
@@ -90,44 +83,20 @@ func (r *Reader) Next() (Event, error) {
 // trailing blocks without data and its incomplete last block. The slice is
 // valid until the next call to Next.
 func (r *Reader) Rest() []byte {
-	return r.buf[r.start:r.w]
+	return r.b.Unread()
 }
 
 // fill reads once from the underlying reader and scans what it got. It is
 // called only when every event found has been returned.
 func (r *Reader) fill() {
-	if len(r.buf)-r.w < minRead {
-		if r.start > 0 {
-			r.w = copy(r.buf, r.buf[r.start:r.w])
-			r.start = 0
-		}
-		if len(r.buf)-r.w < minRead {
-			buf := make([]byte, max(2*len(r.buf), r.w+minRead))
-			copy(buf, r.buf[:r.w])
-			r.buf = buf
-		}
+	_, n, err := r.b.Fill(r.rd)
+	from := r.b.End - n
+	r.ends = r.sc.appendEnds(r.ends[:0], r.b.Bytes[from:r.b.End])
+	r.next = 0
+	for i := range r.ends {
+		r.ends[i] += from
 	}
-	for range maxEmptyReads {
-		n, err := r.rd.Read(r.buf[r.w:])
-		if n < 0 || n > len(r.buf)-r.w {
-			// A broken io.Reader; bufio panics in this case too.
-			panic("sse: reader returned an invalid count")
-		}
-		r.ends = r.sc.appendEnds(r.ends[:0], r.buf[r.w:r.w+n])
-		r.next = 0
-		for i := range r.ends {
-			r.ends[i] += r.w
-		}
-		r.w += n
-		if err != nil {
-			r.err = err
-			return
-		}
-		if n > 0 {
-			return
-		}
-	}
-	r.err = io.ErrNoProgress
+	r.err = err
 }
 
 // parse interprets the lines of raw, the bytes of one event as the Scanner

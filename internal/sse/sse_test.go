@@ -10,6 +10,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/acptap/acptap/internal/readbuf"
 	"github.com/acptap/acptap/internal/testkit"
 )
 
@@ -398,7 +399,7 @@ type emptyReader struct{}
 func (emptyReader) Read([]byte) (int, error) { return 0, nil }
 
 func TestLargeEvent(t *testing.T) {
-	data := strings.Repeat("x", 3*minRead+17)
+	data := strings.Repeat("x", 3*readbuf.MinRead+17)
 	in := "data: " + data + "\n\ndata: y\n\n"
 	evs, _ := readAll(t, strings.NewReader(in))
 	if len(evs) != 2 || evs[0].Data != data || evs[1].Data != "y" {
