@@ -239,28 +239,18 @@ func paramsSummary(params json.RawMessage) string {
 
 // resultSummary picks the telling detail of a response.
 func resultSummary(result json.RawMessage) string {
-	var r struct {
-		SessionID  string `json:"sessionId"`
-		StopReason string `json:"stopReason"`
-		TerminalID string `json:"terminalId"`
-		Outcome    struct {
-			Outcome  string `json:"outcome"`
-			OptionID string `json:"optionId"`
-		} `json:"outcome"`
-		Content *string `json:"content"`
-	}
-	if json.Unmarshal(result, &r) != nil {
-		return ""
-	}
+	r, ok := acp.ParseResultDetails(result)
 	switch {
+	case !ok:
+		return ""
 	case r.SessionID != "":
 		return "sessionId " + r.SessionID
 	case r.StopReason != "":
 		return "stopReason " + r.StopReason
 	case r.TerminalID != "":
 		return "terminalId " + r.TerminalID
-	case r.Outcome.Outcome != "":
-		return strings.TrimSpace(r.Outcome.Outcome + " " + r.Outcome.OptionID)
+	case r.Outcome != "":
+		return strings.TrimSpace(r.Outcome + " " + r.OptionID)
 	case r.Content != nil:
 		return oneLine(*r.Content, 160)
 	}

@@ -463,24 +463,16 @@ func paramsHint(m acp.Message) string {
 }
 
 func resultHint(result json.RawMessage) string {
-	var r struct {
-		SessionID  string `json:"sessionId"`
-		StopReason string `json:"stopReason"`
-		Outcome    struct {
-			Outcome  string `json:"outcome"`
-			OptionID string `json:"optionId"`
-		} `json:"outcome"`
-	}
-	if json.Unmarshal(result, &r) != nil {
-		return ""
-	}
+	r, ok := acp.ParseResultDetails(result)
 	switch {
+	case !ok:
+		return ""
 	case r.SessionID != "":
 		return " sessionId=" + r.SessionID
 	case r.StopReason != "":
 		return " stopReason=" + r.StopReason
-	case r.Outcome.Outcome != "":
-		return " " + strings.TrimSpace(r.Outcome.Outcome+" "+r.Outcome.OptionID)
+	case r.Outcome != "":
+		return " " + strings.TrimSpace(r.Outcome+" "+r.OptionID)
 	}
 	return ""
 }

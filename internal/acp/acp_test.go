@@ -253,3 +253,28 @@ func TestStateUpdate(t *testing.T) {
 		}
 	}
 }
+
+func TestParseResultDetails(t *testing.T) {
+	text := "hello"
+	for _, tc := range []struct {
+		result string
+		want   ResultDetails
+		ok     bool
+	}{
+		{`{"sessionId":"s1"}`, ResultDetails{SessionID: "s1"}, true},
+		{`{"stopReason":"end_turn","_meta":{}}`, ResultDetails{StopReason: "end_turn"}, true},
+		{`{"terminalId":"t7"}`, ResultDetails{TerminalID: "t7"}, true},
+		{`{"outcome":{"outcome":"selected","optionId":"allow"}}`, ResultDetails{Outcome: "selected", OptionID: "allow"}, true},
+		{`{"content":"hello"}`, ResultDetails{Content: &text}, true},
+		{`{"sessionId":"s2","content":[{"type":"text"}]}`, ResultDetails{SessionID: "s2"}, true},
+		{`null`, ResultDetails{}, true},
+		{`[1]`, ResultDetails{}, false},
+	} {
+		got, ok := ParseResultDetails(json.RawMessage(tc.result))
+		if ok != tc.ok || got.SessionID != tc.want.SessionID || got.StopReason != tc.want.StopReason ||
+			got.TerminalID != tc.want.TerminalID || got.Outcome != tc.want.Outcome || got.OptionID != tc.want.OptionID ||
+			(got.Content == nil) != (tc.want.Content == nil) || (got.Content != nil && *got.Content != *tc.want.Content) {
+			t.Errorf("ParseResultDetails(%s) = %+v, %v; want %+v, %v", tc.result, got, ok, tc.want, tc.ok)
+		}
+	}
+}

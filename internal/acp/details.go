@@ -51,3 +51,47 @@ func ParamsDetails(params json.RawMessage) (d Details, ok bool) {
 	}
 	return d, true
 }
+
+// ResultDetails are the parts of a response's result that one-line
+// summaries of it show.
+type ResultDetails struct {
+	SessionID  string // result.sessionId (session/new)
+	StopReason string // result.stopReason (session/prompt)
+	TerminalID string // result.terminalId (terminal/create)
+	// Outcome and OptionID are result.outcome's (session/request_permission).
+	Outcome, OptionID string
+	// Content is result.content when it is a string (fs/read_text_file).
+	Content *string
+}
+
+// ParseResultDetails reads the ResultDetails of result; ok is false when
+// result is not an object.
+func ParseResultDetails(result json.RawMessage) (d ResultDetails, ok bool) {
+	var r struct {
+		SessionID  string `json:"sessionId"`
+		StopReason string `json:"stopReason"`
+		TerminalID string `json:"terminalId"`
+		Outcome    struct {
+			Outcome  string `json:"outcome"`
+			OptionID string `json:"optionId"`
+		} `json:"outcome"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return ResultDetails{}, false
+	}
+	var content *string
+	// A content that is not a string (an MCP tool result's blocks, say)
+	// is left out rather than making the rest unreadable.
+	if json.Unmarshal(r.Content, &content) != nil {
+		content = nil
+	}
+	return ResultDetails{
+		SessionID:  r.SessionID,
+		StopReason: r.StopReason,
+		TerminalID: r.TerminalID,
+		Outcome:    r.Outcome.Outcome,
+		OptionID:   r.Outcome.OptionID,
+		Content:    content,
+	}, true
+}
