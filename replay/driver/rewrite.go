@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/acptap/acptap/internal/jsonscan"
 )
 
 // envelopeMembers are the top-level members of a JSON-RPC message whose
@@ -17,9 +19,24 @@ var envelopeMembers = map[string]bool{"jsonrpc": true, "id": true, "method": tru
 // string fn leaves unchanged keeps its original spelling. When nothing
 // changes, or line is not valid JSON, line itself is returned.
 func rewriteMessage(line []byte, fn func(string) string, id json.RawMessage) []byte {
-	rw := rewriter{in: line, fn: fn, id: id}
-	if !rw.value(0, true) || rw.skipSpace() != len(line) {
+	if !jsonscan.Valid(line) {
 		return line
+	}
+	rw := rewriter{in: line, fn: fn}
+	top := bytes.Trim(line, " \t\r\n")
+	if len(top) > 0 && top[0] == '{' {
+		jsonscan.Members(top, func(key, value []byte) bool {
+			name, _ := decodeString(key)
+			switch {
+			case !envelopeMembers[name]:
+				rw.strings(value)
+			case name == "id" && id != nil:
+				rw.replace(value, id)
+			}
+			return true
+		})
+	} else {
+		rw.strings(top)
 	}
 	if rw.out == nil {
 		return line
@@ -27,166 +44,57 @@ func rewriteMessage(line []byte, fn func(string) string, id json.RawMessage) []b
 	return append(rw.out, line[rw.copied:]...)
 }
 
-// rewriter walks one JSON text. It assumes nothing about its input:
-// malformed text makes value report false.
+// rewriter builds the rewritten copy of one valid JSON text from the
+// parts of it that change, found with jsonscan.
 type rewriter struct {
 	in     []byte
-	pos    int
 	fn     func(string) string // nil: strings are left alone
-	id     json.RawMessage     // replaces the top-level "id" value if not nil
 	out    []byte              // nil until the first change
 	copied int                 // in[:copied] is accounted for in out
 }
 
-// replace records that in[start:end] becomes repl.
-func (r *rewriter) replace(start, end int, repl []byte) {
+// replace records that part, a slice of r.in found after every part
+// replaced so far, becomes repl.
+func (r *rewriter) replace(part, repl []byte) {
+	// part shares r.in's array, so the capacity it lacks is its offset.
+	start := cap(r.in) - cap(part)
 	r.out = append(r.out, r.in[r.copied:start]...)
 	r.out = append(r.out, repl...)
-	r.copied = end
+	r.copied = start + len(part)
 }
 
-func (r *rewriter) skipSpace() int {
-	for r.pos < len(r.in) {
-		switch r.in[r.pos] {
-		case ' ', '\t', '\n', '\r':
-			r.pos++
-		default:
-			return r.pos
-		}
+// strings applies fn to every string value in v, a valid JSON value
+// within r.in.
+func (r *rewriter) strings(v []byte) {
+	if r.fn == nil {
+		return
 	}
-	return r.pos
-}
-
-// value walks one value at r.pos. depth is 0 for the whole text; rewrite
-// says whether its strings are to be passed to fn.
-func (r *rewriter) value(depth int, rewrite bool) bool {
-	if depth > maxDepth || r.skipSpace() == len(r.in) {
-		return false
-	}
-	switch r.in[r.pos] {
+	switch v[0] {
 	case '{':
-		return r.object(depth, rewrite)
+		jsonscan.Members(v, func(_, value []byte) bool { r.strings(value); return true })
 	case '[':
-		r.pos++
-		if r.skipSpace() < len(r.in) && r.in[r.pos] == ']' {
-			r.pos++
-			return true
-		}
-		for {
-			if !r.value(depth+1, rewrite) {
-				return false
-			}
-			if r.skipSpace() == len(r.in) {
-				return false
-			}
-			switch r.in[r.pos] {
-			case ',':
-				r.pos++
-			case ']':
-				r.pos++
-				return true
-			default:
-				return false
-			}
-		}
+		jsonscan.Elements(v, func(elem []byte) bool { r.strings(elem); return true })
 	case '"':
-		start := r.pos
-		s, ok := r.str()
+		s, ok := decodeString(v)
 		if !ok {
-			return false
+			return
 		}
-		if rewrite && r.fn != nil {
-			if t := r.fn(s); t != s {
-				r.replace(start, r.pos, encodeString(t))
-			}
-		}
-		return true
-	default:
-		return r.literal()
-	}
-}
-
-// maxDepth bounds nesting, as encoding/json does.
-const maxDepth = 10000
-
-func (r *rewriter) object(depth int, rewrite bool) bool {
-	r.pos++ // '{'
-	if r.skipSpace() < len(r.in) && r.in[r.pos] == '}' {
-		r.pos++
-		return true
-	}
-	for {
-		if r.skipSpace() == len(r.in) || r.in[r.pos] != '"' {
-			return false
-		}
-		key, ok := r.str()
-		if !ok || r.skipSpace() == len(r.in) || r.in[r.pos] != ':' {
-			return false
-		}
-		r.pos++
-		envelope := depth == 0 && envelopeMembers[key]
-		if envelope && key == "id" && r.id != nil {
-			start := r.skipSpace()
-			if !r.value(depth+1, false) {
-				return false
-			}
-			r.replace(start, r.pos, r.id)
-		} else if !r.value(depth+1, rewrite && !envelope) {
-			return false
-		}
-		if r.skipSpace() == len(r.in) {
-			return false
-		}
-		switch r.in[r.pos] {
-		case ',':
-			r.pos++
-		case '}':
-			r.pos++
-			return true
-		default:
-			return false
+		if t := r.fn(s); t != s {
+			r.replace(v, encodeString(t))
 		}
 	}
 }
 
-// str reads the string at r.pos and returns its value.
-func (r *rewriter) str() (string, bool) {
-	start := r.pos
-	escaped := false
-	for i := start + 1; i < len(r.in); i++ {
-		switch c := r.in[i]; {
-		case c == '\\':
-			escaped = true
-			i++
-		case c == '"':
-			r.pos = i + 1
-			tok := r.in[start:r.pos]
-			if body := tok[1 : len(tok)-1]; !escaped && utf8.Valid(body) {
-				return string(body), true
-			}
-			var s string
-			if json.Unmarshal(tok, &s) != nil {
-				return "", false
-			}
-			return s, true
-		case c < 0x20:
-			return "", false
-		}
+// decodeString returns the value of the JSON string tok, quotes included.
+func decodeString(tok []byte) (string, bool) {
+	if body := tok[1 : len(tok)-1]; bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+		return string(body), true
 	}
-	return "", false
-}
-
-// literal reads a number, true, false or null.
-func (r *rewriter) literal() bool {
-	start := r.pos
-	for r.pos < len(r.in) {
-		switch r.in[r.pos] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return json.Valid(r.in[start:r.pos])
-		}
-		r.pos++
+	var s string
+	if json.Unmarshal(tok, &s) != nil {
+		return "", false
 	}
-	return json.Valid(r.in[start:r.pos])
+	return s, true
 }
 
 // encodeString returns s as a JSON string, with "<", ">" and "&" as they
