@@ -51,6 +51,51 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //
 // SIGINT and SIGTERM stop the session as the timeout does.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c, code := parseCommandLine(args, stdin, stderr)
+	if c == nil {
+		return code
+	}
+	ctx, stop := signalContext(c.timeout)
+	defer stop()
+	tr, err := Run(ctx, c.opts)
+	for _, t := range tr.Turns {
+		if t.StopReason != "" {
+			fmt.Fprintln(stdout, t.Text)
+		}
+	}
+	switch tr.Signal {
+	case "SIGTERM":
+		fmt.Fprintf(stderr, "testeditor: the agent did not exit within %v of its stdin closing; sent SIGTERM\n", c.opts.ExitWait)
+	case "SIGKILL":
+		fmt.Fprintf(stderr, "testeditor: the agent did not exit within %v of its stdin closing, nor of SIGTERM; sent SIGKILL\n", c.opts.ExitWait)
+	}
+	if tr.ExitCode >= 0 {
+		fmt.Fprintf(stderr, "agent exit: %d\n", tr.ExitCode)
+	}
+	if c.transcript != "" {
+		if werr := writeTranscript(c.transcript, tr); werr != nil {
+			fmt.Fprintf(stderr, "testeditor: %v\n", werr)
+			return 1
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "testeditor: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// commandLine is what Main's flags ask for.
+type commandLine struct {
+	opts       Options
+	timeout    time.Duration
+	transcript string
+}
+
+// parseCommandLine reads Main's flags, and a prompt from stdin when one is
+// "-". A nil commandLine comes with the exit status to return: 0 for
+// --help, 2 for a usage error (said on stderr), 1 for a failed read.
+func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*commandLine, int) {
 	fs := flag.NewFlagSet("testeditor", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -72,17 +117,17 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	authenticate := fs.String("authenticate", "", "send an authenticate request with `JSON` as its params after initialize")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return nil, 0
 		}
-		return 2
+		return nil, 2
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "testeditor: no agent command; usage: testeditor [flags] -- AGENT [ARGS...]")
-		return 2
+		return nil, 2
 	}
 	if *cancelAfter < 0 || *cancelAfterText < 0 || *timeout < 0 || *exitWait < 0 || *termWait < 0 {
 		fmt.Fprintln(stderr, "testeditor: --cancel-after, --cancel-after-text, --timeout, --exit-wait and --term-wait must not be negative")
-		return 2
+		return nil, 2
 	}
 	var rawJSON [2]json.RawMessage
 	for i, v := range []struct{ flag, value string }{{"--initialize-meta", *initMeta}, {"--authenticate", *authenticate}} {
@@ -91,10 +136,37 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		if !json.Valid([]byte(v.value)) {
 			fmt.Fprintf(stderr, "testeditor: %s %q: not JSON\n", v.flag, v.value)
-			return 2
+			return nil, 2
 		}
 		rawJSON[i] = json.RawMessage(v.value)
 	}
+	if code := promptFromStdin(prompts, stdin, stderr); code != 0 {
+		return nil, code
+	}
+	return &commandLine{
+		opts: Options{
+			Argv:            fs.Args(),
+			Stderr:          stderr,
+			Cwd:             *cwd,
+			Prompts:         prompts,
+			Reject:          *reject,
+			CancelAfter:     *cancelAfter,
+			CancelAfterText: *cancelAfterText,
+			StringIDs:       *stringIDs,
+			ExitWait:        *exitWait,
+			TermWait:        *termWait,
+			InitializeMeta:  rawJSON[0],
+			Authenticate:    rawJSON[1],
+		},
+		timeout:    *timeout,
+		transcript: *transcript,
+	}, 0
+}
+
+// promptFromStdin replaces the prompt "-" with what stdin holds, its last
+// newline cut. It returns 2 if "-" is given twice and 1 if stdin fails,
+// having said so on stderr.
+func promptFromStdin(prompts []string, stdin io.Reader, stderr io.Writer) int {
 	fromStdin := false
 	for i, p := range prompts {
 		if p != "-" {
@@ -112,17 +184,21 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		prompts[i] = strings.TrimSuffix(string(b), "\n")
 	}
+	return 0
+}
 
+// signalContext returns a context that ends after timeout (never when 0),
+// or at SIGINT or SIGTERM, with the reason as its cause.
+func signalContext(timeout time.Duration) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	if *timeout > 0 {
+	stopTimer := func() {}
+	if timeout > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, *timeout, fmt.Errorf("--timeout %v expired", *timeout))
-		defer stop()
+		ctx, stop = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("--timeout %v expired", timeout))
+		stopTimer = func() { stop() }
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	go func() {
 		select {
 		case sig := <-sigs:
@@ -130,46 +206,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
-
-	tr, err := Run(ctx, Options{
-		Argv:            fs.Args(),
-		Stderr:          stderr,
-		Cwd:             *cwd,
-		Prompts:         prompts,
-		Reject:          *reject,
-		CancelAfter:     *cancelAfter,
-		CancelAfterText: *cancelAfterText,
-		StringIDs:       *stringIDs,
-		ExitWait:        *exitWait,
-		TermWait:        *termWait,
-		InitializeMeta:  rawJSON[0],
-		Authenticate:    rawJSON[1],
-	})
-	for _, t := range tr.Turns {
-		if t.StopReason != "" {
-			fmt.Fprintln(stdout, t.Text)
-		}
+	return ctx, func() {
+		signal.Stop(sigs)
+		stopTimer()
+		cancel(nil)
 	}
-	switch tr.Signal {
-	case "SIGTERM":
-		fmt.Fprintf(stderr, "testeditor: the agent did not exit within %v of its stdin closing; sent SIGTERM\n", *exitWait)
-	case "SIGKILL":
-		fmt.Fprintf(stderr, "testeditor: the agent did not exit within %v of its stdin closing, nor of SIGTERM; sent SIGKILL\n", *exitWait)
-	}
-	if tr.ExitCode >= 0 {
-		fmt.Fprintf(stderr, "agent exit: %d\n", tr.ExitCode)
-	}
-	if *transcript != "" {
-		if werr := writeTranscript(*transcript, tr); werr != nil {
-			fmt.Fprintf(stderr, "testeditor: %v\n", werr)
-			return 1
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "testeditor: %v\n", err)
-		return 1
-	}
-	return 0
 }
 
 func writeTranscript(path string, tr *Transcript) error {
