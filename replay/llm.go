@@ -10,7 +10,6 @@ import (
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/redact"
-	"github.com/acptap/acptap/internal/wire"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay/llmserver"
@@ -51,7 +50,7 @@ func (n normalizers) new() *normalize.Normalizer { return normalize.New(n.opts) 
 
 // compareRequests is an llmserver.Options.Compare: the first difference of
 // the two requests, normalized, and the number of the others.
-func (n normalizers) compareRequests(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+func (n normalizers) compareRequests(_ int, recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 	return drift(n.requests(recorded, live))
 }
 
@@ -127,7 +126,7 @@ type llmSide struct {
 // each request with its recorded twin (see llmserver.Options.Compare);
 // httpKey, if not nil, keys the http exchanges (llmserver.Options.HTTPKey).
 // The caller closes it.
-func startLLM(rec *recording, argv, env []string, opts *Options, compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool), httpKey func(method, rawURL string) string) (*llmSide, error) {
+func startLLM(rec *recording, argv, env []string, opts *Options, compare func(number int, recorded, live *exchange.Exchange) (llmserver.Drift, bool), httpKey func(method, rawURL string) string) (*llmSide, error) {
 	secret := proxy.NewSecret()
 	// The agent's variables that look secret are replay's dummies, which
 	// the recording has masked by name as it masked the real keys: the
@@ -136,13 +135,8 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(re
 	if compare != nil {
 		compare = maskingSecret(compare, secrets)
 	}
-	var load func(seq uint64) (*exchange.Exchange, error)
-	if rec.llm != nil {
-		load = rec.llm.load
-	}
 	server, err := llmserver.New(llmserver.Options{
-		Exchanges: rec.exchanges,
-		Load:      load,
+		Exchanges: rec.recorded(),
 		Speed:     opts.Speed,
 		Faults:    opts.Faults,
 		Compare:   compare,
@@ -184,14 +178,14 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(re
 // (redact.TapSecret) and the agent's secret variables: a request that
 // echoes the agent's proxy or base URL, or a key, compares as the recorded
 // one, and a difference reported does not show the secret.
-func maskingSecret(compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool), mask *redact.Redactor) func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
-	return func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+func maskingSecret(compare func(number int, recorded, live *exchange.Exchange) (llmserver.Drift, bool), mask *redact.Redactor) func(number int, recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+	return func(number int, recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 		// Exchange replaces the fields it masks, but for the chunks'
 		// data, in place: live is not changed.
 		masked := *live
 		masked.Chunks = slices.Clone(live.Chunks)
 		mask.Exchange(&masked)
-		return compare(recorded, &masked)
+		return compare(number, recorded, &masked)
 	}
 }
 
@@ -252,60 +246,20 @@ type RequestPair struct {
 type requestLog struct {
 	norms normalizers
 	drift bool // report drift to the server
-	loads bool // number is filled by loading
 
-	mu sync.Mutex // guards the fields below
-	// number has the Numbers of the recorded exchanges that compare may
-	// be given: of a recording made up by a test, all of them; else those
-	// loaded for a request (see watch) and not yet compared.
-	number map[*exchange.Exchange]int
-	kept   []RequestPair
+	mu   sync.Mutex // guards kept
+	kept []RequestPair
 }
 
-func newRequestLog(rec *recording, norms normalizers, drift bool) *requestLog {
-	l := &requestLog{norms: norms, drift: drift, loads: rec.llm != nil, number: map[*exchange.Exchange]int{}}
-	if !l.loads {
-		for _, x := range rec.exchanges {
-			l.number[x.Exchange] = x.Number
-		}
-	}
-	return l
-}
-
-// watch has l note the Number of each LLM exchange rec loads to serve it,
-// for compare: the LLM server compares the request of each LLM exchange
-// it loads, once, with the exchange loaded for it, which compare then
-// forgets, so that l holds an exchange no longer than its request.
-func (l *requestLog) watch(rec *recording) {
-	if rec.llm == nil {
-		return
-	}
-	number := make(map[uint64]int, len(rec.exchanges))
-	for _, r := range rec.exchanges {
-		number[r.Seq] = r.Number
-	}
-	prev := rec.llm.loaded
-	rec.llm.loaded = func(seq uint64, x *exchange.Exchange) {
-		if prev != nil {
-			prev(seq, x)
-		}
-		if wire.ClassOfExchange(x) == wire.ClassLLM {
-			l.mu.Lock()
-			l.number[x] = number[seq]
-			l.mu.Unlock()
-		}
-	}
+func newRequestLog(norms normalizers, drift bool) *requestLog {
+	return &requestLog{norms: norms, drift: drift}
 }
 
 // compare is an llmserver.Options.Compare that keeps what it compares.
-func (l *requestLog) compare(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+func (l *requestLog) compare(number int, recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 	a, b := l.norms.requests(recorded, live)
 	l.mu.Lock()
-	n := l.number[recorded]
-	if l.loads {
-		delete(l.number, recorded)
-	}
-	l.kept = append(l.kept, RequestPair{Number: n, Recorded: a, Live: b})
+	l.kept = append(l.kept, RequestPair{Number: number, Recorded: a, Live: b})
 	l.mu.Unlock()
 	if !l.drift {
 		return llmserver.Drift{}, false

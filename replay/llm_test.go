@@ -53,7 +53,7 @@ func post(t *testing.T, url, body string) (int, []byte) {
 func TestStartLLMBaseURL(t *testing.T) {
 	rec, stream := chatRecording(t, false)
 	var compared atomic.Int32
-	compare := func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+	compare := func(_ int, recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 		compared.Add(1)
 		if recorded != rec.exchanges[0].Exchange || !bytes.Equal(live.RequestBody, []byte(`{"model":"gpt-5","stream":true}`)) {
 			return llmserver.Drift{Path: "$.body", Recorded: string(recorded.RequestBody), Live: string(live.RequestBody)}, true
@@ -267,17 +267,17 @@ func TestCompareRequests(t *testing.T) {
 	// place.
 	recorded := request(`{"model":"m","messages":[{"role":"system","content":"cwd: /rec/session/src, home /home/u"}]}`)
 	live := request(`{"model":"m","messages":[{"role":"system","content":"cwd: /sb/work/src, home /sb/home"}]}`)
-	if d, differ := n.compareRequests(recorded, live); differ {
+	if d, differ := n.compareRequests(1, recorded, live); differ {
 		t.Errorf("requests differing in their directories differ at %s: %v, %v", d.Path, d.Recorded, d.Live)
 	}
 	changed := request(`{"model":"m","messages":[{"role":"system","content":"cwd: /sb/work/src, home /sb/home. Answer in French."}]}`)
-	d, differ := n.compareRequests(recorded, changed)
+	d, differ := n.compareRequests(1, recorded, changed)
 	if !differ || !strings.Contains(d.Path, "messages") || !strings.Contains(d.Live.(string), "Answer in French.") || d.More != 0 {
 		t.Errorf("compareRequests of a changed prompt = %+v, %v; want the prompt, and no more", d, differ)
 	}
 	// Every other difference is counted.
 	more := request(`{"model":"n","messages":[{"role":"system","content":"cwd: /sb/work/src, home /sb/home. Answer in French."},{"role":"user","content":"hi"}]}`)
-	if d, differ := n.compareRequests(recorded, more); !differ || d.More != 2 {
+	if d, differ := n.compareRequests(1, recorded, more); !differ || d.More != 2 {
 		t.Errorf("compareRequests of a request changed in 3 places = %+v, %v; want the first and 2 more", d, differ)
 	}
 }

@@ -104,7 +104,7 @@ func load(st *store.Store, name string) (*recording, error) {
 			}
 			head := &exchange.Exchange{Route: x.Route, Method: x.Method, URL: x.URL, Status: x.Status}
 			rec.exchanges = append(rec.exchanges, llmserver.Recorded{Number: number, Seq: e.Seq, Exchange: head, Facts: llmserver.ReadRequestFacts(x)})
-			rec.llm.add(e.Seq, x.RequestBody, rest)
+			rec.llm.add(x.RequestBody, rest)
 		}
 		return nil
 	})
@@ -129,12 +129,19 @@ func (rec *recording) close() {
 	}
 }
 
+// recorded returns rec's exchanges as its LLM server takes them: the
+// heads, whose whole exchanges the spool has, or, for a recording made up
+// by a test, the whole exchanges in memory.
+func (rec *recording) recorded() llmserver.Exchanges {
+	if rec.llm == nil {
+		return llmserver.List(rec.exchanges)
+	}
+	return spooledExchanges{heads: rec.exchanges, spool: rec.llm}
+}
+
 // load returns the whole exchange of r, one of rec.exchanges.
 func (rec *recording) load(r llmserver.Recorded) (*exchange.Exchange, error) {
-	if rec.llm == nil {
-		return r.Exchange, nil
-	}
-	x, err := rec.llm.load(r.Seq)
+	x, err := rec.recorded().Load(r.Number)
 	if err != nil {
 		return nil, fmt.Errorf("llm #%d (event %d): %w", r.Number, r.Seq, err)
 	}

@@ -216,14 +216,13 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	defer sb.remove()
 
 	norms := newNormalizers(rec, sb, &opts)
-	var compare func(recorded, live *exchange.Exchange) (llmserver.Drift, bool)
+	var compare func(number int, recorded, live *exchange.Exchange) (llmserver.Drift, bool)
 	if opts.Requests != RequestsIgnore {
 		compare = norms.compareRequests
 	}
 	var kept *requestLog
 	if opts.KeepRequests {
-		kept = newRequestLog(rec, norms, opts.Requests != RequestsIgnore)
-		kept.watch(rec)
+		kept = newRequestLog(norms, opts.Requests != RequestsIgnore)
 		compare = kept.compare
 	}
 	llm, err := startLLM(rec, argv, sb.env, &opts, compare, norms.httpKey)

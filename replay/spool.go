@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/driver"
+	"github.com/acptap/acptap/replay/llmserver"
 )
 
 // A spool keeps lines in a temporary file, and in memory only where each
@@ -115,24 +115,23 @@ func (fs *frameSpool) Frame(i int) (driver.Frame, error) {
 	return driver.Frame{Dir: fs.dirs[i], Data: data}, err
 }
 
-// exchangeSpool is a recording's LLM exchanges, as a replay serves them
-// (an llmserver.Options.Load): each a line of its request body, decoded,
-// then the rest of its stored form (exchange.UnmarshalHead), so that
-// serving an exchange decodes its request body no second time.
+// exchangeSpool is a recording's LLM exchanges, as a replay serves them:
+// exchange n (numbered from 1, as llmserver numbers them) is line n-1, its
+// request body, decoded, then the rest of its stored form
+// (exchange.UnmarshalHead), so that serving an exchange decodes its
+// request body no second time.
 type exchangeSpool struct {
 	*spool
-	seqs   []uint64 // each exchange's event Seq, ascending
-	bodies []int    // the length of each exchange's request body; -1 for none (nil)
+	bodies []int // the length of each exchange's request body; -1 for none (nil)
 
 	// loaded, if not nil, is called with each exchange load returns and
-	// its Seq.
-	loaded func(seq uint64, x *exchange.Exchange)
+	// its number; tests watch the loads with it.
+	loaded func(n int, x *exchange.Exchange)
 }
 
-// add appends the exchange of event seq, with its request body and the
-// rest of its stored form.
-func (xs *exchangeSpool) add(seq uint64, body, rest []byte) {
-	xs.seqs = append(xs.seqs, seq)
+// add appends the next exchange, its request body and the rest of its
+// stored form.
+func (xs *exchangeSpool) add(body, rest []byte) {
 	n := len(body)
 	if body == nil {
 		n = -1
@@ -141,30 +140,42 @@ func (xs *exchangeSpool) add(seq uint64, body, rest []byte) {
 	xs.spool.add(body, rest)
 }
 
-// load reads back and decodes the exchange of event seq.
-func (xs *exchangeSpool) load(seq uint64) (*exchange.Exchange, error) {
-	i, ok := slices.BinarySearch(xs.seqs, seq)
-	if !ok {
-		return nil, fmt.Errorf("%w: no exchange of event %d was spooled", ErrSpool, seq)
+// load reads back and decodes exchange n.
+func (xs *exchangeSpool) load(n int) (*exchange.Exchange, error) {
+	if n < 1 || n > len(xs.bodies) {
+		return nil, fmt.Errorf("%w: no exchange %d was spooled", ErrSpool, n)
 	}
-	line, err := xs.line(i)
+	line, err := xs.line(n - 1)
 	if err != nil {
 		return nil, err
 	}
-	n := xs.bodies[i]
-	x, err := exchange.Unmarshal(line[max(n, 0):])
+	body := xs.bodies[n-1]
+	x, err := exchange.Unmarshal(line[max(body, 0):])
 	if err != nil {
 		return nil, err
 	}
 	x.RequestBody = nil
-	if n >= 0 {
-		x.RequestBody = line[:n:n]
+	if body >= 0 {
+		x.RequestBody = line[:body:body]
 	}
 	if xs.loaded != nil {
-		xs.loaded(seq, x)
+		xs.loaded(n, x)
 	}
 	return x, nil
 }
+
+// spooledExchanges are a recording's exchanges as its LLM server takes
+// them (llmserver.Exchanges): their heads in memory, the whole exchanges
+// in the spool.
+type spooledExchanges struct {
+	heads []llmserver.Recorded
+	spool *exchangeSpool
+}
+
+func (s spooledExchanges) Len() int                      { return len(s.heads) }
+func (s spooledExchanges) Head(n int) llmserver.Recorded { return s.heads[n-1] }
+
+func (s spooledExchanges) Load(n int) (*exchange.Exchange, error) { return s.spool.load(n) }
 
 // spooledLines are some lines of a spool, as the comparison reads the
 // agent's output (a normalize.Lines).

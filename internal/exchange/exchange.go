@@ -1,4 +1,18 @@
 // Package exchange defines the recorded form of one agent↔LLM HTTP exchange.
+//
+// An Exchange is the one model of an exchange from the tap to the report.
+// It takes three other forms, each for a reason: its stored JSON
+// (Marshal, Unmarshal), which recordings and exports keep and old
+// recordings still read; its head (UnmarshalHead), what replay keeps in
+// memory of each exchange so that a long session's requests are loaded one
+// at a time; and the tap process's binary encoding (proxy/tapproc), which
+// carries it across a pipe without JSON's cost on every streamed chunk.
+//
+// An exchange has one identity once recorded: its number, 1-based among a
+// recording's exchanges in recorded order, as `acptap show` prints it
+// ("llm #3") and replay's faults, request comparisons and reports name it.
+// Its event's Seq places it on the recording's timeline; the tap's id
+// names it only while it is in flight, before it has a number.
 package exchange
 
 import (

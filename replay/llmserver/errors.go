@@ -14,20 +14,19 @@ var (
 	ErrInvalidFault = errors.New("invalid fault")
 
 	// ErrInvalidOptions means New was given options it cannot serve: an
-	// exchange without its Exchange, a Number that is not positive or
-	// repeats, a fault for a Number that is not recorded, a negative
-	// Speed.
+	// exchange without its Exchange, a fault for a number that is not
+	// recorded, a negative Speed.
 	ErrInvalidOptions = errors.New("invalid replay options")
 )
 
-// errNoExchange is a LoadError's when Options.Load returns no exchange
+// errNoExchange is a LoadError's when Exchanges.Load returns no exchange
 // and no error.
 var errNoExchange = errors.New("no exchange was returned")
 
 // errBodyClosed is what a replayed body's Read returns after Close.
 var errBodyClosed = errors.New("read on a closed replay body")
 
-// A LoadError is a recorded exchange that Options.Load failed to return
+// A LoadError is a recorded exchange that Exchanges.Load failed to return
 // when a request came for it.
 type LoadError struct {
 	Number int    // the exchange's

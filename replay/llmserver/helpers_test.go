@@ -157,8 +157,8 @@ func requestBody(model, input string) []byte {
 }
 
 // recordedList numbers exchanges 1, 2, ... in order, with Seqs 10 apart.
-func recordedList(xs ...*exchange.Exchange) []llmserver.Recorded {
-	var out []llmserver.Recorded
+func recordedList(xs ...*exchange.Exchange) llmserver.List {
+	var out llmserver.List
 	for i, x := range xs {
 		out = append(out, llmserver.Recorded{Number: i + 1, Seq: uint64(10 * (i + 1)), Exchange: x})
 	}

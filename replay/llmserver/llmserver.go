@@ -87,12 +87,21 @@
 //
 // # Memory
 //
-// Given Options.Load, the Server keeps of each recorded exchange only
-// what queues it and names it in a Report, and loads the whole exchange
-// when a request is served from it, holding it while it answers and
-// compares that request: a long session's requests, each carrying the
-// conversation so far, are in memory one at a time rather than all
-// together.
+// The Server keeps of each recorded exchange only its head (Exchanges.Head:
+// what queues it and names it in a Report), and loads the whole exchange
+// (Exchanges.Load) when a request is served from it, holding it while it
+// answers and compares that request: a long session's requests, each
+// carrying the conversation so far, are in memory one at a time rather
+// than all together. List holds them all in memory, for recordings made
+// up in tests.
+//
+// # Identity
+//
+// An exchange is its number, 1-based in recorded order, from the
+// recording through the Server to the report: Options.Faults, Compare,
+// Drift, LoadError and Report name exchanges by it. The forms an exchange
+// takes here are the head the queues hold (Recorded) and the whole
+// exchange loaded to serve one request (exchange.Exchange).
 package llmserver
 
 import (
@@ -118,17 +127,47 @@ import (
 	"github.com/acptap/acptap/internal/wire"
 )
 
-// Recorded is one recorded exchange, of either class.
+// Exchanges are the recorded exchanges a Server answers from, numbered 1
+// to Len in recorded order, as `acptap show` numbers the events of its llm
+// lane ("llm #3"). The number is an exchange's one identity: faults name
+// it, Compare is given it, and the Report lists it.
+type Exchanges interface {
+	// Len returns how many exchanges there are.
+	Len() int
+	// Head returns exchange n, 1-based: enough of it to queue it and
+	// name it in a Report (see Recorded). New calls it once for each.
+	Head(n int) Recorded
+	// Load returns the whole of exchange n when a request is served from
+	// it, so that a Server holds an exchange only while it serves it and
+	// compares its request. An error fails the request's round trip with
+	// a *LoadError, which the tap answers 502, and is listed in
+	// Report.LoadErrors. It is called concurrently, and again for each
+	// request served from the same exchange.
+	Load(n int) (*exchange.Exchange, error)
+}
+
+// List is Exchanges held whole in memory: exchange n is List[n-1].
+type List []Recorded
+
+// Len returns len(l).
+func (l List) Len() int { return len(l) }
+
+// Head returns l[n-1].
+func (l List) Head(n int) Recorded { return l[n-1] }
+
+// Load returns l[n-1]'s Exchange.
+func (l List) Load(n int) (*exchange.Exchange, error) { return l[n-1].Exchange, nil }
+
+// Recorded is the head of one recorded exchange, of either class.
 type Recorded struct {
-	// Number is the exchange's 1-based ordinal among the recording's
-	// exchanges, of both classes, as `acptap show` counts the events of its
-	// llm lane: "llm #3".
+	// Number is the exchange's number in Exchanges; the Server sets it.
 	Number int
-	// Seq is the exchange's event Seq in the recording.
+	// Seq is the exchange's event Seq in the recording, which messages
+	// name beside its number.
 	Seq uint64
-	// Exchange is the exchange; the Server does not change it. With
-	// Options.Load it need only be the exchange's head: its Route, Method,
-	// URL and Status, and its RequestBody unless Facts are read.
+	// Exchange is the exchange, or only its head: its Route, Method, URL
+	// and Status, and its RequestBody unless Facts are read. The Server
+	// does not change it.
 	Exchange *exchange.Exchange
 	// Facts, if read (ReadRequestFacts), are what the Server reads of the
 	// request body, which Exchange then need not carry: a caller that
@@ -160,18 +199,8 @@ func ReadRequestFacts(x *exchange.Exchange) RequestFacts {
 // Options configures a Server. The zero value works: it answers every
 // request as unanswerable.
 type Options struct {
-	// Exchanges are the recorded exchanges, in recorded order.
-	Exchanges []Recorded
-
-	// Load, if not nil, returns the whole recorded exchange of a Seq of
-	// Exchanges when a request is served from it, so that the Server
-	// holds an exchange only while it serves it and compares its request,
-	// and Exchanges need only be heads (see Recorded). An error fails the
-	// request's round trip with a *LoadError, which the tap answers 502,
-	// and is listed in Report.LoadErrors. It is called concurrently, and
-	// again for each request served from the same exchange. If nil,
-	// Exchanges are the whole exchanges, and served from memory.
-	Load func(seq uint64) (*exchange.Exchange, error)
+	// Exchanges are the recorded exchanges. If nil, there are none.
+	Exchanges Exchanges
 
 	// Speed scales the recorded timing: 0 sends everything as fast as it
 	// can, without waiting; N > 0 waits for the recorded time to first
@@ -193,23 +222,24 @@ type Options struct {
 	HTTPKey func(method, rawURL string) string
 
 	// Compare, if not nil, compares each LLM request with its recorded twin:
-	// recorded is the recorded exchange and live the request as it came,
+	// number is the recorded exchange's, recorded the exchange (loaded for
+	// the request) and live the request as it came,
 	// with its body decoded and credentials in well-known headers and
 	// query keys masked as a recording masks them (redact.Redactor's zero
 	// value); only live's request fields are set. If they differ, it
 	// returns the first difference, its Path, Recorded, Live and More
 	// set (the Server sets Number), and true. It is called concurrently,
 	// and must not change its arguments.
-	Compare func(recorded, live *exchange.Exchange) (Drift, bool)
+	Compare func(number int, recorded, live *exchange.Exchange) (Drift, bool)
 }
 
 // A Server answers LLM requests from recorded exchanges. Its methods are
 // safe for concurrent use.
 type Server struct {
-	speed   float64
-	compare func(recorded, live *exchange.Exchange) (Drift, bool)
-	load    func(seq uint64) (*exchange.Exchange, error)
-	entries []*entry // in recorded order
+	speed     float64
+	compare   func(number int, recorded, live *exchange.Exchange) (Drift, bool)
+	exchanges Exchanges
+	entries   []*entry // in recorded order
 	httpKey func(method, rawURL string) string
 
 	hooks hooks // set by tests before the first request
@@ -253,26 +283,26 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("%w: speed %v, want 0 or more", ErrInvalidOptions, opts.Speed)
 	}
 	s := &Server{
-		speed:   opts.Speed,
-		compare: opts.Compare,
-		load:    opts.Load,
-		httpKey: opts.HTTPKey,
-		queues:  make(map[string]*queue),
-		http:    make(map[string]*queue),
+		speed:     opts.Speed,
+		compare:   opts.Compare,
+		exchanges: opts.Exchanges,
+		httpKey:   opts.HTTPKey,
+		queues:    make(map[string]*queue),
+		http:      make(map[string]*queue),
+	}
+	if s.exchanges == nil {
+		s.exchanges = List(nil)
 	}
 	if s.httpKey == nil {
 		s.httpKey = defaultHTTPKey
 	}
-	byNumber := make(map[int]*entry, len(opts.Exchanges))
-	for i, r := range opts.Exchanges {
-		switch {
-		case r.Exchange == nil:
-			return nil, fmt.Errorf("%w: exchange %d of %d (llm #%d) has no Exchange", ErrInvalidOptions, i+1, len(opts.Exchanges), r.Number)
-		case r.Number <= 0:
-			return nil, fmt.Errorf("%w: exchange %d of %d has Number %d, want 1 or more", ErrInvalidOptions, i+1, len(opts.Exchanges), r.Number)
-		case byNumber[r.Number] != nil:
-			return nil, fmt.Errorf("%w: two exchanges are llm #%d", ErrInvalidOptions, r.Number)
+	count := s.exchanges.Len()
+	for n := 1; n <= count; n++ {
+		r := s.exchanges.Head(n)
+		if r.Exchange == nil {
+			return nil, fmt.Errorf("%w: llm #%d of %d has no Exchange", ErrInvalidOptions, n, count)
 		}
+		r.Number = n
 		x := r.Exchange
 		class := wire.ClassOfExchange(x)
 		queues, key := s.queues, ""
@@ -293,14 +323,13 @@ func New(opts Options) (*Server, error) {
 		e := &entry{Recorded: r, class: class}
 		q.entries = append(q.entries, e)
 		s.entries = append(s.entries, e)
-		byNumber[r.Number] = e
 	}
 	for _, n := range slices.Sorted(maps.Keys(opts.Faults)) {
 		f := opts.Faults[n]
-		e := byNumber[n]
-		if e == nil {
+		if n < 1 || n > count {
 			return nil, fmt.Errorf("%w: fault %s for llm #%d, which is not in the recording", ErrInvalidOptions, f, n)
 		}
+		e := s.entries[n-1]
 		if err := f.validate(); err != nil {
 			return nil, fmt.Errorf("fault for llm #%d: %w", n, err)
 		}
@@ -410,14 +439,10 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	return s.answer(req, start, format, e, x, fault)
 }
 
-// exchangeOf returns the whole recorded exchange of e: e's own, or
-// Options.Load's for its Seq, which fails with a *LoadError, listed for
-// the Report.
+// exchangeOf returns the whole recorded exchange of e, as Exchanges.Load
+// gives it, which fails with a *LoadError, listed for the Report.
 func (s *Server) exchangeOf(e *entry) (*exchange.Exchange, error) {
-	if s.load == nil {
-		return e.Exchange, nil
-	}
-	x, err := s.load(e.Seq)
+	x, err := s.exchanges.Load(e.Number)
 	if err == nil && x == nil {
 		err = errNoExchange
 	}
@@ -531,7 +556,7 @@ const maxPresize = 4 << 20
 // checkDrift compares a request with its recorded twin, x of e.
 func (s *Server) checkDrift(e *entry, x, live *exchange.Exchange) {
 	masker.Exchange(live)
-	d, differ := s.compare(x, live)
+	d, differ := s.compare(e.Number, x, live)
 	if !differ {
 		return
 	}
@@ -660,7 +685,7 @@ type Report struct {
 	// the order they were; a fault of Options.Faults missing here was never
 	// reached.
 	Faulted []int
-	// LoadErrors are the recorded exchanges Options.Load failed to return
+	// LoadErrors are the recorded exchanges Exchanges.Load failed to return
 	// when a request came for them, in the order they came: the replay
 	// could not serve its recording.
 	LoadErrors []*LoadError

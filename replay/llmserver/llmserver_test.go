@@ -374,7 +374,7 @@ func TestCompare(t *testing.T) {
 	x2.RequestBody = requestBody("gpt-main", "world")
 	var mu sync.Mutex // guards lives
 	var lives []*exchange.Exchange
-	compare := func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+	compare := func(_ int, recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 		mu.Lock()
 		lives = append(lives, live)
 		mu.Unlock()
@@ -510,9 +510,7 @@ func TestNew(t *testing.T) {
 		opts llmserver.Options
 		want error
 	}{
-		{"nil exchange", llmserver.Options{Exchanges: []llmserver.Recorded{{Number: 1}}}, llmserver.ErrInvalidOptions},
-		{"zero number", llmserver.Options{Exchanges: []llmserver.Recorded{{Number: 0, Exchange: x}}}, llmserver.ErrInvalidOptions},
-		{"duplicate number", llmserver.Options{Exchanges: []llmserver.Recorded{{Number: 1, Exchange: x}, {Number: 1, Exchange: x}}}, llmserver.ErrInvalidOptions},
+		{"nil exchange", llmserver.Options{Exchanges: llmserver.List{{Number: 1}}}, llmserver.ErrInvalidOptions},
 		{"fault of no exchange", llmserver.Options{Exchanges: recordedList(x), Faults: map[int]llmserver.Fault{2: {Kind: llmserver.FaultHang}}}, llmserver.ErrInvalidOptions},
 		{"invalid fault", llmserver.Options{Exchanges: recordedList(x), Faults: map[int]llmserver.Fault{1: {Kind: llmserver.FaultStatus, Status: 200}}}, llmserver.ErrInvalidFault},
 		{"fault of no kind", llmserver.Options{Exchanges: recordedList(x), Faults: map[int]llmserver.Fault{1: {}}}, llmserver.ErrInvalidFault},

@@ -18,24 +18,24 @@ import (
 // decoded by Load, which counts its calls.
 type stored struct {
 	heads []llmserver.Recorded
-	whole map[uint64][]byte // by Seq, as exchange.Marshal encodes them
-	fail  map[uint64]error  // Load's error for a Seq
+	whole map[int][]byte // by number, as exchange.Marshal encodes them
+	fail  map[int]error  // Load's error for a number
 
 	mu    sync.Mutex // guards loads
-	loads map[uint64]int
+	loads map[int]int
 }
 
 // storeExchanges keeps rs as stored: each Exchange encoded, and its head,
 // with its request body's facts read, without the body.
 func storeExchanges(t *testing.T, rs []llmserver.Recorded) *stored {
 	t.Helper()
-	st := &stored{whole: map[uint64][]byte{}, fail: map[uint64]error{}, loads: map[uint64]int{}}
+	st := &stored{whole: map[int][]byte{}, fail: map[int]error{}, loads: map[int]int{}}
 	for _, r := range rs {
 		b, err := exchange.Marshal(r.Exchange)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st.whole[r.Seq] = b
+		st.whole[r.Number] = b
 		x := r.Exchange
 		head := &exchange.Exchange{Route: x.Route, Method: x.Method, URL: x.URL, Status: x.Status}
 		st.heads = append(st.heads, llmserver.Recorded{Number: r.Number, Seq: r.Seq, Exchange: head, Facts: llmserver.ReadRequestFacts(x)})
@@ -43,17 +43,25 @@ func storeExchanges(t *testing.T, rs []llmserver.Recorded) *stored {
 	return st
 }
 
-func (st *stored) load(seq uint64) (*exchange.Exchange, error) {
+func (st *stored) Len() int                      { return len(st.heads) }
+func (st *stored) Head(n int) llmserver.Recorded { return st.heads[n-1] }
+
+func (st *stored) Load(n int) (*exchange.Exchange, error) {
 	st.mu.Lock()
-	st.loads[seq]++
+	st.loads[n]++
 	st.mu.Unlock()
-	if err := st.fail[seq]; err != nil {
+	if err := st.fail[n]; err != nil {
 		return nil, err
 	}
-	return exchange.Unmarshal(st.whole[seq])
+	return exchange.Unmarshal(st.whole[n])
 }
 
-func (st *stored) loadCounts() map[uint64]int {
+// loadsNothing is Exchanges whose Load returns no exchange and no error.
+type loadsNothing struct{ llmserver.Exchanges }
+
+func (loadsNothing) Load(int) (*exchange.Exchange, error) { return nil, nil }
+
+func (st *stored) loadCounts() map[int]int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return maps.Clone(st.loads)
@@ -80,13 +88,13 @@ func TestLoad(t *testing.T) {
 	st := storeExchanges(t, xs)
 	var mu sync.Mutex // guards compared
 	var compared [][]byte
-	compare := func(recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
+	compare := func(_ int, recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		compared = append(compared, recorded.RequestBody)
 		return llmserver.Drift{}, false
 	}
-	s := newServer(t, llmserver.Options{Exchanges: st.heads, Load: st.load, Compare: compare})
+	s := newServer(t, llmserver.Options{Exchanges: st, Compare: compare})
 	tap, ca := newTap(t, s)
 	client, base := viaProxy(false)(t, tap, ca, upstream)
 	// The title first: it has its queue by its body's facts alone.
@@ -105,8 +113,8 @@ func TestLoad(t *testing.T) {
 	}
 
 	r := s.Report()
-	if want := map[uint64]int{10: 1, 20: 1, 30: 1, 40: 2}; !maps.Equal(st.loadCounts(), want) {
-		t.Errorf("loads by seq %v, want %v: each exchange served, once per request", st.loadCounts(), want)
+	if want := map[int]int{1: 1, 2: 1, 3: 1, 4: 2}; !maps.Equal(st.loadCounts(), want) {
+		t.Errorf("loads by number %v, want %v: each exchange served, once per request", st.loadCounts(), want)
 	}
 	// Compared with the whole recorded requests, in the order they came.
 	want := [][]byte{titleBody("claude-main"), requestBody("claude-main", "hello"), requestBody("claude-main", "hello")}
@@ -137,10 +145,10 @@ func TestLoadError(t *testing.T) {
 	)
 	st := storeExchanges(t, xs)
 	cause := errors.New("the spool is gone")
-	st.fail[10] = cause
-	st.fail[40] = cause
-	s := newServer(t, llmserver.Options{Exchanges: st.heads, Load: st.load, Faults: map[int]llmserver.Fault{4: {Kind: llmserver.FaultStatus, Status: 529}}})
-	noExchange := llmserver.Options{Exchanges: st.heads[1:2], Load: func(uint64) (*exchange.Exchange, error) { return nil, nil }}
+	st.fail[1] = cause
+	st.fail[4] = cause
+	s := newServer(t, llmserver.Options{Exchanges: st, Faults: map[int]llmserver.Fault{4: {Kind: llmserver.FaultStatus, Status: 529}}})
+	noExchange := llmserver.Options{Exchanges: loadsNothing{st}}
 	s2 := newServer(t, noExchange)
 	tap, ca := newTap(t, s)
 	client, base := viaBaseURL(t, tap, ca, upstream)

@@ -153,7 +153,7 @@ func TestAgentLeft(t *testing.T) {
 		for _, midStream := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/mid-stream=%v", rt.name, midStream), func(t *testing.T) {
 				r := recorded[midStream]
-				s := newServer(t, llmserver.Options{Exchanges: []llmserver.Recorded{r}})
+				s := newServer(t, llmserver.Options{Exchanges: llmserver.List{r}})
 				waiting := make(chan int, 1)
 				llmserver.SetHooks(s, func(n int) { waiting <- n }, nil, nil)
 				tap, ca := newTap(t, s)
