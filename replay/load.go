@@ -57,22 +57,11 @@ func load(st *store.Store, name string) (*recording, error) {
 		return nil, err
 	}
 	rec := &recording{meta: meta, frames: &frameSpool{spool: frames}, llm: &exchangeSpool{spool: exchanges}}
-	var pending = map[store.Lane][]byte{}
 	number := 0
-	err = st.Events(name, func(e store.Event) error {
+	err = st.Lines(name, func(e store.Event) error {
 		switch e.Lane {
 		case store.LaneEditor, store.LaneAgent:
 			data := e.Data
-			if p, ok := pending[e.Lane]; ok || e.Flags&store.FlagContinued != 0 {
-				// The pieces of a long line, copied: an event's Data is
-				// its block's.
-				data = append(p, e.Data...)
-			}
-			if e.Flags&store.FlagContinued != 0 {
-				pending[e.Lane] = data
-				return nil
-			}
-			delete(pending, e.Lane)
 			// Masked as a recording is now, for one made before frames
 			// were (a no-op on one made since): the live agent's lines
 			// are masked so, and an editor frame plays the mask.

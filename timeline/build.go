@@ -24,7 +24,7 @@ func Recording(st *store.Store, name string) (*Page, error) {
 		return nil, err
 	}
 	b := newBuilder()
-	if err := st.Events(name, b.add); err != nil {
+	if err := st.Lines(name, b.add); err != nil {
 		return nil, err
 	}
 	p := &Page{Kind: "recording", Title: "acptap recording " + rec.Name, Info: info(rec), Timed: true}
@@ -53,40 +53,21 @@ func info(r store.Recording) []string {
 
 // builder turns store events into rows.
 type builder struct {
-	events  []Event
-	pending map[store.Lane]*pendingLine // a line recorded in pieces, by lane
-	number  int                         // complete LLM exchanges so far
-}
-
-type pendingLine struct {
-	first store.Event
-	data  []byte
+	events []Event
+	number int // complete LLM exchanges so far
 }
 
 func newBuilder() *builder {
-	return &builder{pending: map[store.Lane]*pendingLine{}}
+	return &builder{}
 }
 
-// add is a store.Events callback.
+// add is a store.Lines callback.
 func (b *builder) add(e store.Event) error {
 	if e.Lane == store.LaneLLM {
 		b.events = append(b.events, b.exchangeEvent(e))
 		return nil
 	}
-	continued := e.Flags&store.FlagContinued != 0
-	data := e.Data
-	if p := b.pending[e.Lane]; p != nil {
-		p.data = append(p.data, e.Data...)
-		data, e = p.data, p.first
-	}
-	if continued {
-		if b.pending[e.Lane] == nil {
-			b.pending[e.Lane] = &pendingLine{first: e, data: append([]byte(nil), data...)}
-		}
-		return nil
-	}
-	delete(b.pending, e.Lane)
-	b.events = append(b.events, lineEvent(e.Seq, e.Offset, e.Lane, data))
+	b.events = append(b.events, lineEvent(e.Seq, e.Offset, e.Lane, e.Data))
 	return nil
 }
 

@@ -25,7 +25,7 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 		return nil, err
 	}
 	recorded := newBuilder()
-	if err := st.Events(res.Name, recorded.add); err != nil {
+	if err := st.Lines(res.Name, recorded.add); err != nil {
 		return nil, err
 	}
 	// The recorded editor frames, and the exchanges after each.

@@ -51,26 +51,14 @@ func (v Violation) String() string {
 func Read(st *store.Store, name string) (*Recording, []Violation, error) {
 	r := &Recording{Name: name}
 	var vs []Violation
-	pending := map[store.Lane][]byte{}
 	var last store.Event
-	err := st.Events(name, func(e store.Event) error {
-		if e.Seq != last.Seq+1 {
-			vs = append(vs, Violation{Seq: e.Seq, After: last.Seq, What: fmt.Sprintf("Seqs %d to %d are missing", last.Seq+1, e.Seq-1)})
-		}
-		if e.Offset < last.Offset {
-			vs = append(vs, Violation{Seq: e.Seq, After: last.Seq,
-				What: fmt.Sprintf("its time %v is before the other's %v: time goes back along the Seqs", e.Offset, last.Offset)})
-		}
-		last = e
-		ev := Event{Seq: e.Seq, Offset: e.Offset, Lane: e.Lane}
+	// A line in pieces is placed at its last piece, which is when it
+	// had all arrived: what it causes comes after that.
+	join := store.JoinLines(func(e store.Event) error {
+		ev := Event{Seq: last.Seq, Offset: last.Offset, Lane: e.Lane}
 		switch e.Kind {
 		case store.KindFrame:
-			if e.Flags&store.FlagContinued != 0 {
-				pending[e.Lane] = append(pending[e.Lane], e.Data...)
-				return nil
-			}
-			ev.Line = append(pending[e.Lane], e.Data...)
-			delete(pending, e.Lane)
+			ev.Line = e.Data
 		case store.KindExchange:
 			x, err := exchange.Unmarshal(e.Data)
 			if err != nil {
@@ -80,6 +68,17 @@ func Read(st *store.Store, name string) (*Recording, []Violation, error) {
 		}
 		r.Events = append(r.Events, ev)
 		return nil
+	})
+	err := st.Events(name, func(e store.Event) error {
+		if e.Seq != last.Seq+1 {
+			vs = append(vs, Violation{Seq: e.Seq, After: last.Seq, What: fmt.Sprintf("Seqs %d to %d are missing", last.Seq+1, e.Seq-1)})
+		}
+		if e.Offset < last.Offset {
+			vs = append(vs, Violation{Seq: e.Seq, After: last.Seq,
+				What: fmt.Sprintf("its time %v is before the other's %v: time goes back along the Seqs", e.Offset, last.Offset)})
+		}
+		last = e
+		return join(e)
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading recording %s: %w", name, err)
