@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/fakeanthropic"
 	"github.com/acptap/acptap/normalize"
 )
@@ -506,10 +508,10 @@ func TestClaudeRunsNormalizeEqual(t *testing.T) {
 
 	transcript := func(s *claudeSession, events []event) *normalize.Transcript {
 		n := normalize.New(normalize.Options{Cwd: []string{s.ws}, Home: []string{s.home}, Tmp: []string{os.TempDir()}})
-		var frames []normalize.Frame
+		var frames []lane.Line
 		for _, e := range events {
 			if e.Lane == "agent" && strings.TrimSpace(e.Raw) != "" {
-				frames = append(frames, normalize.Frame{Side: normalize.Agent, Line: []byte(e.Raw)})
+				frames = append(frames, lane.Line{Lane: lane.Agent, Data: []byte(e.Raw)})
 			}
 		}
 		return n.Transcript(frames)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/fakeresponses"
 	"github.com/acptap/acptap/normalize"
 )
@@ -332,10 +334,10 @@ func TestCodexRunsNormalizeEqual(t *testing.T) {
 
 	transcript := func(s *codexSession, events []event) *normalize.Transcript {
 		n := normalize.New(normalize.Options{Cwd: []string{s.ws}, Home: []string{s.home}, Tmp: []string{os.TempDir()}})
-		var frames []normalize.Frame
+		var frames []lane.Line
 		for _, e := range events {
 			if e.Lane == "agent" && strings.TrimSpace(e.Raw) != "" {
-				frames = append(frames, normalize.Frame{Side: normalize.Agent, Line: []byte(e.Raw)})
+				frames = append(frames, lane.Line{Lane: lane.Agent, Data: []byte(e.Raw)})
 			}
 		}
 		return n.Transcript(frames)

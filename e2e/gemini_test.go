@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/fakegemini"
 	"github.com/acptap/acptap/normalize"
 )
@@ -438,10 +440,10 @@ func TestGeminiRunsNormalizeEqual(t *testing.T) {
 	}
 
 	transcript := func(s *geminiSession, events []event) *normalize.Transcript {
-		var frames []normalize.Frame
+		var frames []lane.Line
 		for _, e := range events {
 			if e.Lane == "agent" && strings.TrimSpace(e.Raw) != "" {
-				frames = append(frames, normalize.Frame{Side: normalize.Agent, Line: []byte(e.Raw)})
+				frames = append(frames, lane.Line{Lane: lane.Agent, Data: []byte(e.Raw)})
 			}
 		}
 		return normalize.New(opts(s, nil)).Transcript(frames)

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/acptap/acptap/record/causal"
-	"github.com/acptap/acptap/store"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +16,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/acptap/acptap/record/causal"
+	"github.com/acptap/acptap/store"
 )
 
 // What every agent's suite shares: the built binaries, a lab (store, CA

@@ -3,6 +3,8 @@ package normalize
 import (
 	"net/http"
 	"testing"
+
+	"github.com/acptap/acptap/lane"
 )
 
 // codex-acp sends available_commands_update from a background task: in
@@ -18,9 +20,9 @@ func TestStreamStateUpdatesFloat(t *testing.T) {
 	}
 	result := `{"jsonrpc":"2.0","result":{"stopReason":"end_turn"},"id":2}`
 	transcript := func(lines ...string) *Transcript {
-		frames := make([]Frame, len(lines))
+		frames := make([]lane.Line, len(lines))
 		for i, l := range lines {
-			frames[i] = Frame{Side: Agent, Line: []byte(l)}
+			frames[i] = lane.Line{Lane: lane.Agent, Data: []byte(l)}
 		}
 		return New(Options{}).Transcript(frames)
 	}

@@ -3,6 +3,8 @@ package normalize
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/acptap/acptap/lane"
 )
 
 // TestDefaultRules shows each default rule on one member, and the values
@@ -60,7 +62,7 @@ func TestDefaultRules(t *testing.T) {
 		if tt.name == "JSON inside a string" {
 			opts.Cwd = []string{"/w"}
 		}
-		if got := New(opts).Frame(Agent, []byte(tt.in)); string(got) != tt.want {
+		if got := New(opts).Frame(lane.Agent, []byte(tt.in)); string(got) != tt.want {
 			t.Errorf("%s:\n in   %s\n got  %s\n want %s", tt.name, tt.in, got, tt.want)
 		}
 	}
@@ -168,12 +170,12 @@ func TestIsPlaceholder(t *testing.T) {
 // TestCoalesceSplitValues checks that a path and an id cut in two by chunk
 // boundaries are still recognized.
 func TestCoalesceSplitValues(t *testing.T) {
-	chunk := func(text string) Frame {
+	chunk := func(text string) lane.Line {
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{
 			"sessionId": "s", "update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}}})
-		return Frame{Agent, b}
+		return lane.Line{Lane: lane.Agent, Data: b}
 	}
-	out := New(Options{Cwd: []string{"/w/ws"}}).Stream([]Frame{chunk("see /w"), chunk("/ws/a.go and 3f2a9c1e-8b7d"), chunk("-4e6f-a5c4-1d2e3f4a5b6c")})
+	out := New(Options{Cwd: []string{"/w/ws"}}).Stream([]lane.Line{chunk("see /w"), chunk("/ws/a.go and 3f2a9c1e-8b7d"), chunk("-4e6f-a5c4-1d2e3f4a5b6c")})
 	if len(out) != 1 {
 		t.Fatalf("got %d frames, want 1: %s", len(out), joinLines(out))
 	}

@@ -3,22 +3,24 @@ package normalize_test
 import (
 	"fmt"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/normalize"
 )
 
 // Two runs of the same session, in different workspaces and with different
 // ids, compare equal except where the agent behaved differently.
 func Example() {
-	recorded := []normalize.Frame{
-		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"ses_5f1c2a9e8ffeQx7RbT2vKw"}}`)},
-		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_5f1c2a9e8ffeQx7RbT2vKw","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading /home/alice/demo/README.md"}}}}`)},
-		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)},
+	recorded := []lane.Line{
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"ses_5f1c2a9e8ffeQx7RbT2vKw"}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_5f1c2a9e8ffeQx7RbT2vKw","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading /home/alice/demo/README.md"}}}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}`)},
 	}
-	replayed := []normalize.Frame{
-		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":11,"result":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr"}}`)},
-		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading /tmp/ws"}}}}`)},
-		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"/README.md"}}}}`)},
-		{Side: normalize.Agent, Line: []byte(`{"jsonrpc":"2.0","id":12,"result":{"stopReason":"max_tokens"}}`)},
+	replayed := []lane.Line{
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","id":11,"result":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr"}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"Reading /tmp/ws"}}}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"ses_9a7b3c1d2e4fHk8LmN0pQr","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"/README.md"}}}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","id":12,"result":{"stopReason":"max_tokens"}}`)},
 	}
 	want := normalize.New(normalize.Options{Cwd: []string{"/home/alice/demo"}}).Transcript(recorded)
 	got := normalize.New(normalize.Options{Cwd: []string{"/tmp/ws"}}).Transcript(replayed)
@@ -44,7 +46,7 @@ func ExampleParseRules() {
 		return
 	}
 	n := normalize.New(normalize.Options{Rules: rules})
-	fmt.Println(string(n.Frame(normalize.Agent, []byte(`{"params":{"update":{"title":"build 812","rawInput":{"job":{"started":"10:02"}}}}}`))))
+	fmt.Println(string(n.Frame(lane.Agent, []byte(`{"params":{"update":{"title":"build 812","rawInput":{"job":{"started":"10:02"}}}}}`))))
 
 	_, err = normalize.ParseRules([]byte(`[{"regexp": "build ([0-9]+", "replace": "build N"}]`))
 	fmt.Println(err)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/acptap/acptap/lane"
 )
 
 // fuzzOptions has roots nested in each other and user rules whose
@@ -29,8 +31,8 @@ func addStreamSeeds(f *testing.F) {
 		sf := readStream(f, filepath.Base(name))
 		var all [][]byte
 		for _, fr := range sf.frames {
-			f.Add(fr.Line)
-			all = append(all, fr.Line)
+			f.Add(fr.Data)
+			all = append(all, fr.Data)
 		}
 		f.Add(bytes.Join(all, []byte("\n")))
 	}
@@ -49,17 +51,17 @@ func FuzzIdempotent(f *testing.F) {
 	}
 	opts := fuzzOptions(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		once := New(opts).Frame(Agent, data)
+		once := New(opts).Frame(lane.Agent, data)
 		if !json.Valid(once) {
 			t.Fatalf("Frame(%q) = %q, not JSON", data, once)
 		}
-		if twice := New(opts).Frame(Agent, once); !bytes.Equal(twice, once) {
+		if twice := New(opts).Frame(lane.Agent, once); !bytes.Equal(twice, once) {
 			t.Fatalf("Frame(%q):\nonce  %s\ntwice %s", data, once, twice)
 		}
 
-		var frames []Frame
+		var frames []lane.Line
 		for i, line := range bytes.Split(data, []byte("\n")) {
-			frames = append(frames, Frame{Side(i % 2), line})
+			frames = append(frames, lane.Line{Lane: lane.Lane(i % 2), Data: line})
 		}
 		for _, order := range []Order{ByStream, Strict} {
 			for _, noCoalesce := range []bool{false, true} {
@@ -131,7 +133,7 @@ func FuzzParseRules(f *testing.F) {
 				t.Fatalf("rule %d prints as %s, then as %s", i, printed[i], again[i])
 			}
 		}
-		if out := New(Options{Rules: rules}).Frame(Agent, sample); !json.Valid(out) {
+		if out := New(Options{Rules: rules}).Frame(lane.Agent, sample); !json.Valid(out) {
 			t.Fatalf("Frame with rules %s = %q, not JSON", src, out)
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/acptap/acptap/lane"
 )
 
 // frames returns one sample of a tool_call_update frame per run, each
@@ -74,7 +76,7 @@ func TestLearn(t *testing.T) {
 	for _, l := range learned {
 		rules = append(rules, l.Rule)
 	}
-	norm := func(v json.RawMessage) string { return string(New(Options{Rules: rules}).Frame(Agent, v)) }
+	norm := func(v json.RawMessage) string { return string(New(Options{Rules: rules}).Frame(lane.Agent, v)) }
 	first := norm(smp.Values[0].(json.RawMessage))
 	for _, v := range smp.Values[1:] {
 		if got := norm(v.(json.RawMessage)); got != first {
@@ -218,8 +220,8 @@ func FuzzLearn(f *testing.F) {
 		opts := Options{Rules: rules}
 		var first []byte
 		for i, v := range values {
-			once := New(opts).Frame(Agent, v.(json.RawMessage))
-			if twice := New(opts).Frame(Agent, once); !bytes.Equal(twice, once) {
+			once := New(opts).Frame(lane.Agent, v.(json.RawMessage))
+			if twice := New(opts).Frame(lane.Agent, once); !bytes.Equal(twice, once) {
 				t.Fatalf("rules %v: normalized twice\n%s\nonce\n%s", learnedStrings(learned), twice, once)
 			}
 			if i == 0 {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/acptap/acptap/lane"
 )
 
 // Options configures a Normalizer. The zero Options applies the default
@@ -46,27 +48,8 @@ type Options struct {
 	Order Order
 }
 
-// A Side says which side of the editor-agent connection wrote a frame.
-type Side uint8
-
-const (
-	Agent  Side = iota // the agent wrote it to the editor
-	Editor             // the editor wrote it to the agent
-)
-
-// String returns "agent" or "editor".
-func (s Side) String() string {
-	if s == Editor {
-		return "editor"
-	}
-	return "agent"
-}
-
-// A Frame is one line of an ACP stream, without its newline.
-type Frame struct {
-	Side Side
-	Line []byte
-}
+// A frame is one line of an ACP stream (lane.Line): the editor's
+// (lane.Editor) or the agent's (lane.Agent), without its newline.
 
 // A Normalizer normalizes the frames of one ACP stream, or the requests of
 // one run, replacing the values nobody controls with placeholders. Its
@@ -147,7 +130,7 @@ func New(opts Options) *Normalizer {
 // JSON (compact, keys sorted). A line that is not JSON becomes a JSON
 // string, normalized like any other string, so that junk lines compare
 // too. Frame never coalesces.
-func (n *Normalizer) Frame(side Side, line []byte) json.RawMessage {
+func (n *Normalizer) Frame(side lane.Lane, line []byte) json.RawMessage {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return encode(n.frame(side, parseLine(line)))
@@ -157,13 +140,13 @@ func (n *Normalizer) Frame(side Side, line []byte) json.RawMessage {
 // and returns it as a list of canonical JSON values arranged for
 // comparison: Transcript(frames).Values(). Normalizing that list again
 // gives the same list.
-func (n *Normalizer) Stream(frames []Frame) []json.RawMessage {
+func (n *Normalizer) Stream(frames []lane.Line) []json.RawMessage {
 	return n.Transcript(frames).Values()
 }
 
 // frame normalizes one decoded frame: the default rules, then the user
 // rules.
-func (n *Normalizer) frame(side Side, v any) any {
+func (n *Normalizer) frame(side lane.Lane, v any) any {
 	return applyRules(n.rules, n.defaultFrame(side, v), nil)
 }
 
@@ -179,7 +162,7 @@ func parseLine(line []byte) any {
 
 // defaultFrame applies the default rules to a decoded frame, linking the
 // id of a JSON-RPC request and the id of its response.
-func (n *Normalizer) defaultFrame(side Side, v any) any {
+func (n *Normalizer) defaultFrame(side lane.Lane, v any) any {
 	m, ok := v.(map[string]any)
 	if !ok || !n.defaults {
 		return n.value(v, fromACP, false)
@@ -198,7 +181,7 @@ func (n *Normalizer) defaultFrame(side Side, v any) any {
 // rpcNamespace returns the id namespace of a JSON-RPC request or response:
 // 0 for the requests the editor sends, 1 for those the agent sends. The
 // two sides number their requests independently, so both have an id 0.
-func rpcNamespace(side Side, m map[string]any) (int, bool) {
+func rpcNamespace(side lane.Lane, m map[string]any) (int, bool) {
 	switch m["id"].(type) {
 	case string, json.Number:
 	default:
@@ -215,12 +198,12 @@ func rpcNamespace(side Side, m map[string]any) (int, bool) {
 		if !isResult && !isError {
 			return 0, false
 		}
-		from = Agent
-		if side == Agent {
-			from = Editor
+		from = lane.Agent
+		if side == lane.Agent {
+			from = lane.Editor
 		}
 	}
-	if from == Editor {
+	if from == lane.Editor {
 		return 0, true
 	}
 	return 1, true
@@ -264,7 +247,7 @@ var chunkKinds = map[string]bool{"agent_message_chunk": true, "agent_thought_chu
 // text content and returns it with everything but its text normalized.
 // The text is normalized once the run of chunks is complete, so that a
 // path or an id cut in two by a chunk boundary is still recognized.
-func (n *Normalizer) startChunk(side Side, v any) (*chunk, bool) {
+func (n *Normalizer) startChunk(side lane.Lane, v any) (*chunk, bool) {
 	m, ok := v.(map[string]any)
 	if !ok || m["method"] != "session/update" {
 		return nil, false

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/acptap/acptap/lane"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -20,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 // comments.
 type streamFile struct {
 	opts   Options
-	frames []Frame
+	frames []lane.Line
 }
 
 func readStream(t testing.TB, name string) streamFile {
@@ -52,9 +54,9 @@ func parseStream(t testing.TB, name, text string) streamFile {
 			sf.opts.Rules = rules
 		case strings.HasPrefix(line, "#"):
 		case line == "E" || strings.HasPrefix(line, "E "):
-			sf.frames = append(sf.frames, Frame{Editor, []byte(strings.TrimPrefix(line[1:], " "))})
+			sf.frames = append(sf.frames, lane.Line{Lane: lane.Editor, Data: []byte(strings.TrimPrefix(line[1:], " "))})
 		case line == "A" || strings.HasPrefix(line, "A "):
-			sf.frames = append(sf.frames, Frame{Agent, []byte(strings.TrimPrefix(line[1:], " "))})
+			sf.frames = append(sf.frames, lane.Line{Lane: lane.Agent, Data: []byte(strings.TrimPrefix(line[1:], " "))})
 		default:
 			t.Fatalf("%s:%d: want a frame (E or A), #options, #rules or a # comment, got %q", name, lineNo, line)
 		}
@@ -251,10 +253,10 @@ func TestIdempotentStreams(t *testing.T) {
 	}
 }
 
-func agentFrames(vs []json.RawMessage) []Frame {
-	fs := make([]Frame, len(vs))
+func agentFrames(vs []json.RawMessage) []lane.Line {
+	fs := make([]lane.Line, len(vs))
 	for i, v := range vs {
-		fs[i] = Frame{Agent, v}
+		fs[i] = lane.Line{Lane: lane.Agent, Data: v}
 	}
 	return fs
 }
@@ -270,7 +272,7 @@ func TestFrameLines(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":7,"result":{"x":"<b>&</b>"}}`, `{"id":"<rpc:1>","jsonrpc":"2.0","result":{"x":"<b>&</b>"}}`},
 	}
 	for _, tt := range tests {
-		if got := New(Options{}).Frame(Agent, []byte(tt.line)); string(got) != tt.want {
+		if got := New(Options{}).Frame(lane.Agent, []byte(tt.line)); string(got) != tt.want {
 			t.Errorf("Frame(%q) = %s, want %s", tt.line, got, tt.want)
 		}
 	}
@@ -281,18 +283,18 @@ func TestFrameLines(t *testing.T) {
 func TestRPCIDs(t *testing.T) {
 	n := New(Options{})
 	steps := []struct {
-		side       Side
+		side       lane.Lane
 		line, want string
 	}{
-		{Editor, `{"id":0,"method":"initialize"}`, "<rpc:1>"},
-		{Agent, `{"id":0,"method":"fs/read_text_file"}`, "<agentRpc:1>"},
-		{Editor, `{"id":"0","method":"session/new"}`, "<rpc:2>"},
-		{Agent, `{"id":0,"result":{}}`, "<rpc:1>"},
-		{Editor, `{"id":0,"result":{}}`, "<agentRpc:1>"},
-		{Agent, `{"id":"0","error":{"code":1,"message":"no"}}`, "<rpc:2>"},
-		{Agent, `{"id":"4f7c8d2e-0a1b-4c3d-9e8f-7a6b5c4d3e2f","method":"session/request_permission"}`, "<agentRpc:2>"},
-		{Editor, `{"id":"4f7c8d2e-0a1b-4c3d-9e8f-7a6b5c4d3e2f","result":{}}`, "<agentRpc:2>"},
-		{Agent, `{"id":"<rpc:9>","result":{}}`, "<rpc:9>"},
+		{lane.Editor, `{"id":0,"method":"initialize"}`, "<rpc:1>"},
+		{lane.Agent, `{"id":0,"method":"fs/read_text_file"}`, "<agentRpc:1>"},
+		{lane.Editor, `{"id":"0","method":"session/new"}`, "<rpc:2>"},
+		{lane.Agent, `{"id":0,"result":{}}`, "<rpc:1>"},
+		{lane.Editor, `{"id":0,"result":{}}`, "<agentRpc:1>"},
+		{lane.Agent, `{"id":"0","error":{"code":1,"message":"no"}}`, "<rpc:2>"},
+		{lane.Agent, `{"id":"4f7c8d2e-0a1b-4c3d-9e8f-7a6b5c4d3e2f","method":"session/request_permission"}`, "<agentRpc:2>"},
+		{lane.Editor, `{"id":"4f7c8d2e-0a1b-4c3d-9e8f-7a6b5c4d3e2f","result":{}}`, "<agentRpc:2>"},
+		{lane.Agent, `{"id":"<rpc:9>","result":{}}`, "<rpc:9>"},
 	}
 	for i, s := range steps {
 		var got struct{ ID any }
@@ -306,7 +308,7 @@ func TestRPCIDs(t *testing.T) {
 	// A notification has no id to link, and an object that is not
 	// JSON-RPC keeps its "id".
 	for _, line := range []string{`{"id":null,"error":{"code":1,"message":"x"}}`, `{"id":5,"other":true}`} {
-		if got := n.Frame(Agent, []byte(line)); !bytes.Contains(got, []byte(`"id":`+strings.Split(strings.TrimPrefix(line, `{"id":`), ",")[0])) {
+		if got := n.Frame(lane.Agent, []byte(line)); !bytes.Contains(got, []byte(`"id":`+strings.Split(strings.TrimPrefix(line, `{"id":`), ",")[0])) {
 			t.Errorf("Frame(%s) = %s, want the id kept", line, got)
 		}
 	}
@@ -319,13 +321,13 @@ func TestConcurrentUse(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			line := []byte(`{"method":"session/update","params":{"sessionId":"s","update":{"toolCallId":"c` + string(rune('0'+i)) + `"}}}`)
-			n.Frame(Agent, line)
-			n.Stream([]Frame{{Agent, line}})
+			n.Frame(lane.Agent, line)
+			n.Stream([]lane.Line{{Lane: lane.Agent, Data: line}})
 			n.Request("POST", "/v1/messages", nil, []byte(`{"metadata":{"user_id":"u"}}`))
 		})
 	}
 	wg.Wait()
-	if got := n.Frame(Agent, []byte(`{"toolCallId":"c0"}`)); !bytes.Contains(got, []byte("<toolCallId:")) {
+	if got := n.Frame(lane.Agent, []byte(`{"toolCallId":"c0"}`)); !bytes.Contains(got, []byte("<toolCallId:")) {
 		t.Errorf("Frame = %s, want a toolCallId placeholder", got)
 	}
 }
@@ -333,15 +335,15 @@ func TestConcurrentUse(t *testing.T) {
 // TestReplayedModelText shows why a replayed run needs the recorded roots:
 // the model's text comes from the recording.
 func TestReplayedModelText(t *testing.T) {
-	msg := func(text string) Frame {
+	msg := func(text string) lane.Line {
 		b, _ := json.Marshal(map[string]any{"method": "session/update", "params": map[string]any{"sessionId": "s",
 			"update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}}})
-		return Frame{Agent, b}
+		return lane.Line{Lane: lane.Agent, Data: b}
 	}
-	recorded := New(Options{Cwd: []string{"/home/alice/demo"}}).Stream([]Frame{msg("I edited /home/alice/demo/a.go")})
+	recorded := New(Options{Cwd: []string{"/home/alice/demo"}}).Stream([]lane.Line{msg("I edited /home/alice/demo/a.go")})
 	// The agent's own output names the replay's workspace, the model's
 	// text the recorded one.
-	replayed := []Frame{msg("I edited /home/alice/demo/a.go")}
+	replayed := []lane.Line{msg("I edited /home/alice/demo/a.go")}
 	if _, _, _, ok := FirstDifference(recorded, New(Options{Cwd: []string{"/tmp/ws"}}).Stream(replayed)); !ok {
 		t.Errorf("with only the replay's root, the recorded path is not normalized, want a difference")
 	}
@@ -359,7 +361,7 @@ func TestCoalesceWithContentRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := []byte(`{"method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}}`)
-	out := New(Options{Rules: rules}).Stream([]Frame{{Agent, line}, {Agent, line}})
+	out := New(Options{Rules: rules}).Stream([]lane.Line{{Lane: lane.Agent, Data: line}, {Lane: lane.Agent, Data: line}})
 	want := `{"method":"session/update","params":{"sessionId":"<sessionId:1>","update":{"content":"<content>","sessionUpdate":"agent_message_chunk"}}}`
 	if len(out) != 2 || string(out[0]) != want || string(out[1]) != want {
 		t.Errorf("Stream = %s, want two frames %s", joinLines(out), want)

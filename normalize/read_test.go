@@ -9,13 +9,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/acptap/acptap/lane"
 )
 
-// reader is Lines over frames that hands out a copy of each line and
+// reader is lane.Lines over frames that hands out a copy of each line and
 // scribbles over the previous copy, as a reader reusing one buffer would:
 // a transcript that kept a line would show it.
 type reader struct {
-	frames []Frame
+	frames []lane.Line
 	buf    []byte
 	reads  int
 	failAt int // the read that fails, from 1; 0 for none
@@ -25,16 +27,16 @@ var errRead = errors.New("read failed")
 
 func (r *reader) Len() int { return len(r.frames) }
 
-func (r *reader) Frame(i int) (Frame, error) {
+func (r *reader) Line(i int) (lane.Line, error) {
 	r.reads++
 	if r.reads == r.failAt {
-		return Frame{}, errRead
+		return lane.Line{}, errRead
 	}
 	for k := range r.buf {
 		r.buf[k] = 'x'
 	}
-	r.buf = append(r.buf[:0], r.frames[i].Line...)
-	return Frame{Side: r.frames[i].Side, Line: r.buf}, nil
+	r.buf = append(r.buf[:0], r.frames[i].Data...)
+	return lane.Line{Lane: r.frames[i].Lane, Data: r.buf}, nil
 }
 
 // digested returns t with each value replaced by its digest.
@@ -104,13 +106,13 @@ func TestReadTranscript(t *testing.T) {
 // transcripts do, and differ when they do.
 func TestDigestCompare(t *testing.T) {
 	sf := readStream(t, "edge.ndjson")
-	changed := make([]Frame, len(sf.frames))
+	changed := make([]lane.Line, len(sf.frames))
 	copy(changed, sf.frames)
 	last := len(changed) - 1
-	changed[last].Line = bytes.Replace(changed[last].Line, []byte(`"`), []byte(`"changed `), 4)
+	changed[last].Data = bytes.Replace(changed[last].Data, []byte(`"`), []byte(`"changed `), 4)
 	for _, tc := range []struct {
 		name   string
-		got    []Frame
+		got    []lane.Line
 		differ bool
 	}{{"same", sf.frames, false}, {"changed", changed, true}} {
 		whole := Compare(New(sf.opts).Transcript(sf.frames), New(sf.opts).Transcript(tc.got))

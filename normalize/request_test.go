@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/acptap/acptap/lane"
 )
 
 // A requestRun is one run's LLM request in a testdata/request_*.json file,
@@ -219,7 +221,7 @@ func TestNoDefaults(t *testing.T) {
 	n := New(Options{Cwd: []string{"/w"}, NoDefaults: true})
 	line := `{"jsonrpc":"2.0","id":3,"result":{"sessionId":"7c0e4f3a-1b2c-4d5e-8f90-a1b2c3d4e5f6","path":"/w/a","duration_ms":5,"at":"2026-11-29T10:00:00Z","text":"{\"a\": 1}"}}`
 	want := `{"id":3,"jsonrpc":"2.0","result":{"at":"2026-11-29T10:00:00Z","duration_ms":5,"path":"<cwd>/a","sessionId":"7c0e4f3a-1b2c-4d5e-8f90-a1b2c3d4e5f6","text":"{\"a\": 1}"}}`
-	if got := n.Frame(Agent, []byte(line)); string(got) != want {
+	if got := n.Frame(lane.Agent, []byte(line)); string(got) != want {
 		t.Errorf("Frame with NoDefaults:\ngot  %s\nwant %s", got, want)
 	}
 	got := n.Request("POST", "/v1/x", http.Header{"Host": {"h"}, "X-Request-Id": {"r1"}, "User-Agent": {"a/1.2"}}, []byte(`{"id":"r1"}`))

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/acptap/acptap/lane"
 )
 
 func TestParseRules(t *testing.T) {
@@ -191,12 +193,12 @@ func TestRegexpRuleWithPath(t *testing.T) {
 		t.Errorf("comments %q, %q; want learned and none", rules[0].Comment(), rules[1].Comment())
 	}
 	frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call_update","toolCallId":"t","title":"PGID: 17876","content":[{"text":"Process Group PGID: 17876"},{"text":"PGID: 3"}],"rawOutput":{"tokens":8680,"other":8680,"tokensText":"8680"}}}}`)
-	got := string(New(Options{Rules: rules}).Frame(Agent, frame))
+	got := string(New(Options{Rules: rules}).Frame(lane.Agent, frame))
 	want := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"<sessionId:1>","update":{"content":[{"text":"Process Group PGID: <number>"},{"text":"PGID: <number>"}],"rawOutput":{"other":8680,"tokens":"<number>","tokensText":"8680"},"sessionUpdate":"tool_call_update","title":"PGID: 17876","toolCallId":"<toolCallId:1>"}}}`
 	if got != want {
 		t.Errorf("Frame =\n%s\nwant\n%s", got, want)
 	}
-	if again := string(New(Options{Rules: rules}).Frame(Agent, []byte(got))); again != got {
+	if again := string(New(Options{Rules: rules}).Frame(lane.Agent, []byte(got))); again != got {
 		t.Errorf("normalized again:\n%s\nwant it unchanged:\n%s", again, got)
 	}
 	back, err := ParseRules(FormatRules(rules))
@@ -226,8 +228,8 @@ func TestRulesRematched(t *testing.T) {
 		}
 		frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"content":{"text":"` + tc.text + `"}}}}`)
 		n := New(Options{Rules: rules})
-		once := n.Frame(Agent, frame)
-		twice := New(Options{Rules: rules}).Frame(Agent, once)
+		once := n.Frame(lane.Agent, frame)
+		twice := New(Options{Rules: rules}).Frame(lane.Agent, once)
 		if !bytes.Contains(once, []byte(`"text":"`+tc.want+`"`)) {
 			t.Errorf("rules %s on %q: got %s, want the text %q", tc.rules, tc.text, once, tc.want)
 		}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/acp"
 )
 
@@ -144,28 +146,12 @@ type State struct {
 //
 // Under Strict, the frames stay in order, in one stream, adjacent chunks
 // joined.
-func (n *Normalizer) Transcript(frames []Frame) *Transcript {
+func (n *Normalizer) Transcript(frames []lane.Line) *Transcript {
 	// Frames in memory are decoded once and kept for their turn; they
 	// cannot fail to be read.
-	t, _ := n.build(frameSlice(frames), encode, true)
+	t, _ := n.build(lane.Slice(frames), encode, true)
 	return t
 }
-
-// Lines are the frames of a stream read by index, such as lines spooled
-// to a file, for ReadTranscript and DigestTranscript.
-type Lines interface {
-	// Len returns how many frames there are.
-	Len() int
-	// Frame returns frame i, 0 <= i < Len(). Its Line is not kept past
-	// the call.
-	Frame(i int) (Frame, error)
-}
-
-// frameSlice is Lines in memory.
-type frameSlice []Frame
-
-func (s frameSlice) Len() int                   { return len(s) }
-func (s frameSlice) Frame(i int) (Frame, error) { return s[i], nil }
 
 // ReadTranscript is Transcript of the frames of lines, read a turn at a
 // time: of a turn it keeps where each frame goes (its stream and its
@@ -173,7 +159,7 @@ func (s frameSlice) Frame(i int) (Frame, error) { return s[i], nil }
 // them in Transcript's order, so that what it holds is the transcript and
 // the index of one turn, not the lines. It fails with the first error of
 // lines.Frame.
-func (n *Normalizer) ReadTranscript(lines Lines) (*Transcript, error) {
+func (n *Normalizer) ReadTranscript(lines lane.Lines) (*Transcript, error) {
 	return n.build(lines, encode, false)
 }
 
@@ -185,7 +171,7 @@ func (n *Normalizer) ReadTranscript(lines Lines) (*Transcript, error) {
 // values): a comparison that holds 24 bytes per value, which a caller
 // makes again with ReadTranscript to explain a difference. Placeholders
 // are numbered as Transcript numbers them.
-func (n *Normalizer) DigestTranscript(lines Lines) (*Transcript, error) {
+func (n *Normalizer) DigestTranscript(lines lane.Lines) (*Transcript, error) {
 	return n.build(lines, digest, false)
 }
 
@@ -201,7 +187,7 @@ func digest(v any) json.RawMessage {
 // build makes the transcript of lines, each value made by emit from its
 // normalized form. With keep, the frames of a turn are kept decoded until
 // the turn is normalized, else read again.
-func (n *Normalizer) build(lines Lines, emit func(any) json.RawMessage, keep bool) (*Transcript, error) {
+func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, keep bool) (*Transcript, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.order == Strict {
@@ -215,13 +201,13 @@ func (n *Normalizer) build(lines Lines, emit func(any) json.RawMessage, keep boo
 	cum := map[stateKey]json.RawMessage{}
 	seg := &turnFrames{lines: lines, index: map[class]uint32{}}
 	for i := range lines.Len() {
-		f, err := lines.Frame(i)
+		f, err := lines.Line(i)
 		if err != nil {
 			return nil, err
 		}
-		v := parseLine(f.Line)
+		v := parseLine(f.Data)
 		c := classify(v)
-		seg.add(f.Side, c)
+		seg.add(f.Lane, c)
 		if keep {
 			seg.values = append(seg.values, v)
 		}
@@ -293,7 +279,7 @@ func (s *Stream) requests() bool { return s.Name == RequestsStream && s.Session 
 // turnFrames are the frames of one turn being read: where each goes, and
 // the frames decoded if they are kept, else where to read them again.
 type turnFrames struct {
-	lines  Lines
+	lines  lane.Lines
 	start  int      // the index in lines of its first frame
 	frames []placed // its frames' sides and classes
 	values []any    // its frames decoded; nil to read them again
@@ -306,12 +292,12 @@ type turnFrames struct {
 
 // placed is a frame of a turnFrames: its side and where it goes.
 type placed struct {
-	side  Side
+	side  lane.Lane
 	class uint32 // in classes
 }
 
 // add adds a frame of side and class c.
-func (s *turnFrames) add(side Side, c class) {
+func (s *turnFrames) add(side lane.Lane, c class) {
 	k, ok := s.index[c]
 	if !ok {
 		k = uint32(len(s.classes))
@@ -329,11 +315,11 @@ func (s *turnFrames) value(i int) (any, error) {
 	if s.values != nil {
 		return s.values[i], nil
 	}
-	f, err := s.lines.Frame(s.start + i)
+	f, err := s.lines.Line(s.start + i)
 	if err != nil {
 		return nil, err
 	}
-	return parseLine(f.Line), nil
+	return parseLine(f.Data), nil
 }
 
 // A class says where a frame goes in a turn, judged on the frame as
@@ -591,7 +577,7 @@ func sortState(s []State) {
 // item normalizes decoded frame v of side, the i-th of its turn,
 // deferring the text of a message chunk, and returns it with the key of
 // its stream.
-func (n *Normalizer) item(i int, side Side, v any, emit func(any) json.RawMessage) (item, streamKey) {
+func (n *Normalizer) item(i int, side lane.Lane, v any, emit func(any) json.RawMessage) (item, streamKey) {
 	if n.coalesce {
 		if c, ok := n.startChunk(side, v); ok {
 			return item{at: i, chunk: c}, keyOf(c.rest)
@@ -668,7 +654,7 @@ func display(v any) string {
 }
 
 // strict normalizes frames in their order, joining adjacent chunks.
-func (n *Normalizer) strict(lines Lines, emit func(any) json.RawMessage) ([]json.RawMessage, error) {
+func (n *Normalizer) strict(lines lane.Lines, emit func(any) json.RawMessage) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, lines.Len())
 	var group *chunk
 	flush := func() {
@@ -678,13 +664,13 @@ func (n *Normalizer) strict(lines Lines, emit func(any) json.RawMessage) ([]json
 		}
 	}
 	for i := range lines.Len() {
-		f, err := lines.Frame(i)
+		f, err := lines.Line(i)
 		if err != nil {
 			return nil, err
 		}
-		v := parseLine(f.Line)
+		v := parseLine(f.Data)
 		if n.coalesce {
-			if c, ok := n.startChunk(f.Side, v); ok {
+			if c, ok := n.startChunk(f.Lane, v); ok {
 				if group != nil && group.key == c.key {
 					group.text.WriteString(c.text.String())
 					continue
@@ -698,7 +684,7 @@ func (n *Normalizer) strict(lines Lines, emit func(any) json.RawMessage) ([]json
 		// finished, which numbers its placeholders first; that is the
 		// same in every run, as the frame ends the run of chunks in
 		// every run.
-		v = n.frame(f.Side, v)
+		v = n.frame(f.Lane, v)
 		flush()
 		out = append(out, emit(v))
 	}

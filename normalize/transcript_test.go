@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/acptap/acptap/lane"
 )
 
 // Lines of a test agent's output; every run mints other ids.
@@ -59,9 +61,9 @@ func readFile(id int, s string) string {
 }
 
 func transcriptOf(opts Options, lines ...string) *Transcript {
-	frames := make([]Frame, len(lines))
+	frames := make([]lane.Line, len(lines))
 	for i, l := range lines {
-		frames[i] = Frame{Side: Agent, Line: []byte(l)}
+		frames[i] = lane.Line{Lane: lane.Agent, Data: []byte(l)}
 	}
 	return New(opts).Transcript(frames)
 }
@@ -303,9 +305,9 @@ func TestStateRacesAnswer(t *testing.T) {
 // order Values promises.
 func TestValuesStream(t *testing.T) {
 	lines := runA.lines()
-	frames := make([]Frame, len(lines))
+	frames := make([]lane.Line, len(lines))
 	for i, l := range lines {
-		frames[i] = Frame{Agent, []byte(l)}
+		frames[i] = lane.Line{Lane: lane.Agent, Data: []byte(l)}
 	}
 	stream := New(Options{}).Stream(frames)
 	values := New(Options{}).Transcript(frames).Values()

@@ -567,15 +567,7 @@ func backlogNotice(b stdiotap.Backlog) string {
 // frameEvent turns a framed stdio line, at offset since the recording's
 // start, into a store event.
 func frameEvent(l stdiotap.Line, offset time.Duration) store.Event {
-	e := store.Event{Kind: store.KindFrame, Offset: offset, Data: l.Data}
-	switch l.Stream {
-	case stdiotap.Stdin:
-		e.Lane = store.LaneEditor
-	case stdiotap.Stdout:
-		e.Lane = store.LaneAgent
-	default:
-		e.Lane = store.LaneStderr
-	}
+	e := store.Event{Kind: store.KindFrame, Lane: l.Stream.Lane(), Offset: offset, Data: l.Data}
 	if l.NoNewline {
 		e.Flags |= store.FlagNoNewline
 	}

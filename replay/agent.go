@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/stdiotap"
 )
@@ -26,7 +28,7 @@ type agentConfig struct {
 
 	// The driver's options: the recorded frames to play, how long to
 	// wait for the agent, the recorded paths and the sandbox's.
-	frames  driver.Source
+	frames  lane.Lines
 	timeout time.Duration
 	pathMap map[string]string
 	// keep keeps the agent's lines in memory (agentRun.kept) and the

@@ -14,12 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testagent"
 	"github.com/acptap/acptap/internal/testeditor"
 	"github.com/acptap/acptap/internal/testkit"
 	"github.com/acptap/acptap/proxy"
-	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/store"
 )
 
@@ -157,10 +158,10 @@ func recordSession(t testing.TB, st *store.Store, name string, s session) []stri
 }
 
 // agentFrames returns the agent frames of a recorded session.
-func agentFrames(frames []driver.Frame) [][]byte {
+func agentFrames(frames []lane.Line) [][]byte {
 	var out [][]byte
 	for _, f := range frames {
-		if f.Dir == driver.FromAgent {
+		if f.Lane == lane.Agent {
 			out = append(out, f.Data)
 		}
 	}

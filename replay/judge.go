@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/llmserver"
 )
@@ -12,7 +14,7 @@ import (
 type evidence struct {
 	// recorded and live are the agent's stdout lines in the recording
 	// and in the replay, blank lines left out.
-	recorded, live normalize.Lines
+	recorded, live lane.Lines
 	// keep asks for the normalized streams in the verdict, whether they
 	// differ or not; without, they are compared on digests first and
 	// listed only when they differ.
@@ -86,7 +88,7 @@ func judge(ev evidence) (verdict, error) {
 // 24 bytes per value, and returns an empty Comparison when they are
 // equal; else, and when they differ, it compares the values, for the
 // diff.
-func compareOutput(normalizer func() *normalize.Normalizer, recorded, live normalize.Lines, keep bool) (normalize.Comparison, error) {
+func compareOutput(normalizer func() *normalize.Normalizer, recorded, live lane.Lines, keep bool) (normalize.Comparison, error) {
 	if !keep {
 		want, err := normalizer().DigestTranscript(recorded)
 		if err != nil {

@@ -9,11 +9,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/normalize"
-	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
@@ -66,9 +67,9 @@ func load(st *store.Store, name string) (*recording, error) {
 			// were (a no-op on one made since): the live agent's lines
 			// are masked so, and an editor frame plays the mask.
 			data = redact.Members(data)
-			dir := driver.FromEditor
+			l := lane.Editor
 			if e.Lane == store.LaneAgent {
-				dir = driver.FromAgent
+				l = lane.Agent
 				if compared(data) {
 					rec.agent = append(rec.agent, rec.frames.Len())
 				}
@@ -76,7 +77,7 @@ func load(st *store.Store, name string) (*recording, error) {
 				rec.editors++
 				rec.cwds = addSessionCwd(rec.cwds, data)
 			}
-			rec.frames.add(dir, data)
+			rec.frames.add(l, data)
 		case store.LaneLLM:
 			if e.Flags&store.FlagIncomplete != 0 {
 				// In flight when the recording stopped: no response to
@@ -139,7 +140,7 @@ func (rec *recording) load(r llmserver.Recorded) (*exchange.Exchange, error) {
 
 // agentLines returns the recorded agent lines that take part in the
 // comparison.
-func (rec *recording) agentLines() normalize.Lines {
+func (rec *recording) agentLines() lane.Lines {
 	return spooledLines{s: rec.frames.spool, index: rec.agent}
 }
 

@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/exchange"
-	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/store"
 )
 
@@ -57,7 +58,7 @@ func TestLoad(t *testing.T) {
 	var frames []string
 	recFrames := spooledFrames(t, rec)
 	for _, f := range recFrames {
-		frames = append(frames, f.Dir.String()+" "+string(f.Data))
+		frames = append(frames, f.Lane.String()+" "+string(f.Data))
 	}
 	// The editor's line is whole where its last piece was; stderr is not
 	// played.
@@ -72,11 +73,11 @@ func TestLoad(t *testing.T) {
 	var compared [][]byte
 	lines := rec.agentLines()
 	for i := range lines.Len() {
-		f, err := lines.Frame(i)
+		f, err := lines.Line(i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		compared = append(compared, f.Line)
+		compared = append(compared, f.Data)
 	}
 	if got := agentFrames(recFrames); !slices.EqualFunc(got, compared, slices.Equal) {
 		t.Errorf("agent lines compared %q, want the agent frames, %q", compared, got)
@@ -120,11 +121,11 @@ func TestLoadErrors(t *testing.T) {
 }
 
 // spooledFrames returns the frames of rec's spool.
-func spooledFrames(t *testing.T, rec *recording) []driver.Frame {
+func spooledFrames(t *testing.T, rec *recording) []lane.Line {
 	t.Helper()
-	var frames []driver.Frame
+	var frames []lane.Line
 	for i := range rec.frames.Len() {
-		f, err := rec.frames.Frame(i)
+		f, err := rec.frames.Line(i)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,17 +157,17 @@ func TestRecordingCommand(t *testing.T) {
 }
 
 func TestSessionCwds(t *testing.T) {
-	frames := []driver.Frame{
-		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/rec/a","mcpServers":[]}}`)},
-		{Dir: driver.FromAgent, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/agent/side"}}`)},
-		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"cwd":"/rec/b","sessionId":"s"}}`)},
-		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/rec/a"}}`)},
-		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"relative"}}`)},
-		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"cwd":"/rec/c"}}`)},
+	frames := []lane.Line{
+		{Lane: lane.Editor, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/rec/a","mcpServers":[]}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/agent/side"}}`)},
+		{Lane: lane.Editor, Data: []byte(`{"jsonrpc":"2.0","id":2,"method":"session/load","params":{"cwd":"/rec/b","sessionId":"s"}}`)},
+		{Lane: lane.Editor, Data: []byte(`{"jsonrpc":"2.0","id":3,"method":"session/new","params":{"cwd":"/rec/a"}}`)},
+		{Lane: lane.Editor, Data: []byte(`{"jsonrpc":"2.0","id":4,"method":"session/new","params":{"cwd":"relative"}}`)},
+		{Lane: lane.Editor, Data: []byte(`{"jsonrpc":"2.0","id":5,"method":"session/prompt","params":{"cwd":"/rec/c"}}`)},
 	}
 	var got []string
 	for _, f := range frames {
-		if f.Dir == driver.FromEditor {
+		if f.Lane == lane.Editor {
 			got = addSessionCwd(got, f.Data)
 		}
 	}

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/replay/driver"
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/store"
 )
 
@@ -58,7 +59,7 @@ func TestRunEqual(t *testing.T) {
 	}
 	lines := 0
 	for _, s := range res.Timeline {
-		if s.Dir == driver.FromAgent {
+		if s.Lane == lane.Agent {
 			lines++
 		}
 	}

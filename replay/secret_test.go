@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/redact"
-	"github.com/acptap/acptap/replay/driver"
 )
 
 // TestReplayComparesMasked: a recording made before frames were masked by
@@ -29,11 +30,11 @@ func TestReplayComparesMasked(t *testing.T) {
 	}
 	var frames bytes.Buffer
 	for i := range rec.frames.Len() {
-		f, err := rec.frames.Frame(i)
+		f, err := rec.frames.Line(i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.Dir == driver.FromAgent {
+		if f.Lane == lane.Agent {
 			frames.Write(f.Data)
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"os"
 	"sync"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/exchange"
-	"github.com/acptap/acptap/normalize"
-	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
 )
 
@@ -97,22 +97,22 @@ func (s *spool) close() {
 }
 
 // frameSpool is a recording's editor and agent frames, in recorded order,
-// as the driver reads them (a driver.Source).
+// as the driver reads them (a lane.Lines).
 type frameSpool struct {
 	*spool
-	dirs []driver.Dir // each frame's direction
+	lanes []lane.Lane // each frame's lane
 }
 
-func (fs *frameSpool) add(dir driver.Dir, data []byte) {
-	fs.dirs = append(fs.dirs, dir)
+func (fs *frameSpool) add(l lane.Lane, data []byte) {
+	fs.lanes = append(fs.lanes, l)
 	fs.spool.add(data)
 }
 
 func (fs *frameSpool) Len() int { return fs.spool.len() }
 
-func (fs *frameSpool) Frame(i int) (driver.Frame, error) {
+func (fs *frameSpool) Line(i int) (lane.Line, error) {
 	data, err := fs.line(i)
-	return driver.Frame{Dir: fs.dirs[i], Data: data}, err
+	return lane.Line{Lane: fs.lanes[i], Data: data}, err
 }
 
 // exchangeSpool is a recording's LLM exchanges, as a replay serves them:
@@ -177,8 +177,8 @@ func (s spooledExchanges) Head(n int) llmserver.Recorded { return s.heads[n-1] }
 
 func (s spooledExchanges) Load(n int) (*exchange.Exchange, error) { return s.spool.load(n) }
 
-// spooledLines are some lines of a spool, as the comparison reads the
-// agent's output (a normalize.Lines).
+// spooledLines are some lines of a spool of the agent's, as the
+// comparison reads the agent's output (a lane.Lines).
 type spooledLines struct {
 	s     *spool
 	index []int // the lines, by their index in s
@@ -186,9 +186,9 @@ type spooledLines struct {
 
 func (l spooledLines) Len() int { return len(l.index) }
 
-func (l spooledLines) Frame(i int) (normalize.Frame, error) {
+func (l spooledLines) Line(i int) (lane.Line, error) {
 	line, err := l.s.line(l.index[i])
-	return normalize.Frame{Side: normalize.Agent, Line: line}, err
+	return lane.Line{Lane: lane.Agent, Data: line}, err
 }
 
 // compared reports whether an agent line takes part in the comparison:
@@ -196,18 +196,13 @@ func (l spooledLines) Frame(i int) (normalize.Frame, error) {
 func compared(line []byte) bool { return len(bytes.TrimSpace(line)) > 0 }
 
 // memLines are agent lines in memory, as the comparison reads them (a
-// normalize.Lines), blank lines left out.
-func memLines(lines [][]byte) normalize.Lines {
-	var frames []normalize.Frame
+// lane.Lines), blank lines left out.
+func memLines(lines [][]byte) lane.Lines {
+	var frames []lane.Line
 	for _, l := range lines {
 		if compared(l) {
-			frames = append(frames, normalize.Frame{Side: normalize.Agent, Line: l})
+			frames = append(frames, lane.Line{Lane: lane.Agent, Data: l})
 		}
 	}
-	return frameList(frames)
+	return lane.Slice(frames)
 }
-
-type frameList []normalize.Frame
-
-func (l frameList) Len() int                             { return len(l) }
-func (l frameList) Frame(i int) (normalize.Frame, error) { return l[i], nil }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/store"
 )
@@ -18,9 +20,9 @@ var ErrNotUpdatable = errors.New("cannot update the recording")
 
 // A Step is one event of a replay's timeline.
 type Step struct {
-	// Dir is driver.FromEditor for a recorded editor frame the replay
-	// sent to the agent, driver.FromAgent for a line the agent wrote.
-	Dir driver.Dir
+	// Lane is lane.Editor for a recorded editor frame the replay
+	// sent to the agent, lane.Agent for a line the agent wrote.
+	Lane lane.Lane
 	// Index is, for an editor frame, its position among the recording's
 	// editor frames (0 for the first); for an agent line, its index in
 	// Result.Live.
@@ -30,24 +32,24 @@ type Step struct {
 // timeline fills in res.Timeline, from the driver's, and what Update
 // needs to know of the replay.
 func (res *Result) timeline(rec *recording, sb *sandbox, drv *driver.Result) {
-	ordinal := make([]int, len(rec.frames.dirs)) // frame index → editor ordinal
+	ordinal := make([]int, len(rec.frames.lanes)) // frame index → editor ordinal
 	editors := 0
-	for i, dir := range rec.frames.dirs {
+	for i, l := range rec.frames.lanes {
 		ordinal[i] = editors
-		if dir == driver.FromEditor {
+		if l == lane.Editor {
 			editors++
 		}
 	}
 	res.Timeline = make([]Step, 0, len(drv.Timeline)+len(res.Live)-drv.Received)
 	for _, st := range drv.Timeline {
-		if st.Dir == driver.FromEditor {
+		if st.Lane == lane.Editor {
 			st.Index = ordinal[st.Index]
 		}
 		res.Timeline = append(res.Timeline, Step(st))
 	}
 	// The lines the driver left: those after the end of the recording.
 	for i := drv.Received; i < len(res.Live); i++ {
-		res.Timeline = append(res.Timeline, Step{driver.FromAgent, i})
+		res.Timeline = append(res.Timeline, Step{lane.Agent, i})
 	}
 	// The sandbox's directories go back to the recorded ones: the first
 	// session's cwd (all of them map to the workspace), HOME and TMPDIR.
@@ -114,7 +116,7 @@ func Update(st *store.Store, res *Result) (int, error) {
 	gap := 0 // after the editor frames started so far
 	next := 0
 	for _, s := range res.Timeline {
-		if s.Dir == driver.FromEditor {
+		if s.Lane == lane.Editor {
 			gap = max(gap, s.Index+1)
 			continue
 		}

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/normalize"
-	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
 )
@@ -69,13 +70,13 @@ func diverged(name string, editors int, steps ...string) *Result {
 	res := &Result{Name: name, Divergences: []Divergence{outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"})}, Diff: "-x\n+y\n", editors: editors}
 	for _, s := range steps {
 		if s == "a" {
-			res.Timeline = append(res.Timeline, Step{driver.FromAgent, len(res.Live)})
+			res.Timeline = append(res.Timeline, Step{lane.Agent, len(res.Live)})
 			res.Live = append(res.Live, fmt.Appendf(nil, "new%d", len(res.Live)+1))
 			continue
 		}
 		var n int
 		fmt.Sscanf(s, "e%d", &n)
-		res.Timeline = append(res.Timeline, Step{driver.FromEditor, n})
+		res.Timeline = append(res.Timeline, Step{lane.Editor, n})
 	}
 	res.restore = func(i int, l []byte) []byte { return l }
 	return res

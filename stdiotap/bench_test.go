@@ -67,7 +67,7 @@ func tapePump(src, dst *os.File) int {
 	lines := 0
 	fr := &framer{stream: Stdout, max: defaultMaxLine, emit: func(Line) { lines++ }}
 	t := newTape([3]*framer{fr, fr, fr}, stamp.NewClock(), 0, nil, false)
-	pump(src, dst, &lane{stream: Stdout, tape: t}, false)
+	pump(src, dst, &flow{stream: Stdout, tape: t}, false)
 	t.close()
 	return lines
 }
@@ -84,7 +84,7 @@ func BenchmarkPump(b *testing.B) {
 	})
 	b.Run("forward", func(b *testing.B) {
 		benchPipes(b, func(src, dst *os.File) int {
-			pump(src, dst, &lane{}, false)
+			pump(src, dst, &flow{}, false)
 			return -1
 		})
 	})
@@ -159,11 +159,7 @@ func BenchmarkRecorder(b *testing.B) {
 		}
 		start := time.Now()
 		run(b, func(l Line) {
-			lane := store.LaneEditor
-			if l.Stream == Stdout {
-				lane = store.LaneAgent
-			}
-			w.Append(store.Event{Kind: store.KindFrame, Lane: lane, Offset: l.At.Sub(start), Data: secrets.Bytes(l.Data)})
+			w.Append(store.Event{Kind: store.KindFrame, Lane: l.Stream.Lane(), Offset: l.At.Sub(start), Data: secrets.Bytes(l.Data)})
 			w.Throttle(DefaultMaxBacklog / 4) // as record does
 		}, func() {
 			if err := w.Finish(); err != nil {

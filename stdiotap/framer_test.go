@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/stamp"
+	"github.com/acptap/acptap/lane"
 )
 
 // frameChunks feeds data to a framer in chunks whose sizes cycle through
@@ -101,4 +102,12 @@ func FuzzFramer(f *testing.F) {
 		whole := frameChunks(data, nil, maxLine)
 		checkFrames(t, "unchunked", whole, got)
 	})
+}
+
+func TestStreamLane(t *testing.T) {
+	for s, want := range map[Stream]lane.Lane{Stdin: lane.Editor, Stdout: lane.Agent, Stderr: lane.Stderr} {
+		if got := s.Lane(); got != want {
+			t.Errorf("%v.Lane() = %v, want %v", s, got, want)
+		}
+	}
 }

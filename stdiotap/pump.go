@@ -9,9 +9,9 @@ import (
 // read usually empties the pipe.
 const bufSize = 64 << 10
 
-// A lane is one stream's state, shared by its pump and by Wait, which
+// A flow is one stream's state, shared by its pump and by Wait, which
 // ends it once the session is over.
-type lane struct {
+type flow struct {
 	stream Stream
 	tape   *tape // where its chunks are sequenced; nil if nothing is framed
 
@@ -19,9 +19,9 @@ type lane struct {
 	closed bool       // the stream ended or Wait closed it: no more framing
 }
 
-// close ends the lane: its pending bytes are framed, after everything put
+// close ends the flow: its pending bytes are framed, after everything put
 // on the tape before.
-func (l *lane) close() {
+func (l *flow) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -51,7 +51,7 @@ func (l *lane) close() {
 // the caller must be able to unblock a write to dst before closing l (Wait
 // closes the agent's stdin first). Otherwise only sequencing holds l.mu,
 // since a write to the editor may block for as long as the editor likes.
-func pump(src io.Reader, dst io.Writer, l *lane, atomic bool) {
+func pump(src io.Reader, dst io.Writer, l *flow, atomic bool) {
 	var own []byte  // the read buffer when there is no tape, or it closed
 	var blk *block  // the read buffer on the tape
 	broken := false // a write to dst failed

@@ -26,7 +26,7 @@ type Session struct {
 	stdinOnce  sync.Once
 	stdoutR    *os.File // our end of the agent's stdout
 	stderrR    *os.File // our end of the agent's stderr
-	lanes      [3]*lane // indexed by Stream
+	flows      [3]*flow // indexed by Stream
 	tape       *tape    // nil without Config.OnLine
 	outputs    sync.WaitGroup
 
@@ -151,20 +151,20 @@ func Start(cfg Config) (*Session, error) {
 		}
 		s.tape = newTape(frames, clock, cfg.MaxBacklog, cfg.OnBacklog, cfg.FrameAtOnce)
 	}
-	for i := range s.lanes {
-		s.lanes[i] = &lane{stream: Stream(i), tape: s.tape}
+	for i := range s.flows {
+		s.flows[i] = &flow{stream: Stream(i), tape: s.tape}
 	}
 	s.outputs.Add(2)
 	go func() {
 		defer s.outputs.Done()
-		pump(s.stdoutR, stdout, s.lanes[Stdout], false)
+		pump(s.stdoutR, stdout, s.flows[Stdout], false)
 	}()
 	go func() {
 		defer s.outputs.Done()
-		pump(s.stderrR, stderr, s.lanes[Stderr], false)
+		pump(s.stderrR, stderr, s.flows[Stderr], false)
 	}()
 	go func() {
-		pump(stdin, s.agentStdin, s.lanes[Stdin], true)
+		pump(stdin, s.agentStdin, s.flows[Stdin], true)
 		s.closeAgentStdin()
 		s.stop()
 	}()
@@ -356,7 +356,7 @@ func (s *Session) Wait() (Exit, error) {
 func (s *Session) finish() {
 	<-s.exited
 	// Closing the agent's stdin first unblocks a forwarding write, which
-	// the stdin pump makes holding its lane's lock.
+	// the stdin pump makes holding its flow's lock.
 	s.closeAgentStdin()
 
 	drained := make(chan struct{})
@@ -381,7 +381,7 @@ func (s *Session) finish() {
 	}
 	t.Stop()
 
-	for _, l := range s.lanes {
+	for _, l := range s.flows {
 		l.close()
 	}
 	if s.tape != nil {

@@ -9,10 +9,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/stamp"
 )
 
-// Stream names one of the agent's standard streams.
+// Stream names one of the agent's standard streams by its file
+// descriptor's number. What a recording calls it is its Lane.
 type Stream uint8
 
 const (
@@ -20,6 +23,18 @@ const (
 	Stdout               // agent → editor
 	Stderr               // the agent's diagnostics
 )
+
+// Lane returns the lane a recording keeps the stream's lines in:
+// lane.Editor for stdin, lane.Agent for stdout, lane.Stderr for stderr.
+func (s Stream) Lane() lane.Lane {
+	switch s {
+	case Stdin:
+		return lane.Editor
+	case Stdout:
+		return lane.Agent
+	}
+	return lane.Stderr
+}
 
 var streamNames = [...]string{Stdin: "stdin", Stdout: "stdout", Stderr: "stderr"}
 

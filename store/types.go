@@ -1,6 +1,8 @@
 package store
 
 import (
+	"github.com/acptap/acptap/lane"
+
 	"fmt"
 	"time"
 )
@@ -33,32 +35,21 @@ import (
 // format in it.
 const FormatVersion = 3
 
-// Lane says which stream an event belongs to.
-type Lane uint8
+// Lane says which stream an event belongs to: lane's one model of the
+// streams, whose values the store writes.
+type Lane = lane.Lane
 
 const (
-	LaneEditor Lane = iota + 1 // editor → agent (the agent's stdin)
-	LaneAgent                  // agent → editor (the agent's stdout)
-	LaneStderr                 // the agent's stderr
-	LaneLLM                    // agent ↔ LLM HTTP exchanges
+	LaneEditor = lane.Editor // editor → agent (the agent's stdin)
+	LaneAgent  = lane.Agent  // agent → editor (the agent's stdout)
+	LaneStderr = lane.Stderr // the agent's stderr
+	LaneLLM    = lane.LLM    // agent ↔ LLM HTTP exchanges
 )
-
-var laneNames = [...]string{LaneEditor: "editor", LaneAgent: "agent", LaneStderr: "stderr", LaneLLM: "llm"}
-
-// String returns the lane's name as used by `acptap show --json`.
-func (l Lane) String() string {
-	if int(l) < len(laneNames) && laneNames[l] != "" {
-		return laneNames[l]
-	}
-	return fmt.Sprintf("lane(%d)", uint8(l))
-}
 
 // ParseLane is the inverse of Lane.String.
 func ParseLane(s string) (Lane, error) {
-	for i, n := range laneNames {
-		if n != "" && n == s {
-			return Lane(i), nil
-		}
+	if l, ok := lane.Parse(s); ok {
+		return l, nil
 	}
 	return 0, fmt.Errorf("unknown lane %q (want editor, agent, stderr or llm)", s)
 }

@@ -6,8 +6,9 @@ import (
 	"io"
 	"strings"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/replay"
-	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/store"
 )
 
@@ -62,10 +63,10 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 	served(0)
 	for _, s := range res.Timeline {
 		switch {
-		case s.Dir == driver.FromEditor && s.Index < len(editor):
+		case s.Lane == lane.Editor && s.Index < len(editor):
 			push(editor[s.Index])
 			served(s.Index + 1)
-		case s.Dir == driver.FromAgent && s.Index < len(res.Live):
+		case s.Lane == lane.Agent && s.Index < len(res.Live):
 			push(lineEvent(0, 0, store.LaneAgent, res.Live[s.Index]))
 		}
 	}

@@ -12,51 +12,17 @@ import (
 	"slices"
 	"time"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/acp"
 )
 
-// Dir is the direction of a recorded frame.
-type Dir uint8
-
-const (
-	FromEditor Dir = iota // editor → agent (the agent's stdin)
-	FromAgent             // agent → editor (the agent's stdout)
-)
-
-func (d Dir) String() string {
-	switch d {
-	case FromEditor:
-		return "editor"
-	case FromAgent:
-		return "agent"
-	}
-	return fmt.Sprintf("Dir(%d)", uint8(d))
-}
-
-// A Frame is one recorded line of the agent's stdin or stdout.
-type Frame struct {
-	Dir  Dir
-	Data []byte // the whole line without its '\n'
-}
-
-// A Source is a recording's frames read by index, such as frames spooled
-// to a file: NewFrom reads them all once, in order, and Run reads again
-// the editor frames it sends and the recorded twins of the agent's
-// responses and requests. Frame must be safe for concurrent use when Runs
-// are, and a Frame it returns must not change: Run may keep its Data
-// until it has written it.
-type Source interface {
-	// Len returns how many frames there are.
-	Len() int
-	// Frame returns frame i, 0 <= i < Len().
-	Frame(i int) (Frame, error)
-}
-
-// frameSlice is a Source in memory.
-type frameSlice []Frame
-
-func (s frameSlice) Len() int                   { return len(s) }
-func (s frameSlice) Frame(i int) (Frame, error) { return s[i], nil }
+// A recording's frames are lane.Lines: the editor's (lane.Editor) and the
+// agent's (lane.Agent) whole lines. NewFrom reads them all once, in
+// order, and Run reads again the editor frames it sends and the recorded
+// twins of the agent's responses and requests; their Line must be safe for
+// concurrent use when Runs are, and Run may keep a line's Data until it
+// has written it.
 
 // DefaultTimeout is the Timeout used when Options.Timeout is zero.
 const DefaultTimeout = 30 * time.Second
@@ -67,7 +33,7 @@ type Options struct {
 	// order, stderr and LLM lanes left out, pieces of a long line joined.
 	// The Driver keeps the slice: it must not change while in use.
 	// NewFrom reads them from a Source instead.
-	Recorded []Frame
+	Recorded []lane.Line
 
 	// Discard makes Run keep none of the lines it exchanged (Result.Live
 	// and Result.Sent), and NoTimeline no Timeline, so that what it
@@ -142,14 +108,14 @@ type Driver struct {
 
 // New prepares to play opts.Recorded.
 func New(opts Options) *Driver {
-	d, _ := NewFrom(frameSlice(opts.Recorded), opts) // frames in memory are always read
+	d, _ := NewFrom(lane.Slice(opts.Recorded), opts) // frames in memory are always read
 	return d
 }
 
 // NewFrom prepares to play the frames of src, in place of
 // opts.Recorded. It reads them all, and fails with the first error of
-// src.Frame. The Driver keeps src.
-func NewFrom(src Source, opts Options) (*Driver, error) {
+// src.Line. The Driver keeps src.
+func NewFrom(src lane.Lines, opts Options) (*Driver, error) {
 	p, err := newPlan(src)
 	if err != nil {
 		return nil, err
@@ -360,7 +326,7 @@ func (r *run) progress() bool {
 				r.at = append(r.at, r.atTotal)
 			}
 			if w.frame >= 0 && !r.d.noTimeline {
-				r.res.Timeline = append(r.res.Timeline, Step{FromEditor, w.frame})
+				r.res.Timeline = append(r.res.Timeline, Step{lane.Editor, w.frame})
 			}
 			r.writes <- append(w.data[:len(w.data):len(w.data)], '\n')
 		}
@@ -432,7 +398,7 @@ func (r *run) receive(line []byte) {
 		r.res.Live = append(r.res.Live, line)
 	}
 	if !r.d.noTimeline {
-		r.res.Timeline = append(r.res.Timeline, Step{FromAgent, r.res.Received})
+		r.res.Timeline = append(r.res.Timeline, Step{lane.Agent, r.res.Received})
 	}
 	r.res.Received++
 	m := acp.Parse(line)
@@ -554,7 +520,7 @@ func (r *run) frame(i int) ([]byte, bool) {
 	if r.readErr != nil {
 		return nil, false
 	}
-	f, err := r.p.src.Frame(i)
+	f, err := r.p.src.Line(i)
 	if err != nil {
 		r.readErr = fmt.Errorf("reading frame %d of the recording: %w", i, err)
 		return nil, false

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/testagent"
 	"github.com/acptap/acptap/internal/testeditor"
@@ -74,7 +76,7 @@ const hangGuard = 2 * time.Minute
 
 // record runs the test agent with args under the scripted editor and
 // returns the session's frames, as acptap record would have them.
-func record(t *testing.T, opts testeditor.Options, args ...string) ([]driver.Frame, *testeditor.Transcript) {
+func record(t *testing.T, opts testeditor.Options, args ...string) ([]lane.Line, *testeditor.Transcript) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
@@ -86,11 +88,11 @@ func record(t *testing.T, opts testeditor.Options, args ...string) ([]driver.Fra
 	if err != nil {
 		t.Fatalf("recording: %v\nagent stderr:\n%s", err, stderr.String())
 	}
-	var frames []driver.Frame
+	var frames []lane.Line
 	for _, m := range tr.Messages {
-		f := driver.Frame{Dir: driver.FromAgent, Data: []byte(m.Raw)}
+		f := lane.Line{Lane: lane.Agent, Data: []byte(m.Raw)}
 		if m.Dir == "send" {
-			f.Dir = driver.FromEditor
+			f.Lane = lane.Editor
 		}
 		if m.Msg != nil {
 			f.Data = slices.Clone(m.Msg)
@@ -144,11 +146,11 @@ func replay(t *testing.T, d *driver.Driver, env []string, args ...string) (drive
 	return res, runErr
 }
 
-// lines returns the data of the frames of direction dir.
-func lines(frames []driver.Frame, dir driver.Dir) [][]byte {
+// lines returns the data of the frames of lane l.
+func lines(frames []lane.Line, l lane.Lane) [][]byte {
 	var out [][]byte
 	for _, f := range frames {
-		if f.Dir == dir {
+		if f.Lane == l {
 			out = append(out, f.Data)
 		}
 	}
@@ -278,9 +280,9 @@ func TestReplay(t *testing.T) {
 
 // checkReplay checks a replay of a two-turn session with a permission
 // request and a file read.
-func checkReplay(t *testing.T, frames []driver.Frame, res driver.Result, recWS, liveWS string) {
+func checkReplay(t *testing.T, frames []lane.Line, res driver.Result, recWS, liveWS string) {
 	t.Helper()
-	recAgent, recEditor := lines(frames, driver.FromAgent), lines(frames, driver.FromEditor)
+	recAgent, recEditor := lines(frames, lane.Agent), lines(frames, lane.Editor)
 	if got, want := shape(res.Live), shape(recAgent); !reflect.DeepEqual(got, want) {
 		t.Errorf("live agent output:\n%s\nwant the shape of the recorded:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -360,7 +362,7 @@ func TestReplayRemapsIDs(t *testing.T) {
 	ws := workspace(t)
 	frames, _ := record(t, testeditor.Options{Cwd: ws, Prompts: []string{"one"}}, "--read", "notes.txt")
 	recIDs := make(map[string]bool)
-	for _, l := range lines(frames, driver.FromAgent) {
+	for _, l := range lines(frames, lane.Agent) {
 		if m := acp.Parse(l); m.Kind == acp.Request {
 			recIDs[acp.IDKey(m.ID)] = true
 		}
@@ -399,13 +401,13 @@ func TestReplayRemapsIDs(t *testing.T) {
 // each paired with its own recorded answer, which is sent under the id of
 // the live request.
 func TestReplayRemapsIDsBeyondFloat64(t *testing.T) {
-	recorded := []driver.Frame{
-		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)},
-		{Dir: driver.FromAgent, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740992,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/a"}}`)},
-		{Dir: driver.FromAgent, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740993,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/b"}}`)},
-		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740992,"result":{"content":"a"}}`)},
-		{Dir: driver.FromEditor, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740993,"result":{"content":"b"}}`)},
-		{Dir: driver.FromAgent, Data: []byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)},
+	recorded := []lane.Line{
+		{Lane: lane.Editor, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[]}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740992,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/a"}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740993,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/b"}}`)},
+		{Lane: lane.Editor, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740992,"result":{"content":"a"}}`)},
+		{Lane: lane.Editor, Data: []byte(`{"jsonrpc":"2.0","id":9007199254740993,"result":{"content":"b"}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","id":1,"result":{"stopReason":"end_turn"}}`)},
 	}
 	// The live agent numbers its requests the other way round.
 	live := make(chan []byte, 3)
@@ -489,7 +491,7 @@ func TestReplayCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := shape(res.Sent), shape(lines(frames, driver.FromEditor)); !reflect.DeepEqual(got, want) {
+	if got, want := shape(res.Sent), shape(lines(frames, lane.Editor)); !reflect.DeepEqual(got, want) {
 		t.Errorf("sent %q, want %q", got, want)
 	}
 	texts, reasons := turns(t, res.Sent, res.Live)
@@ -511,7 +513,7 @@ func TestReplayChangedAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(res.Sent), len(lines(frames, driver.FromEditor)); got != want {
+	if got, want := len(res.Sent), len(lines(frames, lane.Editor)); got != want {
 		t.Errorf("sent %d lines, want all %d", got, want)
 	}
 	texts, reasons := turns(t, res.Sent, res.Live)
@@ -523,10 +525,10 @@ func TestReplayChangedAgent(t *testing.T) {
 
 // frameIndex returns the index of the n-th (from 1) editor frame of
 // method.
-func frameIndex(t *testing.T, frames []driver.Frame, method string, n int) int {
+func frameIndex(t *testing.T, frames []lane.Line, method string, n int) int {
 	t.Helper()
 	for i, f := range frames {
-		if f.Dir == driver.FromEditor && acp.Parse(f.Data).Method == method {
+		if f.Lane == lane.Editor && acp.Parse(f.Data).Method == method {
 			if n--; n == 0 {
 				return i
 			}
@@ -608,7 +610,7 @@ func TestReplayUnrecordedRequest(t *testing.T) {
 	d := driver.New(driver.Options{Recorded: frames})
 	// This agent reads a file the recorded one never asked for.
 	res, err := replay(t, d, agentEnviron(), "--read", "notes.txt", "--no-permission")
-	checkMismatch(t, res, err, driver.MismatchError{Method: "fs/read_text_file", N: 1, Recorded: 0}, len(lines(frames, driver.FromEditor)))
+	checkMismatch(t, res, err, driver.MismatchError{Method: "fs/read_text_file", N: 1, Recorded: 0}, len(lines(frames, lane.Editor)))
 }
 
 func TestReplayMoreRequestsThanRecorded(t *testing.T) {
@@ -617,7 +619,7 @@ func TestReplayMoreRequestsThanRecorded(t *testing.T) {
 	// Drop the second fs/read_text_file request and its answer.
 	var id string
 	n := 0
-	frames = slices.DeleteFunc(frames, func(f driver.Frame) bool {
+	frames = slices.DeleteFunc(frames, func(f lane.Line) bool {
 		m := acp.Parse(f.Data)
 		if m.Method == "fs/read_text_file" {
 			if n++; n == 2 {
@@ -625,14 +627,14 @@ func TestReplayMoreRequestsThanRecorded(t *testing.T) {
 				return true
 			}
 		}
-		return f.Dir == driver.FromEditor && m.Kind == acp.Response && acp.IDKey(m.ID) == id
+		return f.Lane == lane.Editor && m.Kind == acp.Response && acp.IDKey(m.ID) == id
 	})
 	if id == "" {
 		t.Fatal("the recording has no second fs/read_text_file request")
 	}
 	d := driver.New(driver.Options{Recorded: frames})
 	res, err := replay(t, d, agentEnviron(), "--read", "notes.txt")
-	checkMismatch(t, res, err, driver.MismatchError{Method: "fs/read_text_file", N: 2, Recorded: 1}, len(lines(frames, driver.FromEditor)))
+	checkMismatch(t, res, err, driver.MismatchError{Method: "fs/read_text_file", N: 2, Recorded: 1}, len(lines(frames, lane.Editor)))
 }
 
 // checkMismatch checks a Run that ended with the one mismatch want, after
@@ -686,7 +688,7 @@ func TestReplayJunk(t *testing.T) {
 	frames, _ := record(t, testeditor.Options{Cwd: t.TempDir()}, "--junk")
 	junk := []byte("editor banner \xff (not JSON)")
 	at := frameIndex(t, frames, "initialize", 1) + 1
-	frames = slices.Insert(frames, at, driver.Frame{Dir: driver.FromEditor, Data: junk})
+	frames = slices.Insert(frames, at, lane.Line{Lane: lane.Editor, Data: junk})
 	d := driver.New(driver.Options{Recorded: frames})
 	res, err := replay(t, d, agentEnviron(), "--junk")
 	if err != nil {
@@ -716,7 +718,7 @@ func TestReplayCancelStateRace(t *testing.T) {
 	if len(tr.Turns) != 2 || tr.Turns[0].StopReason != "cancelled" {
 		t.Fatalf("recorded turns = %+v, want the first cancelled", tr.Turns)
 	}
-	commands := slices.IndexFunc(frames, func(f driver.Frame) bool {
+	commands := slices.IndexFunc(frames, func(f lane.Line) bool {
 		return acp.Parse(f.Data).UpdateKind == "available_commands_update"
 	})
 	if commands < 0 || commands > frameIndex(t, frames, "session/prompt", 1) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/acp"
 )
 
@@ -74,10 +76,10 @@ type answer struct {
 // be sent, and which recorded answers serve which agent requests (see
 // Driver for the rules). It is read-only once made.
 type plan struct {
-	src     Source // the recording's frames, read again by Run
-	n       int    // how many there are
-	junk    []bool // frames that are not JSON-RPC messages
-	steps   []step // the last is the end of the recording
+	src     lane.Lines // the recording's frames, read again by Run
+	n       int        // how many there are
+	junk    []bool     // frames that are not JSON-RPC messages
+	steps   []step     // the last is the end of the recording
 	anchors []anchor
 	answers map[reqKey]answer
 	reqs    map[reqKey]int     // recorded agent request → frame index
@@ -86,7 +88,7 @@ type plan struct {
 	methods map[respKey]string // editor request → its method
 }
 
-func newPlan(src Source) (*plan, error) {
+func newPlan(src lane.Lines) (*plan, error) {
 	p := &plan{
 		src:     src,
 		n:       src.Len(),
@@ -138,13 +140,13 @@ func newPlan(src Source) (*plan, error) {
 	}
 	p.junk = make([]bool, p.n)
 	for i := range p.n {
-		f, err := src.Frame(i)
+		f, err := src.Line(i)
 		if err != nil {
 			return nil, fmt.Errorf("reading frame %d of the recording: %w", i, err)
 		}
 		m := acp.Parse(f.Data)
 		p.junk[i] = m.Kind == acp.Junk
-		if f.Dir == FromAgent {
+		if f.Lane == lane.Agent {
 			switch m.Kind {
 			case acp.Response, acp.Error:
 				if m.ID == nil {
@@ -222,7 +224,7 @@ func (p *plan) subject(i int) string {
 	if i == p.n {
 		return "the end of the recording"
 	}
-	f, err := p.src.Frame(i)
+	f, err := p.src.Line(i)
 	if err != nil {
 		return fmt.Sprintf("frame %d", i)
 	}

@@ -3,6 +3,8 @@ package driver
 import (
 	"encoding/json"
 	"maps"
+
+	"github.com/acptap/acptap/lane"
 )
 
 // A Step is one event of a Run's timeline.
@@ -14,12 +16,12 @@ import (
 // output the frame does not wait for. Either way a recording that
 // interleaves its frames as the Timeline says can be played again.
 type Step struct {
-	// Dir is FromEditor when Run started writing a recorded editor frame
-	// (a step or an answer), FromAgent when it received a line of the
+	// Lane is lane.Editor when Run started writing a recorded editor frame
+	// (a step or an answer), lane.Agent when it received a line of the
 	// agent.
-	Dir Dir
-	// Index is the frame's index in Options.Recorded (FromEditor) or the
-	// line's in Result.Live (FromAgent).
+	Lane lane.Lane
+	// Index is the frame's index in Options.Recorded (lane.Editor) or the
+	// line's in Result.Live (lane.Agent).
 	Index int
 }
 

@@ -6,15 +6,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/acptap/acptap/lane"
+
 	"github.com/acptap/acptap/internal/testeditor"
 	"github.com/acptap/acptap/replay/driver"
 )
 
-// source is a driver.Source over frames that hands out copies and fails
+// source is a lane.Lines over frames that hands out copies and fails
 // its failAt-th read (from 1; 0 for never).
 type source struct {
 	mu     sync.Mutex // guards reads
-	frames []driver.Frame
+	frames []lane.Line
 	reads  int
 	failAt int
 }
@@ -23,14 +25,14 @@ var errSource = errors.New("source read failed")
 
 func (s *source) Len() int { return len(s.frames) }
 
-func (s *source) Frame(i int) (driver.Frame, error) {
+func (s *source) Line(i int) (lane.Line, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads++
 	if s.reads == s.failAt {
-		return driver.Frame{}, errSource
+		return lane.Line{}, errSource
 	}
-	return driver.Frame{Dir: s.frames[i].Dir, Data: slices.Clone(s.frames[i].Data)}, nil
+	return lane.Line{Lane: s.frames[i].Lane, Data: slices.Clone(s.frames[i].Data)}, nil
 }
 
 // TestNewFromDiscard checks that a Driver reading its frames from a

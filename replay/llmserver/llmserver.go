@@ -240,7 +240,7 @@ type Server struct {
 	compare   func(number int, recorded, live *exchange.Exchange) (Drift, bool)
 	exchanges Exchanges
 	entries   []*entry // in recorded order
-	httpKey func(method, rawURL string) string
+	httpKey   func(method, rawURL string) string
 
 	hooks hooks // set by tests before the first request
 
