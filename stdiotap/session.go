@@ -62,18 +62,6 @@ func Start(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
-	stdin := cfg.Stdin
-	if stdin == nil {
-		stdin = os.Stdin
-	}
-	stdout := cfg.Stdout
-	if stdout == nil {
-		stdout = os.Stdout
-	}
-	stderr := cfg.Stderr
-	if stderr == nil {
-		stderr = os.Stderr
-	}
 	s := &Session{
 		grace:  cfg.Grace,
 		exited: make(chan struct{}),
@@ -82,28 +70,9 @@ func Start(cfg Config) (*Session, error) {
 	if s.grace <= 0 {
 		s.grace = DefaultGrace
 	}
-	maxLine := cfg.MaxLine
-	if maxLine <= 0 {
-		maxLine = defaultMaxLine
-	}
-
-	// The child's ends are *os.File so that exec hands them to the agent
-	// as they are, without copying goroutines of its own.
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	var ends [3][2]*os.File // [stream]{read, write}
-	for i := range ends {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("stdiotap: create %v pipe: %w", Stream(i), err)
-		}
-		files = append(files, r, w)
-		ends[i] = [2]*os.File{r, w}
+	ends, err := newPipes()
+	if err != nil {
+		return nil, err
 	}
 	s.agentStdin, s.stdoutR, s.stderrR = ends[Stdin][1], ends[Stdout][0], ends[Stderr][0]
 	cmd := &exec.Cmd{
@@ -131,7 +100,7 @@ func Start(cfg Config) (*Session, error) {
 	go s.run(cmd, startErr)
 	if err := <-startErr; err != nil {
 		s.stopSignals()
-		closeAll()
+		ends.close()
 		return nil, fmt.Errorf("stdiotap: start %s: %w", cfg.Argv[0], err)
 	}
 	for _, f := range []*os.File{ends[Stdin][0], ends[Stdout][1], ends[Stderr][1]} {
@@ -140,7 +109,59 @@ func Start(cfg Config) (*Session, error) {
 	if s.fwdSigs != nil {
 		go s.relay()
 	}
+	s.startPumps(cfg)
+	return s, nil
+}
+
+// pipes are the agent's stdio pipes, [stream]{read, write}. The child's
+// ends are *os.File so that exec hands them to the agent as they are,
+// without copying goroutines of its own.
+type pipes [3][2]*os.File
+
+// newPipes makes the three pipes, or none.
+func newPipes() (pipes, error) {
+	var ends pipes
+	for i := range ends {
+		r, w, err := os.Pipe()
+		if err != nil {
+			ends.close()
+			return pipes{}, fmt.Errorf("stdiotap: create %v pipe: %w", Stream(i), err)
+		}
+		ends[i] = [2]*os.File{r, w}
+	}
+	return ends, nil
+}
+
+// close closes every end made.
+func (ends pipes) close() {
+	for _, e := range ends {
+		for _, f := range e {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+}
+
+// startPumps starts copying between the editor's stdio (cfg's, or this
+// process's) and the agent's, framing lines on the tape if cfg.OnLine is
+// set.
+func (s *Session) startPumps(cfg Config) {
+	stdin, stdout, stderr := cfg.Stdin, cfg.Stdout, cfg.Stderr
+	if stdin == nil {
+		stdin = os.Stdin
+	}
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	if stderr == nil {
+		stderr = os.Stderr
+	}
 	if cfg.OnLine != nil {
+		maxLine := cfg.MaxLine
+		if maxLine <= 0 {
+			maxLine = defaultMaxLine
+		}
 		var frames [3]*framer
 		for i := range frames {
 			frames[i] = &framer{stream: Stream(i), max: maxLine, emit: cfg.OnLine}
@@ -168,7 +189,6 @@ func Start(cfg Config) (*Session, error) {
 		s.closeAgentStdin()
 		s.stop()
 	}()
-	return s, nil
 }
 
 // lookPath finds the executable for name the way the agent's exec will:
