@@ -11,6 +11,7 @@ import (
 
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/stdiotap"
+	"github.com/acptap/acptap/store"
 )
 
 // agentConfig says how to run the agent of a replay.
@@ -23,7 +24,7 @@ type agentConfig struct {
 	stderr io.Writer
 	grace  time.Duration // see Options.Grace
 	// maxLine is stdiotap's Config.MaxLine, 0 for its default: longer
-	// lines reach the replay in pieces, which runAgent joins.
+	// lines reach the replay in pieces, joined as the store joins them.
 	maxLine int
 
 	// The driver's options: the recorded frames to play, how long to
@@ -62,20 +63,6 @@ type agentRun struct {
 // ErrSpool if its output cannot be spooled: how the agent behaved is in
 // the agentRun.
 func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
-	stderr := cfg.stderr
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	mask := cfg.mask
-	if mask == nil {
-		mask = func(b []byte) []byte { return b }
-	}
-	// The agent's stderr reaches stderr line by line, masked, from
-	// OnLine, rather than as the agent wrote it.
-	agentStderr := stderr
-	if cfg.stderr != nil {
-		agentStderr = io.Discard
-	}
 	// The lines are kept here, if at all: the driver keeps no copy.
 	drv, err := driver.NewFrom(cfg.frames, driver.Options{
 		Timeout:    cfg.timeout,
@@ -91,11 +78,14 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 		return nil, err
 	}
 	run := &agentRun{live: live}
-	// OnLine must not block: lines go through an unbounded queue to the
-	// driver.
+	out := newLiveOutput(cfg, run)
+	// The agent's stderr reaches stderr line by line, masked, from
+	// OnLine, rather than as the agent wrote it.
+	agentStderr := out.stderr
+	if cfg.stderr != nil {
+		agentStderr = io.Discard
+	}
 	stdinR, stdinW := io.Pipe()
-	q := newLineQueue()
-	var partial []byte // pieces of a line longer than maxLine
 	sess, err := stdiotap.Start(stdiotap.Config{
 		Argv:    cfg.argv,
 		Dir:     cfg.dir,
@@ -107,42 +97,7 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 		MaxLine: cfg.maxLine,
 		// The driver answers the agent's lines: each must reach it now.
 		FrameAtOnce: true,
-		OnLine: func(l stdiotap.Line) {
-			// Called from the stdout pump only, one at a time: long
-			// lines are joined from their pieces here.
-			if l.Stream == stdiotap.Stderr && cfg.stderr != nil {
-				// A secret cut across the pieces of a line longer
-				// than maxLine is not masked: lines are 256 MiB.
-				b := mask(l.Data)
-				if !l.NoNewline && !l.Continued {
-					b = append(b[:len(b):len(b)], '\n')
-				}
-				stderr.Write(b)
-			}
-			if l.Stream != stdiotap.Stdout {
-				return
-			}
-			if l.Continued {
-				partial = append(partial, l.Data...)
-				return
-			}
-			if partial != nil {
-				l.Data = append(partial, l.Data...)
-				partial = nil
-			}
-			l.Data = mask(l.Data)
-			if compared(l.Data) {
-				run.compared = append(run.compared, live.len())
-			}
-			// A buffered write to a file, which does not wait on the
-			// driver: the pipe from the agent holds what comes
-			// meanwhile.
-			live.add(l.Data)
-			if cfg.keep {
-				run.kept = append(run.kept, l.Data)
-			}
-			q.push(l.Data)
-		},
+		OnLine:      out.line,
 	})
 	if err != nil {
 		live.close()
@@ -152,24 +107,92 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	var waitErr error
 	go func() {
 		run.exit, waitErr = sess.Wait()
-		q.close() // the agent's output has ended
+		out.queue.close() // the agent's output has ended
 		close(exited)
 	}()
 	lines := make(chan []byte)
 	stop := make(chan struct{})
-	go q.feed(lines, stop)
+	go out.queue.feed(lines, stop)
 	run.drive, run.driveErr = drv.Run(ctx, stdinW, lines)
 	close(stop)
 	stdinW.Close()
 	<-exited
 	if waitErr != nil {
-		fmt.Fprintf(stderr, "replay: agent: %v\n", waitErr)
+		fmt.Fprintf(out.stderr, "replay: agent: %v\n", waitErr)
 	}
 	if err := live.flush(); err != nil {
 		live.close()
 		return nil, err
 	}
 	return run, nil
+}
+
+// liveOutput takes the agent's lines as stdiotap frames them: its stderr
+// to the replay's stderr, and its stdout, each line whole, to the run's
+// spool and, through an unbounded queue, to the driver, every line masked
+// first. OnLine must not block, and is called from one pump at a time.
+type liveOutput struct {
+	stderr  io.Writer // the replay's, or io.Discard
+	showErr bool      // the agent's stderr goes to stderr from here
+	mask    func([]byte) []byte
+	keep    bool
+	run     *agentRun
+	queue   *lineQueue
+	// join joins the pieces of a stdout line longer than maxLine, as the
+	// store's reader joins a recording's.
+	join func(store.Event) error
+}
+
+func newLiveOutput(cfg agentConfig, run *agentRun) *liveOutput {
+	o := &liveOutput{stderr: cfg.stderr, showErr: cfg.stderr != nil, mask: cfg.mask, keep: cfg.keep, run: run, queue: newLineQueue()}
+	if o.stderr == nil {
+		o.stderr = io.Discard
+	}
+	if o.mask == nil {
+		o.mask = func(b []byte) []byte { return b }
+	}
+	o.join = store.JoinLines(func(e store.Event) error {
+		o.stdoutLine(e.Data)
+		return nil
+	})
+	return o
+}
+
+// line is the stdiotap.Config.OnLine of the agent.
+func (o *liveOutput) line(l stdiotap.Line) {
+	switch l.Stream {
+	case stdiotap.Stderr:
+		if o.showErr {
+			// A secret cut across the pieces of a line longer than
+			// maxLine is not masked: lines are 256 MiB.
+			b := o.mask(l.Data)
+			if !l.NoNewline && !l.Continued {
+				b = append(b[:len(b):len(b)], '\n')
+			}
+			o.stderr.Write(b)
+		}
+	case stdiotap.Stdout:
+		e := store.Event{Kind: store.KindFrame, Lane: l.Stream.Lane(), Data: l.Data}
+		if l.Continued {
+			e.Flags |= store.FlagContinued
+		}
+		o.join(e)
+	}
+}
+
+// stdoutLine takes one whole line of the agent's stdout.
+func (o *liveOutput) stdoutLine(data []byte) {
+	data = o.mask(data)
+	if compared(data) {
+		o.run.compared = append(o.run.compared, o.run.live.len())
+	}
+	// A buffered write to a file, which does not wait on the driver: the
+	// pipe from the agent holds what comes meanwhile.
+	o.run.live.add(data)
+	if o.keep {
+		o.run.kept = append(o.run.kept, data)
+	}
+	o.queue.push(data)
 }
 
 // lineQueue passes the agent's lines from stdiotap's callback, which must
