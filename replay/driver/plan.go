@@ -98,45 +98,13 @@ func newPlan(src lane.Lines) (*plan, error) {
 		reqN:    make(map[string]int),
 		methods: make(map[respKey]string),
 	}
-	var (
-		respN       = make(map[string]int)    // responses recorded per editor id
-		sentN       = make(map[string]int)    // editor requests sent per id
-		outstanding = make(map[string]reqKey) // agent request id → request, until answered
-		pending     []respKey                 // editor requests not answered yet
-		sentAt      = make(map[respKey]int)   // editor request → the step that sent it
-		total       = make(map[noteKey]int)   // notifications awaited so far (see counted)
-		at          []map[noteKey]int         // total when each step was recorded
-		atTotal     map[noteKey]int           // the last copy of total in at, nil if total changed since
-	)
-	newStep := func(frame int) {
-		st := step{frame: frame, anchors: len(p.anchors)}
-		if len(pending) > 0 {
-			// The turn began when the first of the unanswered requests
-			// was sent.
-			mid := &midTurn{since: sentAt[pending[0]]}
-			for _, k := range pending[1:] {
-				mid.since = min(mid.since, sentAt[k])
-			}
-			for k, n := range total {
-				if d := n - at[mid.since][k]; d > 0 {
-					if mid.notes == nil {
-						mid.notes = make(map[noteKey]int)
-					}
-					mid.notes[k] = d
-				}
-			}
-			if mid.notes != nil {
-				mid.pending = slices.Clone(pending)
-				st.mid = mid
-			}
-		}
-		// Steps share a copy of total while it does not change: most
-		// recordings have many more frames than notification kinds.
-		if atTotal == nil {
-			atTotal = maps.Clone(total)
-		}
-		at = append(at, atTotal)
-		p.steps = append(p.steps, st)
+	pl := planner{
+		plan:        p,
+		respN:       make(map[string]int),
+		sentN:       make(map[string]int),
+		outstanding: make(map[string]reqKey),
+		sentAt:      make(map[respKey]int),
+		total:       make(map[noteKey]int),
 	}
 	p.junk = make([]bool, p.n)
 	for i := range p.n {
@@ -147,52 +115,114 @@ func newPlan(src lane.Lines) (*plan, error) {
 		m := acp.Parse(f.Data)
 		p.junk[i] = m.Kind == acp.Junk
 		if f.Lane == lane.Agent {
-			switch m.Kind {
-			case acp.Response, acp.Error:
-				if m.ID == nil {
-					continue
-				}
-				id := acp.IDKey(m.ID)
-				respN[id]++
-				k := respKey{id, respN[id]}
-				p.anchors = append(p.anchors, anchor{resp: k})
-				p.resps[k] = i
-				if j := slices.Index(pending, k); j >= 0 {
-					pending = slices.Delete(pending, j, j+1)
-				}
-			case acp.Request:
-				p.reqN[m.Method]++
-				k := reqKey{m.Method, p.reqN[m.Method]}
-				p.anchors = append(p.anchors, anchor{req: k})
-				p.reqs[k] = i
-				outstanding[acp.IDKey(m.ID)] = k
-			case acp.Notification:
-				if k, n := noteOf(m); counted(k) {
-					total[k] += n
-					atTotal = nil
-				}
-			}
-			continue
-		}
-		if (m.Kind == acp.Response || m.Kind == acp.Error) && m.ID != nil {
-			if k, ok := outstanding[acp.IDKey(m.ID)]; ok {
-				delete(outstanding, acp.IDKey(m.ID))
-				p.answers[k] = answer{frame: i, after: len(p.steps)}
-				continue
-			}
-		}
-		newStep(i)
-		if m.Kind == acp.Request {
-			id := acp.IDKey(m.ID)
-			sentN[id]++
-			k := respKey{id, sentN[id]}
-			pending = append(pending, k)
-			sentAt[k] = len(p.steps) - 1
-			p.methods[k] = m.Method
+			pl.agentFrame(i, m)
+		} else {
+			pl.editorFrame(i, m)
 		}
 	}
-	newStep(p.n)
+	pl.newStep(p.n)
 	return p, nil
+}
+
+// planner is newPlan's state as it reads the recording in order.
+type planner struct {
+	*plan
+	respN       map[string]int    // responses recorded per editor id
+	sentN       map[string]int    // editor requests sent per id
+	outstanding map[string]reqKey // agent request id → request, until answered
+	pending     []respKey         // editor requests not answered yet
+	sentAt      map[respKey]int   // editor request → the step that sent it
+	total       map[noteKey]int   // notifications awaited so far (see counted)
+	at          []map[noteKey]int // total when each step was recorded
+	atTotal     map[noteKey]int   // the last copy of total in at, nil if total changed since
+}
+
+// agentFrame reads frame i, m, of the agent's: a response to an editor
+// request is an anchor, as is a request of the agent's, which an editor
+// answer may serve; a notification counts toward what later steps await.
+func (pl *planner) agentFrame(i int, m acp.Message) {
+	p := pl.plan
+	switch m.Kind {
+	case acp.Response, acp.Error:
+		if m.ID == nil {
+			return
+		}
+		id := acp.IDKey(m.ID)
+		pl.respN[id]++
+		k := respKey{id, pl.respN[id]}
+		p.anchors = append(p.anchors, anchor{resp: k})
+		p.resps[k] = i
+		if j := slices.Index(pl.pending, k); j >= 0 {
+			pl.pending = slices.Delete(pl.pending, j, j+1)
+		}
+	case acp.Request:
+		p.reqN[m.Method]++
+		k := reqKey{m.Method, p.reqN[m.Method]}
+		p.anchors = append(p.anchors, anchor{req: k})
+		p.reqs[k] = i
+		pl.outstanding[acp.IDKey(m.ID)] = k
+	case acp.Notification:
+		if k, n := noteOf(m); counted(k) {
+			pl.total[k] += n
+			pl.atTotal = nil
+		}
+	}
+}
+
+// editorFrame reads frame i, m, of the editor's: the answer to an agent
+// request is sent once that request comes; anything else is a step.
+func (pl *planner) editorFrame(i int, m acp.Message) {
+	p := pl.plan
+	if (m.Kind == acp.Response || m.Kind == acp.Error) && m.ID != nil {
+		if k, ok := pl.outstanding[acp.IDKey(m.ID)]; ok {
+			delete(pl.outstanding, acp.IDKey(m.ID))
+			p.answers[k] = answer{frame: i, after: len(p.steps)}
+			return
+		}
+	}
+	pl.newStep(i)
+	if m.Kind == acp.Request {
+		id := acp.IDKey(m.ID)
+		pl.sentN[id]++
+		k := respKey{id, pl.sentN[id]}
+		pl.pending = append(pl.pending, k)
+		pl.sentAt[k] = len(p.steps) - 1
+		p.methods[k] = m.Method
+	}
+}
+
+// newStep adds the step of frame, with what it waits for mid-turn: the
+// notifications recorded since the turn it interrupts began.
+func (pl *planner) newStep(frame int) {
+	p := pl.plan
+	st := step{frame: frame, anchors: len(p.anchors)}
+	if len(pl.pending) > 0 {
+		// The turn began when the first of the unanswered requests was
+		// sent.
+		mid := &midTurn{since: pl.sentAt[pl.pending[0]]}
+		for _, k := range pl.pending[1:] {
+			mid.since = min(mid.since, pl.sentAt[k])
+		}
+		for k, n := range pl.total {
+			if d := n - pl.at[mid.since][k]; d > 0 {
+				if mid.notes == nil {
+					mid.notes = make(map[noteKey]int)
+				}
+				mid.notes[k] = d
+			}
+		}
+		if mid.notes != nil {
+			mid.pending = slices.Clone(pl.pending)
+			st.mid = mid
+		}
+	}
+	// Steps share a copy of total while it does not change: most
+	// recordings have many more frames than notification kinds.
+	if pl.atTotal == nil {
+		pl.atTotal = maps.Clone(pl.total)
+	}
+	pl.at = append(pl.at, pl.atTotal)
+	p.steps = append(p.steps, st)
 }
 
 // counted reports whether notifications of kind k are awaited: all but
