@@ -17,9 +17,9 @@ import (
 
 	"github.com/acptap/acptap/acptaptest"
 	"github.com/acptap/acptap/internal/demollm"
-	"github.com/acptap/acptap/internal/testagent"
-	"github.com/acptap/acptap/internal/testeditor"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testagent"
+	"github.com/acptap/acptap/internal/testing/testeditor"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/store"

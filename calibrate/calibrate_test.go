@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/internal/testagent"
-	"github.com/acptap/acptap/internal/testeditor"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testagent"
+	"github.com/acptap/acptap/internal/testing/testeditor"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay"

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/acptap/acptap/internal/fakeresponses"
+	"github.com/acptap/acptap/internal/testing/fakeresponses"
 )
 
 // busyEnv opts into TestCodexBusyMachine, which loads every CPU of the

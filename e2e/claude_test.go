@@ -15,7 +15,7 @@ import (
 
 	"github.com/acptap/acptap/lane"
 
-	"github.com/acptap/acptap/internal/fakeanthropic"
+	"github.com/acptap/acptap/internal/testing/fakeanthropic"
 	"github.com/acptap/acptap/normalize"
 )
 

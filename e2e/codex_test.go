@@ -13,7 +13,7 @@ import (
 
 	"github.com/acptap/acptap/lane"
 
-	"github.com/acptap/acptap/internal/fakeresponses"
+	"github.com/acptap/acptap/internal/testing/fakeresponses"
 	"github.com/acptap/acptap/normalize"
 )
 

@@ -1,8 +1,8 @@
 // Package e2e holds acptap's end-to-end tests against three real agents:
 // codex-acp (npm @zed-industries/codex-acp) talking to the scripted
-// Responses API of internal/fakeresponses, claude-agent-acp talking to the
-// scripted Messages API of internal/fakeanthropic, and gemini-cli talking
-// to the scripted Gemini API of internal/fakegemini.
+// Responses API of internal/testing/fakeresponses, claude-agent-acp talking to the
+// scripted Messages API of internal/testing/fakeanthropic, and gemini-cli talking
+// to the scripted Gemini API of internal/testing/fakegemini.
 //
 // Each agent's tests run only when its variable (ACPTAP_CODEX_ACP,
 // ACPTAP_CLAUDE_ACP, ACPTAP_GEMINI_CLI) names its binary, as
@@ -13,7 +13,7 @@
 //
 // Without it they skip; with it set to something that does not run, they
 // fail. Everything runs as real processes: acptap and the scripted editor
-// (internal/testeditor/cmd/testeditor) are built by TestMain, the editor drives `acptap
+// (internal/testing/testeditor/cmd/testeditor) are built by TestMain, the editor drives `acptap
 // record -- codex-acp ...`, and `acptap replay` then re-runs codex-acp
 // with no LLM upstream at all.
 //

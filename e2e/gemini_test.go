@@ -15,7 +15,7 @@ import (
 
 	"github.com/acptap/acptap/lane"
 
-	"github.com/acptap/acptap/internal/fakegemini"
+	"github.com/acptap/acptap/internal/testing/fakegemini"
 	"github.com/acptap/acptap/normalize"
 )
 

@@ -65,7 +65,7 @@ func build(dir string) error {
 	if err != nil {
 		return fmt.Errorf("building the helper binaries: %w", err)
 	}
-	for name, pkg := range map[string]string{"acptap": "./cmd/acptap", "testeditor": "./internal/testeditor/cmd/testeditor"} {
+	for name, pkg := range map[string]string{"acptap": "./cmd/acptap", "testeditor": "./internal/testing/testeditor/cmd/testeditor"} {
 		cmd := exec.Command(gobin, "build", "-o", filepath.Join(dir, name), pkg)
 		cmd.Dir = ".." // the module root
 		if out, err := cmd.CombinedOutput(); err != nil {

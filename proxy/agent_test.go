@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/exchange"
-	"github.com/acptap/acptap/internal/testeditor"
+	"github.com/acptap/acptap/internal/testing/testeditor"
 	"github.com/acptap/acptap/proxy"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/store"
 )

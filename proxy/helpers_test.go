@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
-	"github.com/acptap/acptap/internal/testagent"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testagent"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/proxy"
 )
 

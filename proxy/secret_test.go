@@ -16,8 +16,8 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/exchange"
-	"github.com/acptap/acptap/internal/testeditor"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testeditor"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/proxy"
 )
 

@@ -25,7 +25,7 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/exchange"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/proxy"
 )
 

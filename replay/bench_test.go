@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/acptap/acptap/internal/testeditor"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testeditor"
+	"github.com/acptap/acptap/internal/testing/testkit"
 )
 
 // BenchmarkRunSession measures Run, in this process, on sessions of the

@@ -17,9 +17,9 @@ import (
 	"github.com/acptap/acptap/lane"
 
 	"github.com/acptap/acptap/internal/exchange"
-	"github.com/acptap/acptap/internal/testagent"
-	"github.com/acptap/acptap/internal/testeditor"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testagent"
+	"github.com/acptap/acptap/internal/testing/testeditor"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/store"
 )

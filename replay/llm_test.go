@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/exchange"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
 )

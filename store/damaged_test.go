@@ -19,8 +19,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/acptap/acptap/internal/damage"
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/testing/damage"
 )
 
 // damageFixture writes a store of three recordings to path: a, b (with a

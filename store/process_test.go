@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 )
 
 // The test binary re-executes itself as a helper process when childEnv

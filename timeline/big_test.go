@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/internal/browsertest"
+	"github.com/acptap/acptap/internal/testing/browsertest"
 )
 
 // bigFrames is the size of the long session of the tests and of

@@ -8,7 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/acptap/acptap/internal/browsertest"
+	"github.com/acptap/acptap/internal/testing/browsertest"
 )
 
 func TestMain(m *testing.M) {

@@ -4,7 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/acptap/acptap/internal/browsertest"
+	"github.com/acptap/acptap/internal/testing/browsertest"
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/store"
 )

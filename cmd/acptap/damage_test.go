@@ -8,7 +8,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/acptap/acptap/internal/damage"
+	"github.com/acptap/acptap/internal/testing/damage"
 )
 
 // cmdDamage damages a store file for the scripts, the ways bad disks and

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,18 +11,13 @@ import (
 // TestDependencies checks that imports point one way (DESIGN.md, issue
 // 25): the store does not depend on the wire formats' parsers; the LLM
 // server of replay does not depend on normalize; normalize and the parsers
-// import neither bbolt nor goproxy; the acptap binary links none of the
-// test doubles (acptap demo has an agent and an editor of its own). It
-// reads `go list -deps` of each package, without its tests.
+// import neither bbolt nor goproxy. It reads `go list -deps` of each
+// package, without its tests.
 func TestDependencies(t *testing.T) {
 	const mod = "github.com/acptap/acptap/"
 	bbolt, goproxy := "go.etcd.io/bbolt", "github.com/elazarl/goproxy"
 	parsers := []string{mod + "internal/wire", mod + "internal/sse", mod + "internal/ndjson"}
-	doubles := []string{mod + "internal/testagent", mod + "internal/testeditor", mod + "internal/testkit",
-		mod + "internal/fakellm", mod + "internal/fakeanthropic", mod + "internal/fakegemini", mod + "internal/fakeresponses",
-		mod + "internal/browsertest", mod + "internal/damage"}
 	for pkg, forbidden := range map[string][]string{
-		mod + "cmd/acptap":        doubles,
 		mod + "store":             append(slices.Clone(parsers), mod+"normalize", goproxy),
 		mod + "internal/exchange": append(slices.Clone(parsers), bbolt, goproxy),
 		mod + "replay/llmserver":  {mod + "normalize", bbolt},
@@ -44,6 +40,35 @@ func TestDependencies(t *testing.T) {
 				t.Errorf("%s depends on %s", strings.TrimPrefix(pkg, mod), strings.TrimPrefix(f, mod))
 			}
 		}
+	}
+}
+
+// TestBinaryLinksNoTestDouble: the acptap binary links no package under
+// internal/testing, the test doubles' folder, by the linker's symbol list
+// of the binary built (go tool nm); the test knows it reads the right
+// list by finding the demo's agent in it.
+func TestBinaryLinksNoTestDouble(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "acptap")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command("go", "tool", "nm", bin).Output()
+	if err != nil {
+		t.Fatalf("go tool nm: %v", err)
+	}
+	const doubles = "github.com/acptap/acptap/internal/testing/"
+	seen := map[string]bool{}
+	for line := range strings.Lines(string(out)) {
+		if _, sym, ok := strings.Cut(line, doubles); ok {
+			pkg, _, _ := strings.Cut(sym, ".")
+			if !seen[pkg] {
+				seen[pkg] = true
+				t.Errorf("the acptap binary links %s%s, a test double", doubles, pkg)
+			}
+		}
+	}
+	if !strings.Contains(string(out), "github.com/acptap/acptap/internal/demo.") {
+		t.Fatalf("go tool nm lists no symbol of internal/demo: the check checks nothing")
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/acptap/acptap/internal/browsertest"
+	"github.com/acptap/acptap/internal/testing/browsertest"
 )
 
 // closingBrowser runs the tests, then stops the browser of the HTML

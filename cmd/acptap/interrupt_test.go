@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 )
 
 // TestReplaySignal interrupts `acptap replay` of two recordings while the

@@ -19,7 +19,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/store"
 )
 

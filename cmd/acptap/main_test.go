@@ -15,9 +15,9 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/acptap/acptap/internal/testagent"
-	"github.com/acptap/acptap/internal/testeditor"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testagent"
+	"github.com/acptap/acptap/internal/testing/testeditor"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/store"
 )
 

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 )
 
 // The files by which secretagent and its test meet, in $SECRET_DIR.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 )
 
 // tmpEntries returns the names in dir.

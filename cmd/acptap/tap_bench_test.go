@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/proxy"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing/iotest"
 
 	"github.com/acptap/acptap/internal/readbuf"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 )
 
 func readAll(t testing.TB, r io.Reader) []Line {

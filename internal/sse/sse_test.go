@@ -11,7 +11,7 @@ import (
 	"testing/iotest"
 
 	"github.com/acptap/acptap/internal/readbuf"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 )
 
 // readAll reads every event from r and returns them with the Reader's

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/sse"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")

@@ -20,9 +20,9 @@ import (
 	"github.com/acptap/acptap/lane"
 
 	"github.com/acptap/acptap/internal/acp"
-	"github.com/acptap/acptap/internal/testagent"
-	"github.com/acptap/acptap/internal/testeditor"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testagent"
+	"github.com/acptap/acptap/internal/testing/testeditor"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/stdiotap"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/acptap/acptap/lane"
 
-	"github.com/acptap/acptap/internal/testeditor"
+	"github.com/acptap/acptap/internal/testing/testeditor"
 	"github.com/acptap/acptap/replay/driver"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/ndjson"
 	"github.com/acptap/acptap/internal/sse"
-	"github.com/acptap/acptap/internal/testkit"
+	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay/llmserver"
 )
