@@ -256,3 +256,49 @@ const envDirPrefix = stale.TapPrefix
 // a process killed with SIGKILL cannot. A directory whose pid is running
 // (or was reused) is left alone.
 func removeStaleEnvDirs(tmp string) { stale.Remove(tmp, envDirPrefix) }
+
+// Route is one base-URL route: Var is set in the agent's environment to a
+// loopback URL of the tap that forwards to Upstream (see AddBaseURL).
+type Route struct {
+	Var      string `json:"var"`
+	Upstream string `json:"upstream"`
+}
+
+// Routing says how an agent reaches a tap: by its base-URL Routes and,
+// unless NoProxyEnv, by the forward proxy its environment names. It is
+// what record, the tap process and replay are told, and it crosses to the
+// tap process as it is.
+type Routing struct {
+	Routes []Route `json:"routes"`
+	// NoProxyEnv leaves the forward proxy's variables and the CA files
+	// out of the agent's environment: only the routes reach the tap.
+	NoProxyEnv bool `json:"no_proxy_env"`
+	// ProxyLoopback is EnvOptions.ProxyLoopback; it means nothing with
+	// NoProxyEnv.
+	ProxyLoopback bool `json:"proxy_loopback"`
+}
+
+// Wire puts t between an agent and its LLM as r says: it adds r's routes
+// and returns env with the variables that make the agent use t (Env, or
+// with NoProxyEnv only BaseURLEnv), and each route's local URL by
+// variable. A route t refuses fails Wire with a *RouteError; any other
+// error is the environment's (Env's). Routes added before a failure stay
+// until Close.
+func (t *Tap) Wire(env []string, r Routing) (agentEnv []string, local map[string]string, err error) {
+	local = make(map[string]string, len(r.Routes))
+	for _, rt := range r.Routes {
+		u, err := t.AddBaseURL(rt.Var, rt.Upstream)
+		if err != nil {
+			return nil, nil, &RouteError{Route: rt, Err: err}
+		}
+		local[rt.Var] = u
+	}
+	if r.NoProxyEnv {
+		return t.BaseURLEnv(env), local, nil
+	}
+	agentEnv, err = t.Env(env, EnvOptions{ProxyLoopback: r.ProxyLoopback})
+	if err != nil {
+		return nil, nil, err
+	}
+	return agentEnv, local, nil
+}

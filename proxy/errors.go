@@ -37,3 +37,12 @@ var (
 	// stream cut short. The replay server uses it to inject resets.
 	ErrReset = hop.ErrReset
 )
+
+// A RouteError is a base-URL route the tap refused (Tap.Wire).
+type RouteError struct {
+	Route Route
+	Err   error // AddBaseURL's
+}
+
+func (e *RouteError) Error() string { return "base URL " + e.Route.Var + ": " + e.Err.Error() }
+func (e *RouteError) Unwrap() error { return e.Err }

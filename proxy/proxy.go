@@ -24,6 +24,18 @@
 //
 // The tap's notices (Config.Logf) name the tap, not the program: the
 // program that runs the tap says who is speaking.
+//
+// # Configuration
+//
+// A tap is configured in two parts, each in one place: Config, how the
+// tap itself runs (its CA, its secret, its recorder), and Routing, how an
+// agent reaches it (its base-URL Routes, and whether its environment names
+// the forward proxy). Tap.Wire applies a Routing and returns the agent's
+// environment; record, the tap process (proxy/tapproc, whose settings are
+// the part of Config that can cross to another process, and a Routing)
+// and replay all start a tap that way. ParseUpstream is the one parser of
+// a route's upstream, which record also uses to refuse a bad one before
+// anything starts.
 package proxy
 
 import (

@@ -163,11 +163,13 @@ type Result struct {
 // resolved, its CAs loaded and its snapshot taken. Nothing is in the store
 // until Run.
 type Plan struct {
-	opts   Options
-	name   string
-	env    []string
-	routes []BaseURL // with their upstreams resolved
-	tap    proxy.Config
+	opts Options
+	name string
+	env  []string
+	// routing is how the agent reaches the tap: Options.BaseURLs with
+	// their upstreams resolved, NoProxyEnv and ProxyLoopback.
+	routing proxy.Routing
+	tap     proxy.Config
 	// upstreamCAs is the PEM of Options.UpstreamCA, for a tap process.
 	upstreamCAs []byte
 	secrets     *redact.Redactor
@@ -207,7 +209,8 @@ func Prepare(opts Options) (*Plan, error) {
 	if err := store.ValidName(p.name); err != nil {
 		return nil, classify(ErrName, "%w", err)
 	}
-	if p.routes, err = resolveBaseURLs(opts.BaseURLs, p.env); err != nil {
+	p.routing = proxy.Routing{NoProxyEnv: opts.NoProxyEnv, ProxyLoopback: opts.ProxyLoopback}
+	if p.routing.Routes, err = resolveBaseURLs(opts.BaseURLs, p.env); err != nil {
 		return nil, err
 	}
 	if p.tap, p.upstreamCAs, err = tapConfig(opts); err != nil {
@@ -276,9 +279,9 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 		LoopbackDirect: !opts.NoProxyEnv && !opts.ProxyLoopback,
 		Snapshot:       p.archive != nil,
 	}
-	if len(p.routes) > 0 {
+	if len(p.routing.Routes) > 0 {
 		meta.BaseURLs = map[string]string{}
-		for _, r := range p.routes {
+		for _, r := range p.routing.Routes {
 			meta.BaseURLs[r.Var] = p.secrets.URL(r.Upstream)
 		}
 	}
@@ -416,90 +419,71 @@ func (p *Plan) clock() (clock *stamp.Clock, shared *tapproc.SharedClock, err err
 	return shared.Clock(), shared, nil
 }
 
-// startTap starts the HTTP tap with the plan's routes, in a process of
-// its own with Options.TapProcess, recording into w, and returns what
-// closes it, the agent's environment and each route's local URL, by
-// variable.
+// startTap starts the HTTP tap configured by cfg, in a process of its own
+// with Options.TapProcess, and puts it between the agent and its LLM as
+// the plan's routing says; it returns what closes it, the agent's
+// environment and each route's local URL, by variable.
 func (p *Plan) startTap(cfg proxy.Config, shared *tapproc.SharedClock) (io.Closer, []string, map[string]string, error) {
 	if tp := p.opts.TapProcess; tp != nil {
-		return p.startTapProcess(tp, cfg, shared)
+		proc, err := tapproc.Start(tapproc.Config{
+			Path:        tp.Path,
+			Args:        tp.Args,
+			Tap:         cfg,
+			UpstreamCAs: p.upstreamCAs,
+			Env:         p.env,
+			Routing:     p.routing,
+			Clock:       shared,
+		})
+		var se *tapproc.StartError
+		switch {
+		case errors.As(err, &se) && se.Stage == tapproc.StageRoute:
+			return nil, nil, nil, p.routeError(se.Var, se.Err)
+		case errors.As(err, &se) && se.Stage == tapproc.StageEnv:
+			return nil, nil, nil, classify(ErrTap, "preparing the agent's environment: %w", err)
+		case err != nil:
+			return nil, nil, nil, classify(ErrTap, "starting the HTTP tap: %w", err)
+		}
+		return proc, proc.Env, proc.Local, nil
 	}
 	tap, err := proxy.New(cfg)
 	if err != nil {
 		return nil, nil, nil, classify(ErrTap, "starting the HTTP tap: %w", err)
 	}
-	local := map[string]string{}
-	for _, r := range p.routes {
-		u, err := tap.AddBaseURL(r.Var, r.Upstream)
-		if err != nil {
-			tap.Close()
-			return nil, nil, nil, &BaseURLError{Var: r.Var, Upstream: r.Upstream, Err: err}
-		}
-		local[r.Var] = u
-	}
-	if p.opts.NoProxyEnv {
-		return tap, tap.BaseURLEnv(p.env), local, nil
-	}
-	env, err := tap.Env(p.env, proxy.EnvOptions{ProxyLoopback: p.opts.ProxyLoopback})
-	if err != nil {
+	env, local, err := tap.Wire(p.env, p.routing)
+	var re *proxy.RouteError
+	switch {
+	case errors.As(err, &re):
+		tap.Close()
+		return nil, nil, nil, p.routeError(re.Route.Var, re.Err)
+	case err != nil:
 		tap.Close()
 		return nil, nil, nil, classify(ErrTap, "preparing the agent's environment: %w", err)
 	}
 	return tap, env, local, nil
 }
 
-// startTapProcess is startTap with the tap in a process of its own: cfg's
-// Recorder, Redact, Start and Logf serve in this process, and the tap
-// process stamps exchanges from shared as their requests arrive, as
-// Recorder.Begin would.
-func (p *Plan) startTapProcess(tp *TapProcess, cfg proxy.Config, shared *tapproc.SharedClock) (io.Closer, []string, map[string]string, error) {
-	routes := make([]tapproc.Route, len(p.routes))
-	for i, r := range p.routes {
-		routes[i] = tapproc.Route{Var: r.Var, Upstream: r.Upstream}
+// routeError is the *BaseURLError of the route of variable name that the
+// tap refused with err.
+func (p *Plan) routeError(name string, err error) error {
+	upstream := ""
+	if i := slices.IndexFunc(p.routing.Routes, func(r proxy.Route) bool { return r.Var == name }); i >= 0 {
+		upstream = p.routing.Routes[i].Upstream
 	}
-	proc, err := tapproc.Start(tapproc.Config{
-		Path:          tp.Path,
-		Args:          tp.Args,
-		Env:           p.env,
-		Routes:        routes,
-		NoProxyEnv:    p.opts.NoProxyEnv,
-		ProxyLoopback: p.opts.ProxyLoopback,
-		CADir:         filepath.Dir(cfg.CA.CertFile()),
-		UpstreamCAs:   p.upstreamCAs,
-		Secret:        cfg.Secret,
-		Clock:         shared,
-		Recorder:      cfg.Recorder,
-		Redact:        cfg.Redact,
-		Start:         cfg.Start,
-		Logf:          cfg.Logf,
-	})
-	var se *tapproc.StartError
-	switch {
-	case errors.As(err, &se) && se.Stage == tapproc.StageRoute:
-		i := slices.IndexFunc(p.routes, func(r BaseURL) bool { return r.Var == se.Var })
-		upstream := ""
-		if i >= 0 {
-			upstream = p.routes[i].Upstream
-		}
-		return nil, nil, nil, &BaseURLError{Var: se.Var, Upstream: upstream, Err: se.Err}
-	case errors.As(err, &se) && se.Stage == tapproc.StageEnv:
-		return nil, nil, nil, classify(ErrTap, "preparing the agent's environment: %w", err)
-	case err != nil:
-		return nil, nil, nil, classify(ErrTap, "starting the HTTP tap: %w", err)
-	}
-	return proc, proc.Env, proc.Local, nil
+	return &BaseURLError{Var: name, Upstream: upstream, Err: err}
 }
 
 // resolveBaseURLs gives each route its upstream: the explicit one, else
 // the variable's value in env, else the public endpoint of a well-known
 // name.
-func resolveBaseURLs(routes []BaseURL, env []string) ([]BaseURL, error) {
-	var out []BaseURL
+// resolveBaseURLs returns the routes of Options.BaseURLs, each with its
+// upstream, as the tap takes them.
+func resolveBaseURLs(routes []BaseURL, env []string) ([]proxy.Route, error) {
+	var out []proxy.Route
 	for _, r := range routes {
 		if r.Var == "" || strings.ContainsAny(r.Var, "= \t\x00") {
 			return nil, &BaseURLError{Var: r.Var, Err: errors.New("invalid variable name")}
 		}
-		if slices.ContainsFunc(out, func(o BaseURL) bool { return o.Var == r.Var }) {
+		if slices.ContainsFunc(out, func(o proxy.Route) bool { return o.Var == r.Var }) {
 			return nil, &BaseURLError{Var: r.Var, Err: ErrBaseURLTwice}
 		}
 		if r.Upstream == "" {
@@ -516,7 +500,7 @@ func resolveBaseURLs(routes []BaseURL, env []string) ([]BaseURL, error) {
 		if _, err := proxy.ParseUpstream(r.Upstream); err != nil {
 			return nil, &BaseURLError{Var: r.Var, Upstream: r.Upstream, Err: classify(ErrBaseURLUpstream, "%w", err)}
 		}
-		out = append(out, r)
+		out = append(out, proxy.Route{Var: r.Var, Upstream: r.Upstream})
 	}
 	return out, nil
 }

@@ -2,7 +2,9 @@ package replay
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -155,20 +157,18 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(nu
 		return nil, fmt.Errorf("starting the replay LLM server: %w", err)
 	}
 	llm := &llmSide{server: server, tap: tap}
-	local := map[string]string{}
-	for v, upstream := range rec.meta.BaseURLs {
-		u, err := tap.AddBaseURL(v, upstream)
-		if err != nil {
-			tap.Close()
-			return nil, fmt.Errorf("base URL %s: %w", v, err)
-		}
-		local[v] = u
+	agentEnv, local, err := tap.Wire(env, routing(rec.meta, opts.Loopback))
+	var re *proxy.RouteError
+	switch {
+	case errors.As(err, &re):
+		tap.Close()
+		return nil, err // "base URL VAR: ..."
+	case err != nil:
+		tap.Close()
+		return nil, fmt.Errorf("preparing the agent's environment: %w", err)
 	}
 	llm.argv = proxy.ExpandBaseURLs(argv, local)
-	if llm.env, err = tapEnv(env, tap, rec.meta, opts.Loopback); err != nil {
-		tap.Close()
-		return nil, err
-	}
+	llm.env = dedupeEnv(agentEnv)
 	llm.mask = func(line []byte) []byte { return secrets.Bytes(redact.Members(line)) }
 	return llm, nil
 }
@@ -192,28 +192,22 @@ func maskingSecret(compare func(number int, recorded, live *exchange.Exchange) (
 // close stops the tap, and with it the server's answers.
 func (l *llmSide) close() { l.tap.Close() }
 
-// tapEnv returns env with the tap's variables, the way the recorded agent
-// reached the LLM: its base-URL variables, and the proxy variables and CA
+// routing is how the recorded agent reached the LLM, for a replay to reach
+// it the same way: its base-URL variables, and the proxy variables and CA
 // bundles only if it was given them (meta.ProxyEnv), with loopback left
 // out of the proxy as loopback says.
-func tapEnv(env []string, tap *proxy.Tap, meta store.Recording, loopback LoopbackMode) ([]string, error) {
-	if !meta.ProxyEnv {
-		// Only the base-URL variables: the recorded agent did not go
-		// through a proxy, and a replay must reach it the same way.
-		return dedupeEnv(tap.BaseURLEnv(env)), nil
+func routing(meta store.Recording, loopback LoopbackMode) proxy.Routing {
+	r := proxy.Routing{NoProxyEnv: !meta.ProxyEnv}
+	for _, v := range slices.Sorted(maps.Keys(meta.BaseURLs)) {
+		r.Routes = append(r.Routes, proxy.Route{Var: v, Upstream: meta.BaseURLs[v]})
 	}
-	var eo proxy.EnvOptions
 	switch loopback {
 	case LoopbackAsRecorded:
-		eo.ProxyLoopback = !meta.LoopbackDirect
+		r.ProxyLoopback = !meta.LoopbackDirect
 	case LoopbackProxied:
-		eo.ProxyLoopback = true
+		r.ProxyLoopback = true
 	}
-	full, err := tap.Env(env, eo)
-	if err != nil {
-		return nil, fmt.Errorf("preparing the agent's environment: %w", err)
-	}
-	return dedupeEnv(full), nil
+	return r
 }
 
 // dedupeEnv keeps the last value of each variable.

@@ -18,15 +18,15 @@ import (
 	"github.com/acptap/acptap/internal/stamp"
 )
 
-// settings are what the parent tells the tap process.
+// settings are what the parent tells the tap process: the part of
+// proxy.Config that can cross to another process, and the agent's
+// environment and proxy.Routing for proxy.Tap.Wire.
 type settings struct {
 	// Env is the agent's environment before the tap's variables.
-	Env    []string `json:"env"`
-	Routes []Route  `json:"routes"`
-	// NoProxyEnv and ProxyLoopback are Config's.
-	NoProxyEnv    bool `json:"no_proxy_env"`
-	ProxyLoopback bool `json:"proxy_loopback"`
-	// CADir holds the interception CA (proxy.LoadOrCreateCA).
+	Env []string `json:"env"`
+	proxy.Routing
+	// CADir holds the interception CA (proxy.LoadOrCreateCA); "" for
+	// proxy.DefaultCADir().
 	CADir string `json:"ca_dir"`
 	// UpstreamCAs is PEM, or empty.
 	UpstreamCAs []byte `json:"upstream_cas,omitempty"`
@@ -132,22 +132,17 @@ func start(s settings, sh *shipper, start time.Time) (*proxy.Tap, *ready, *failu
 	if err != nil {
 		return fail(StageTap, "", err)
 	}
-	r := &ready{Local: map[string]string{}}
-	for _, rt := range s.Routes {
-		u, err := tap.AddBaseURL(rt.Var, rt.Upstream)
-		if err != nil {
-			tap.Close()
-			return fail(StageRoute, rt.Var, err)
-		}
-		r.Local[rt.Var] = u
-	}
-	if s.NoProxyEnv {
-		r.Env = tap.BaseURLEnv(s.Env)
-	} else if r.Env, err = tap.Env(s.Env, proxy.EnvOptions{ProxyLoopback: s.ProxyLoopback}); err != nil {
+	env, local, err := tap.Wire(s.Env, s.Routing)
+	var re *proxy.RouteError
+	switch {
+	case errors.As(err, &re):
+		tap.Close()
+		return fail(StageRoute, re.Route.Var, re.Err)
+	case err != nil:
 		tap.Close()
 		return fail(StageEnv, "", err)
 	}
-	return tap, r, nil
+	return tap, &ready{Env: env, Local: local}, nil
 }
 
 // A shipper is the tap's Recorder in the tap process: it sends what the

@@ -19,23 +19,16 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/proxy"
 
 	"github.com/acptap/acptap/internal/stamp"
 )
-
-// Route is one base-URL route: Var is set in the agent's environment to a
-// loopback URL of the tap that forwards to Upstream.
-type Route struct {
-	Var      string `json:"var"`
-	Upstream string `json:"upstream"`
-}
 
 // Config configures a tap process. Path and Args are required.
 type Config struct {
@@ -44,38 +37,31 @@ type Config struct {
 	Path string
 	Args []string
 
-	// Env is the agent's environment, to which the tap's variables are
-	// added (proxy.Tap.Env), or only the routes' with NoProxyEnv
-	// (proxy.Tap.BaseURLEnv).
-	Env           []string
-	Routes        []Route
-	NoProxyEnv    bool
-	ProxyLoopback bool // see proxy.EnvOptions
-	// CADir holds the interception CA. If empty, proxy.DefaultCADir().
-	CADir string
-	// UpstreamCAs are extra roots (PEM) trusted for upstream TLS; nil for
+	// Tap configures the tap as proxy.New takes it, split across the two
+	// processes: its Secret, its Start and its CA (by the CA's
+	// directory, which the tap process loads) go to the tap process;
+	// Recorder, Redact and Logf stay in this process, which records.
+	// Transport and UpstreamCAs are not used: the tap process dials
+	// upstreams itself, trusting UpstreamCAs below. If Tap.CA is nil,
+	// proxy.DefaultCADir()'s CA is used; if Tap.Secret is empty,
+	// proxy.NewSecret()'s; if Tap.Start is zero, the time Start was
+	// called. Tap.Recorder's Started and Ended get each exchange's Stamp,
+	// taken from Clock as its request arrives, as its id (its Begin is
+	// not called).
+	Tap proxy.Config
+	// UpstreamCAs are extra roots (PEM) trusted for upstream TLS, as
+	// Tap.UpstreamCAs, which cannot cross to another process; nil for
 	// none.
 	UpstreamCAs []byte
-	// Secret is proxy.Config's. If empty, proxy.NewSecret() is used.
-	Secret string
 
-	// Clock stamps the exchanges: the tap process takes each exchange's
-	// Stamp from it as the request arrives, and Recorder's Started and
-	// Ended get that Stamp as the exchange's id (its Begin is not
-	// called). If nil, Start makes one. A SharedClock serves one Start.
+	// Env is the agent's environment before the tap's variables, and
+	// Routing how the agent reaches the tap (proxy.Tap.Wire).
+	Env     []string
+	Routing proxy.Routing
+
+	// Clock stamps the exchanges. If nil, Start makes one. A
+	// SharedClock serves one Start.
 	Clock *SharedClock
-	// Recorder receives the exchanges, in this process. If nil, they are
-	// discarded.
-	Recorder proxy.Recorder
-	// Redact is applied to every exchange before it reaches Recorder, in
-	// this process. If nil, exchanges are recorded as they are.
-	Redact func(*exchange.Exchange)
-	// Start is the time from which the times given to Recorder count. If
-	// zero, the time Start was called.
-	Start time.Time
-	// Logf receives the tap's notices, and the tap process's own. If nil,
-	// they are discarded.
-	Logf func(format string, args ...any)
 }
 
 // startTimeout bounds how long the tap process may take to start the
@@ -116,11 +102,11 @@ func Start(cfg Config) (*Process, error) {
 	if cfg.Path == "" || len(cfg.Args) == 0 {
 		return nil, ErrNoCommand
 	}
-	if cfg.Logf == nil {
-		cfg.Logf = func(string, ...any) {}
+	if cfg.Tap.Logf == nil {
+		cfg.Tap.Logf = func(string, ...any) {}
 	}
-	if cfg.Start.IsZero() {
-		cfg.Start = time.Now()
+	if cfg.Tap.Start.IsZero() {
+		cfg.Tap.Start = time.Now()
 	}
 	if cfg.Clock == nil {
 		var err error
@@ -210,18 +196,18 @@ func (p *Process) handshake(out *bufio.Reader) error {
 		return p.notTap(err)
 	}
 	s := settings{
-		Env:           cfg.Env,
-		Routes:        cfg.Routes,
-		NoProxyEnv:    cfg.NoProxyEnv,
-		ProxyLoopback: cfg.ProxyLoopback,
-		CADir:         cfg.CADir,
-		UpstreamCAs:   cfg.UpstreamCAs,
-		Secret:        cfg.Secret,
+		Env:         cfg.Env,
+		Routing:     cfg.Routing,
+		UpstreamCAs: cfg.UpstreamCAs,
+		Secret:      cfg.Tap.Secret,
+		Start:       stamp.NanosOf(cfg.Tap.Start),
+	}
+	if cfg.Tap.CA != nil {
+		s.CADir = filepath.Dir(cfg.Tap.CA.CertFile())
 	}
 	if s.Secret == "" {
 		s.Secret = proxy.NewSecret()
 	}
-	s.Start = stamp.NanosOf(cfg.Start)
 	payload, err := json.Marshal(s)
 	if err == nil {
 		_, err = p.stdin.Write(appendMessage(nil, message{kind: kindSettings, payload: payload}))
@@ -266,7 +252,7 @@ func (p *Process) watch(out *bufio.Reader, outR *os.File) {
 			how = err.Error()
 		}
 		p.endErr = fmt.Errorf("%w (%s)%s", ErrEnded, how, p.stderr.say())
-		p.cfg.Logf("http tap: %v; the agent's HTTP requests through the tap fail from now on", p.endErr)
+		p.cfg.Tap.Logf("http tap: %v; the agent's HTTP requests through the tap fail from now on", p.endErr)
 	case err != nil:
 		p.endErr = fmt.Errorf("the tap process: %v%s", err, p.stderr.say())
 	}
@@ -300,7 +286,7 @@ func (p *Process) readMessages(r io.Reader) {
 		m, err := readMessage(r, maxPayload)
 		if err != nil {
 			if err != io.EOF && !p.closing.Load() {
-				p.cfg.Logf("http tap: reading from the tap process: %v", err)
+				p.cfg.Tap.Logf("http tap: reading from the tap process: %v", err)
 				// What follows cannot be read in step: the process
 				// must go, or it would wait on a full pipe.
 				p.cmd.Process.Kill()
@@ -309,32 +295,32 @@ func (p *Process) readMessages(r io.Reader) {
 		}
 		switch m.kind {
 		case kindNotice:
-			p.cfg.Logf("%s", m.payload)
+			p.cfg.Tap.Logf("%s", m.payload)
 		case kindStarted, kindEnded:
 			p.record(m)
 		default:
-			p.cfg.Logf("http tap: a message of kind %d from the tap process, ignored", m.kind)
+			p.cfg.Tap.Logf("http tap: a message of kind %d from the tap process, ignored", m.kind)
 		}
 	}
 }
 
 // record has the Recorder record the exchange of m.
 func (p *Process) record(m message) {
-	if p.cfg.Recorder == nil {
+	if p.cfg.Tap.Recorder == nil {
 		return
 	}
 	x, err := decodeExchange(m.payload)
 	if err != nil {
-		p.cfg.Logf("http tap: not recording an exchange from the tap process: %v", err)
+		p.cfg.Tap.Logf("http tap: not recording an exchange from the tap process: %v", err)
 		return
 	}
-	if p.cfg.Redact != nil {
-		p.cfg.Redact(x)
+	if p.cfg.Tap.Redact != nil {
+		p.cfg.Tap.Redact(x)
 	}
 	if m.kind == kindStarted {
-		p.cfg.Recorder.Started(m.id, m.at, x)
+		p.cfg.Tap.Recorder.Started(m.id, m.at, x)
 	} else {
-		p.cfg.Recorder.Ended(m.id, m.at, x)
+		p.cfg.Tap.Recorder.Ended(m.id, m.at, x)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testing/testkit"
+	"github.com/acptap/acptap/proxy"
 
 	"github.com/acptap/acptap/internal/stamp"
 )
@@ -38,13 +39,17 @@ func TestMain(m *testing.M) {
 		case childArg:
 			os.Exit(Run())
 		case parentArg:
-			p, err := Start(Config{Path: os.Args[0], Args: []string{os.Args[0], childArg}, CADir: os.Args[2]})
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				os.Exit(1)
+			ca, err := proxy.LoadOrCreateCA(os.Args[2])
+			if err == nil {
+				var p *Process
+				p, err = Start(Config{Path: os.Args[0], Args: []string{os.Args[0], childArg}, Tap: proxy.Config{CA: ca}})
+				if err == nil {
+					fmt.Println(p.cmd.Process.Pid)
+					select {}
+				}
 			}
-			fmt.Println(p.cmd.Process.Pid)
-			select {}
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
 		}
 	}
 	os.Exit(m.Run())
@@ -125,14 +130,16 @@ func (r *testRecorder) ended() []*recorded {
 // with a CA of the test's own and one route, OPENAI_BASE_URL, to
 // upstream.
 func testConfig(t *testing.T, upstream string, rec *testRecorder, l *testkit.Logs) Config {
+	ca, err := proxy.LoadOrCreateCA(filepath.Join(t.TempDir(), "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return Config{
-		Path:     os.Args[0],
-		Args:     []string{os.Args[0], childArg},
-		Env:      []string{"HOME=/nowhere", "OPENAI_BASE_URL=" + upstream},
-		Routes:   []Route{{Var: "OPENAI_BASE_URL", Upstream: upstream}},
-		CADir:    filepath.Join(t.TempDir(), "ca"),
-		Recorder: rec,
-		Logf:     l.Logf,
+		Path:    os.Args[0],
+		Args:    []string{os.Args[0], childArg},
+		Env:     []string{"HOME=/nowhere", "OPENAI_BASE_URL=" + upstream},
+		Routing: proxy.Routing{Routes: []proxy.Route{{Var: "OPENAI_BASE_URL", Upstream: upstream}}},
+		Tap:     proxy.Config{CA: ca, Recorder: rec, Logf: l.Logf},
 	}
 }
 
@@ -162,9 +169,9 @@ func TestRecordsInTheParent(t *testing.T) {
 	up := sseUpstream(t, nil)
 	rec, l := newTestRecorder(t), &testkit.Logs{}
 	cfg := testConfig(t, up.URL, rec, l)
-	cfg.Start = time.Now().Add(-time.Hour)
+	cfg.Tap.Start = time.Now().Add(-time.Hour)
 	var redacted []string
-	cfg.Redact = func(x *exchange.Exchange) {
+	cfg.Tap.Redact = func(x *exchange.Exchange) {
 		// In this process, before the Recorder.
 		redacted = append(redacted, x.URL)
 		x.RequestHeaders.Set("Authorization", "[masked]")
@@ -216,7 +223,7 @@ func TestRecordsInTheParent(t *testing.T) {
 		t.Errorf("Redact saw %q, want the exchange to %s once", redacted, up.URL)
 	}
 	// Times count from Config.Start, an hour ago, in the tap process too.
-	if at, lo := got[0].at, before.Sub(cfg.Start); at < lo || at > lo+time.Minute {
+	if at, lo := got[0].at, before.Sub(cfg.Tap.Start); at < lo || at > lo+time.Minute {
 		t.Errorf("the exchange came at %v after Start, want about %v", at, lo)
 	}
 }
@@ -333,7 +340,7 @@ func TestStartFailures(t *testing.T) {
 			return errors.Is(err, ErrNotTap) && strings.Contains(err.Error(), "exit status 3")
 		}},
 		{"bad route", func(c *Config) {
-			c.Routes = append(c.Routes, Route{Var: "BAD_URL", Upstream: "ftp://example.com"})
+			c.Routing.Routes = append(c.Routing.Routes, proxy.Route{Var: "BAD_URL", Upstream: "ftp://example.com"})
 		}, func(err error) bool {
 			var se *StartError
 			return errors.As(err, &se) && se.Stage == StageRoute && se.Var == "BAD_URL"
