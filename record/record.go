@@ -260,6 +260,71 @@ func Run(ctx context.Context, st *store.Store, opts Options) (*Result, error) {
 // kept.
 func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	opts := p.opts
+	w, err := p.create(st)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logf("recording %q into %s", p.name, st.Path())
+
+	// Offsets count from just before the HTTP tap and the agent start; the
+	// callbacks below may run before Start returns. Every event is
+	// stamped from one clock, which a tap process shares.
+	start := stamp.FromNanos(stamp.Now())
+	clock, shared, err := p.clock()
+	if err != nil {
+		return nil, abandon(w, err)
+	}
+	seqr := newSequencer(w, clock, start, opts.Logf)
+	tapCfg := p.tap
+	tapCfg.Recorder = seqr
+	tapCfg.Redact = p.secrets.Exchange
+	tapCfg.Start = start
+	tapCfg.Logf = opts.Logf
+	tap, childEnv, local, err := p.startTap(tapCfg, shared)
+	if err != nil {
+		return nil, abandon(w, err)
+	}
+	sess, err := p.startAgent(w, seqr, clock, childEnv, local)
+	if err != nil {
+		tap.Close()
+		seqr.flush()
+		return nil, abandon(w, classify(ErrAgent, "%w", err))
+	}
+	seqr.attach(sess)
+	loopback := p.watchLoopback(sess.Pid(), local, childEnv) // see loopback.go
+	stopOnCancel := context.AfterFunc(ctx, func() { terminate(sess, opts.Grace) })
+	exit, waitErr := sess.Wait()
+	stopOnCancel()
+	seen := loopback.finish()
+	// The tap closes before the writer finishes: Close waits for the last
+	// exchanges to be recorded.
+	// A tap process that ended early has said so when it did.
+	if err := tap.Close(); err != nil && !errors.Is(err, tapproc.ErrEnded) {
+		opts.Logf("closing the HTTP tap: %v", err)
+	}
+	seqr.flush()
+	w.Update(func(r *store.Recording) {
+		r.Done = true
+		r.ExitCode = exit.Code
+		if exit.Signal != 0 {
+			r.Signal = exit.Signal.String()
+		}
+		if waitErr != nil {
+			r.Error = p.secrets.Text(waitErr.Error())
+		}
+		r.Duration = time.Since(start)
+		r.Loopback = seen
+	})
+	if err := w.Finish(); err != nil {
+		return nil, classify(ErrSave, "saving recording %q: %w", p.name, err)
+	}
+	p.noticeLoopback(st)
+	return &Result{Name: p.name, Exit: exit, AgentErr: waitErr}, nil
+}
+
+// create creates the recording in st, with its metadata and its snapshot.
+func (p *Plan) create(st *store.Store) (*store.Writer, error) {
+	opts := p.opts
 	cwd, _ := os.Getwd()
 	meta := store.Recording{
 		Name:    p.name,
@@ -297,32 +362,20 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 			return nil, classify(ErrSnapshot, "%w", err)
 		}
 	}
-	opts.Logf("recording %q into %s", p.name, st.Path())
+	return w, nil
+}
 
-	// Offsets count from just before the HTTP tap and the agent start; the
-	// callbacks below may run before Start returns. Every event is
-	// stamped from one clock, which a tap process shares.
-	start := stamp.FromNanos(stamp.Now())
-	clock, shared, err := p.clock()
-	if err != nil {
-		return nil, abandon(w, err)
-	}
-	seqr := newSequencer(w, clock, start, opts.Logf)
-	tapCfg := p.tap
-	tapCfg.Recorder = seqr
-	tapCfg.Redact = p.secrets.Exchange
-	tapCfg.Start = start
-	tapCfg.Logf = opts.Logf
-	tap, childEnv, local, err := p.startTap(tapCfg, shared)
-	if err != nil {
-		return nil, abandon(w, err)
-	}
+// startAgent starts the agent with its environment childEnv and its
+// command's base URLs expanded to the tap's local ones, its stdio framed
+// into seqr, masked, within the backlog's bound.
+func (p *Plan) startAgent(w *store.Writer, seqr *sequencer, clock *stamp.Clock, childEnv []string, local map[string]string) (*stdiotap.Session, error) {
+	opts := p.opts
 	bound := opts.MaxBacklog
 	if bound <= 0 {
 		bound = DefaultMaxBacklog
 	}
 	storeBound := bound / 16
-	sess, err := stdiotap.Start(stdiotap.Config{
+	return stdiotap.Start(stdiotap.Config{
 		Argv:           proxy.ExpandBaseURLs(opts.Argv, local),
 		Env:            childEnv,
 		Stdin:          opts.Stdin,
@@ -349,41 +402,6 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 			opts.Logf("%s", backlogNotice(b))
 		},
 	})
-	if err != nil {
-		tap.Close()
-		seqr.flush()
-		return nil, abandon(w, classify(ErrAgent, "%w", err))
-	}
-	seqr.attach(sess)
-	loopback := p.watchLoopback(sess.Pid(), local, childEnv) // see loopback.go
-	stopOnCancel := context.AfterFunc(ctx, func() { terminate(sess, opts.Grace) })
-	exit, waitErr := sess.Wait()
-	stopOnCancel()
-	seen := loopback.finish()
-	// The tap closes before the writer finishes: Close waits for the last
-	// exchanges to be recorded.
-	// A tap process that ended early has said so when it did.
-	if err := tap.Close(); err != nil && !errors.Is(err, tapproc.ErrEnded) {
-		opts.Logf("closing the HTTP tap: %v", err)
-	}
-	seqr.flush()
-	w.Update(func(r *store.Recording) {
-		r.Done = true
-		r.ExitCode = exit.Code
-		if exit.Signal != 0 {
-			r.Signal = exit.Signal.String()
-		}
-		if waitErr != nil {
-			r.Error = p.secrets.Text(waitErr.Error())
-		}
-		r.Duration = time.Since(start)
-	})
-	w.Update(func(r *store.Recording) { r.Loopback = seen })
-	if err := w.Finish(); err != nil {
-		return nil, classify(ErrSave, "saving recording %q: %w", p.name, err)
-	}
-	p.noticeLoopback(st)
-	return &Result{Name: p.name, Exit: exit, AgentErr: waitErr}, nil
 }
 
 // abandon ends a recording whose agent never ran: the recording is
