@@ -75,17 +75,11 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	body, err := readBody(r)
 	rec.request(header, body)
 	if err != nil {
-		err = fmt.Errorf("reading the request body: %w", err)
-		rec.end(exchange.EndRefused, err)
-		t.notice(r.Method, tg.url, err)
-		http.Error(w, "acptap: "+err.Error(), http.StatusBadRequest)
+		t.refuse(w, r, tg, rec, http.StatusBadRequest, fmt.Errorf("reading the request body: %w", err))
 		return
 	}
 	if upgrade {
-		err := errors.New("protocol upgrades and tunnels within tunnels are not supported by the tap")
-		rec.end(exchange.EndRefused, err)
-		t.notice(r.Method, tg.url, err)
-		http.Error(w, "acptap: "+err.Error(), http.StatusNotImplemented)
+		t.refuse(w, r, tg, rec, http.StatusNotImplemented, errors.New("protocol upgrades and tunnels within tunnels are not supported by the tap"))
 		return
 	}
 
@@ -109,6 +103,22 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	hop.RemoveHeaders(resp.Header)
 	rec.response(resp, time.Since(start))
 
+	t.forwardResponse(w, r, tg, rec, resp, start)
+}
+
+// refuse answers a request the tap does not forward with status and err,
+// and records and notices why.
+func (t *Tap) refuse(w http.ResponseWriter, r *http.Request, tg target, rec *record, status int, err error) {
+	rec.end(exchange.EndRefused, err)
+	t.notice(r.Method, tg.url, err)
+	http.Error(w, "acptap: "+err.Error(), status)
+}
+
+// forwardResponse writes resp to the agent, flushing each piece as it
+// arrives and recording it after the agent has it, then its trailers, and
+// ends the exchange's record with how the response ended. start is the
+// exchange's time 0.
+func (t *Tap) forwardResponse(w http.ResponseWriter, r *http.Request, tg target, rec *record, resp *http.Response, start time.Time) {
 	h := w.Header()
 	for k, vv := range resp.Header {
 		h[k] = vv
