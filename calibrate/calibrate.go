@@ -1,5 +1,10 @@
 // Package calibrate learns an agent's noise: it replays a recording several times with the recorded agent and generalises the values that vary between the runs into normalization rules, which later replays apply.
 //
+// normalize applies rules; calibrate makes them. Learn is the learning,
+// from samples of values the runs produced (learn.go), and Run the
+// replays that give it samples; both report the places no narrow rule
+// covers as one Conflict type.
+//
 // A replay already normalizes what every agent varies (ids, times, paths
 // under the session's directories; see package normalize). What is left
 // is the agent's own: a temporary directory it makes for each run, a
@@ -8,7 +13,7 @@
 // stored by an earlier calibration left out, and compares the normalized
 // agent output and LLM requests of the runs, and of the recording, frame
 // by frame and request by request in their order: where they differ only
-// in strings and numbers, normalize.Learn makes rules of the values;
+// in strings and numbers, Learn makes rules of the values;
 // where they differ in more (an update missing or extra, a different
 // tool call, a request more, an editor side that could not follow), or
 // where every run differs from the recording the same way (a change, not
@@ -52,7 +57,7 @@ type Result struct {
 	Runs int // replays made: Options.Runs, or fewer when one diverged in more than the agent's output
 	// Rules are the rules learned, in the order they apply; empty when
 	// nothing varies. Meaningful only when Conflicts is empty.
-	Rules []normalize.Learned
+	Rules []Learned
 	// Conflicts are the ways the runs differ in more than values: the
 	// divergences of the first replay that diverged in more than the
 	// agent's output (the replays stop there), or the first frame more
@@ -83,6 +88,17 @@ const (
 	// Shapeless: the values vary in a way no narrow rule describes.
 	Shapeless
 )
+
+var kindNames = [...]string{Diverged: "diverged", Structure: "structure", Steady: "steady", Shapeless: "shapeless"}
+
+// String returns the kind's name: "diverged", "structure", "steady" or
+// "shapeless".
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
 
 // A Conflict is one way in which the runs differ in more than values.
 type Conflict struct {
@@ -165,32 +181,18 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		out.Conflicts = conflicts
 		return out, nil
 	}
-	learned, lc := normalize.Learn(samples)
-	for _, c := range lc {
-		out.Conflicts = append(out.Conflicts, Conflict{
-			Kind:     conflictKinds[c.Kind],
-			Run:      c.Run,
-			Where:    samples[c.Sample].Name + c.Path[1:],
-			Recorded: c.Recorded,
-			Live:     c.Live,
-		})
-	}
+	learned, lc := Learn(samples)
+	out.Conflicts = lc
 	if len(out.Conflicts) == 0 {
 		out.Rules = learned
 	}
 	return out, nil
 }
 
-var conflictKinds = map[normalize.ConflictKind]Kind{
-	normalize.ConflictStructure: Structure,
-	normalize.ConflictSteady:    Steady,
-	normalize.ConflictShapeless: Shapeless,
-}
-
 // agentSamples returns the frames of the normalized agent output, one
 // sample per frame of the recording and each run, or the places where a
 // run has a frame more or fewer.
-func agentSamples(results []*replay.Result) ([]normalize.Sample, []Conflict) {
+func agentSamples(results []*replay.Result) ([]Sample, []Conflict) {
 	expected := results[0].Expected
 	for i, res := range results {
 		if len(res.Actual) != len(expected) {
@@ -199,14 +201,14 @@ func agentSamples(results []*replay.Result) ([]normalize.Sample, []Conflict) {
 			return nil, []Conflict{c}
 		}
 	}
-	samples := make([]normalize.Sample, len(expected))
+	samples := make([]Sample, len(expected))
 	for k, frame := range expected {
 		values := make([]any, 0, 1+len(results))
 		values = append(values, frame)
 		for _, res := range results {
 			values = append(values, res.Actual[k])
 		}
-		samples[k] = normalize.Sample{Name: fmt.Sprintf("agent output $[%d]", k), Values: values}
+		samples[k] = Sample{Name: fmt.Sprintf("agent output $[%d]", k), Values: values}
 	}
 	return samples, nil
 }
@@ -233,23 +235,10 @@ func frameMoreOrFewer(expected, actual []json.RawMessage) Conflict {
 	return c
 }
 
-// sameScalarType reports whether a and b are both strings or both numbers.
-func sameScalarType(a, b any) bool {
-	switch a.(type) {
-	case string:
-		_, ok := b.(string)
-		return ok
-	case json.Number:
-		_, ok := b.(json.Number)
-		return ok
-	}
-	return false
-}
-
 // requestSamples returns the normalized LLM requests, one sample per
 // recorded exchange with the recorded request and each run's, or the
 // places where a run made another number of requests of one.
-func requestSamples(results []*replay.Result) ([]normalize.Sample, []Conflict) {
+func requestSamples(results []*replay.Result) ([]Sample, []Conflict) {
 	type pairs struct {
 		recorded any
 		live     [][]any // by run
@@ -265,7 +254,7 @@ func requestSamples(results []*replay.Result) ([]normalize.Sample, []Conflict) {
 			e.live[i] = append(e.live[i], p.Live)
 		}
 	}
-	var samples []normalize.Sample
+	var samples []Sample
 	var conflicts []Conflict
 	for _, n := range slices.Sorted(maps.Keys(byNumber)) {
 		e := byNumber[n]
@@ -281,7 +270,7 @@ func requestSamples(results []*replay.Result) ([]normalize.Sample, []Conflict) {
 			}
 			values = append(values, live[0])
 		}
-		samples = append(samples, normalize.Sample{Name: fmt.Sprintf("llm #%d $", n), Values: values})
+		samples = append(samples, Sample{Name: fmt.Sprintf("llm #%d $", n), Values: values})
 	}
 	return samples, conflicts
 }

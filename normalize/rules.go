@@ -16,7 +16,7 @@ import (
 // replaces every value at the paths its pattern matches with a
 // placeholder; a regexp rule rewrites every string value it matches, or,
 // with a path, the strings and numbers at the paths its pattern matches.
-// Rules come from ParseRules or LoadRules, or from Learn; the zero Rule
+// Rules come from ParseRules or LoadRules, or from calibrate.Learn; the zero Rule
 // does nothing.
 type Rule struct {
 	pattern     []segment // the parsed path of a path rule or a regexp rule with a path; nil otherwise

@@ -1,9 +1,10 @@
-package normalize
+package calibrate
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/acptap/acptap/normalize"
 	"strings"
 	"testing"
 
@@ -25,9 +26,7 @@ func toolSample(name string, runs ...[3]string) Sample {
 func learnedStrings(ls []Learned) []string {
 	var out []string
 	for _, l := range ls {
-		r := l.Rule
-		r.comment = ""
-		out = append(out, r.String())
+		out = append(out, l.Rule.WithComment("").String())
 	}
 	return out
 }
@@ -72,11 +71,13 @@ func TestLearn(t *testing.T) {
 	}
 
 	// With the rules, every run normalizes alike, and again alike.
-	var rules []Rule
+	var rules []normalize.Rule
 	for _, l := range learned {
 		rules = append(rules, l.Rule)
 	}
-	norm := func(v json.RawMessage) string { return string(New(Options{Rules: rules}).Frame(lane.Agent, v)) }
+	norm := func(v json.RawMessage) string {
+		return string(normalize.New(normalize.Options{Rules: rules}).Frame(lane.Agent, v))
+	}
 	first := norm(smp.Values[0].(json.RawMessage))
 	for _, v := range smp.Values[1:] {
 		if got := norm(v.(json.RawMessage)); got != first {
@@ -110,19 +111,19 @@ func TestLearnConflicts(t *testing.T) {
 		want   Conflict
 	}{
 		{"a member missing", []string{`{"a":1,"b":2}`, `{"a":1,"b":3}`, `{"a":1}`},
-			Conflict{Kind: ConflictStructure, Run: 2, Path: "$.b", Recorded: json.Number("2"), Live: Missing{}}},
+			Conflict{Kind: Structure, Run: 2, Where: "x.b", Recorded: json.Number("2"), Live: normalize.Missing{}}},
 		{"an element more", []string{`[1,2]`, `[1,2,3]`},
-			Conflict{Kind: ConflictStructure, Run: 1, Path: "$[2]", Recorded: Missing{}, Live: json.Number("3")}},
+			Conflict{Kind: Structure, Run: 1, Where: "x[2]", Recorded: normalize.Missing{}, Live: json.Number("3")}},
 		{"another type", []string{`{"a":"1"}`, `{"a":1}`},
-			Conflict{Kind: ConflictStructure, Run: 1, Path: "$.a", Recorded: "1", Live: json.Number("1")}},
+			Conflict{Kind: Structure, Run: 1, Where: "x.a", Recorded: "1", Live: json.Number("1")}},
 		{"a flag", []string{`{"a":true}`, `{"a":false}`},
-			Conflict{Kind: ConflictStructure, Run: 1, Path: "$.a", Recorded: true, Live: false}},
+			Conflict{Kind: Structure, Run: 1, Where: "x.a", Recorded: true, Live: false}},
 		{"the same change in every run", []string{`{"text":"You said: hi"}`, `{"text":"Something else"}`, `{"text":"Something else"}`},
-			Conflict{Kind: ConflictSteady, Run: 1, Path: "$.text", Recorded: "You said: hi", Live: "Something else"}},
+			Conflict{Kind: Steady, Run: 1, Where: "x.text", Recorded: "You said: hi", Live: "Something else"}},
 		{"empty in one run", []string{`{"text":"abc"}`, `{"text":""}`},
-			Conflict{Kind: ConflictShapeless, Run: 1, Path: "$.text", Recorded: "abc", Live: ""}},
+			Conflict{Kind: Shapeless, Run: 1, Where: "x.text", Recorded: "abc", Live: ""}},
 		{"placeholders", []string{`{"text":"<a>"}`, `{"text":"<b>"}`},
-			Conflict{Kind: ConflictShapeless, Run: 1, Path: "$.text", Recorded: "<a>", Live: "<b>"}},
+			Conflict{Kind: Shapeless, Run: 1, Where: "x.text", Recorded: "<a>", Live: "<b>"}},
 	}
 	for _, tt := range tests {
 		smp := Sample{Name: "x"}
@@ -130,17 +131,16 @@ func TestLearnConflicts(t *testing.T) {
 			smp.Values = append(smp.Values, json.RawMessage(v))
 		}
 		learned, conflicts := Learn([]Sample{{Values: []any{json.RawMessage(`1`), json.RawMessage(`1`)}}, smp})
-		tt.want.Sample = 1
-		if len(conflicts) != 1 || conflicts[0].Kind != tt.want.Kind || conflicts[0].Sample != 1 || conflicts[0].Run != tt.want.Run ||
-			conflicts[0].Path != tt.want.Path || !same(conflicts[0].Recorded, tt.want.Recorded) || !same(conflicts[0].Live, tt.want.Live) {
+		if len(conflicts) != 1 || conflicts[0].Kind != tt.want.Kind || conflicts[0].Run != tt.want.Run ||
+			conflicts[0].Where != tt.want.Where || !same(conflicts[0].Recorded, tt.want.Recorded) || !same(conflicts[0].Live, tt.want.Live) {
 			t.Errorf("%s: conflicts %+v, want %+v", tt.name, conflicts, tt.want)
 		}
 		if len(learned) != 0 {
 			t.Errorf("%s: learned %v from a conflict, want nothing", tt.name, learnedStrings(learned))
 		}
 	}
-	if got := ConflictSteady.String(); got != "steady" {
-		t.Errorf("ConflictSteady.String() = %q", got)
+	if got := Steady.String(); got != "steady" {
+		t.Errorf("Steady.String() = %q", got)
 	}
 }
 
@@ -200,7 +200,7 @@ func FuzzLearn(f *testing.F) {
 			if i == 1 {
 				n = n2
 			}
-			values = append(values, json.RawMessage(fmt.Sprintf(`{"text":%s,"list":[%s,{"n":%d}]}`, encode(pre+m+suf), encode(m+suf), n)))
+			values = append(values, json.RawMessage(fmt.Sprintf(`{"text":%s,"list":[%s,{"n":%d}]}`, encodeJSON(pre+m+suf), encodeJSON(m+suf), n)))
 		}
 		learned, conflicts := Learn([]Sample{{Name: "f", Values: values}})
 		if len(conflicts) > 0 {
@@ -209,19 +209,19 @@ func FuzzLearn(f *testing.F) {
 			}
 			return
 		}
-		var rules []Rule
+		var rules []normalize.Rule
 		for _, l := range learned {
-			back, err := ParseRules([]byte("[" + l.Rule.String() + "]"))
+			back, err := normalize.ParseRules([]byte("[" + l.Rule.String() + "]"))
 			if err != nil || back[0].String() != l.Rule.String() {
 				t.Fatalf("rule %s does not parse back: %v", l.Rule, err)
 			}
 			rules = append(rules, l.Rule)
 		}
-		opts := Options{Rules: rules}
+		opts := normalize.Options{Rules: rules}
 		var first []byte
 		for i, v := range values {
-			once := New(opts).Frame(lane.Agent, v.(json.RawMessage))
-			if twice := New(opts).Frame(lane.Agent, once); !bytes.Equal(twice, once) {
+			once := normalize.New(opts).Frame(lane.Agent, v.(json.RawMessage))
+			if twice := normalize.New(opts).Frame(lane.Agent, once); !bytes.Equal(twice, once) {
 				t.Fatalf("rules %v: normalized twice\n%s\nonce\n%s", learnedStrings(learned), twice, once)
 			}
 			if i == 0 {
@@ -231,4 +231,10 @@ func FuzzLearn(f *testing.F) {
 			}
 		}
 	})
+}
+
+// same reports whether a and b are equal as normalize compares values.
+func same(a, b any) bool {
+	_, _, _, differ := normalize.FirstDifference(a, b)
+	return !differ
 }

@@ -1,6 +1,7 @@
-package normalize
+package calibrate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/acptap/acptap/normalize"
 )
 
 // A Sample is one thing, such as an ACP frame or an LLM request, as several
@@ -24,7 +27,7 @@ type Sample struct {
 
 // Learned is a rule that Learn made, and what it made it from.
 type Learned struct {
-	Rule Rule
+	Rule normalize.Rule
 	// Sample is the index of the sample the rule was learned from, and
 	// Path the place in it.
 	Sample int
@@ -32,51 +35,6 @@ type Learned struct {
 	// Values are the varying part of the values there, one per run in
 	// the order of Sample.Values: for a string varying in part, the part.
 	Values []string
-}
-
-// A ConflictKind says why Learn learned nothing from a place where runs
-// differ.
-type ConflictKind uint8
-
-const (
-	// ConflictStructure: the runs differ in more than a value: a member or
-	// an element one of them lacks (an update missing or extra), or values
-	// of different types.
-	ConflictStructure ConflictKind = iota + 1
-	// ConflictSteady: every replayed run has the same value and the
-	// recording another. Noise varies; this is a change of the agent, or
-	// of what it runs in, since the recording.
-	ConflictSteady
-	// ConflictShapeless: the values vary in a way no narrow rule
-	// describes, such as a string that is empty in one run.
-	ConflictShapeless
-)
-
-var conflictNames = [...]string{
-	ConflictStructure: "structure",
-	ConflictSteady:    "steady",
-	ConflictShapeless: "shapeless",
-}
-
-// String returns the kind's name: "structure", "steady" or "shapeless".
-func (k ConflictKind) String() string {
-	if int(k) < len(conflictNames) && conflictNames[k] != "" {
-		return conflictNames[k]
-	}
-	return fmt.Sprintf("ConflictKind(%d)", k)
-}
-
-// A Conflict is a place where runs differ that Learn learned nothing from.
-type Conflict struct {
-	Kind ConflictKind
-	// Sample is the index of the sample, Run the index of the run (1 or
-	// more) in its Values that differs from the recording, and Path the
-	// place, in the syntax of FirstDifference.
-	Sample, Run int
-	Path        string
-	// Recorded and Live are the values there, in Values[0] and in
-	// Values[Run]; Missing for a missing one.
-	Recorded, Live any
 }
 
 // Learn returns rules that make the values of each sample equal, learned
@@ -113,7 +71,7 @@ type Conflict struct {
 func Learn(samples []Sample) ([]Learned, []Conflict) {
 	var learned []Learned
 	var conflicts []Conflict
-	var rules []Rule
+	var rules []normalize.Rule
 	for i, smp := range samples {
 		if len(smp.Values) < 2 {
 			continue
@@ -122,7 +80,7 @@ func Learn(samples []Sample) ([]Learned, []Conflict) {
 		if !ok {
 			for r := 1; r < len(smp.Values); r++ {
 				if !reflect.DeepEqual(smp.Values[0], smp.Values[r]) {
-					conflicts = append(conflicts, Conflict{ConflictStructure, i, r, "$", smp.Values[0], smp.Values[r]})
+					conflicts = append(conflicts, Conflict{Kind: Structure, Run: r, Where: smp.Name, Recorded: smp.Values[0], Live: smp.Values[r]})
 					break
 				}
 			}
@@ -130,14 +88,14 @@ func Learn(samples []Sample) ([]Learned, []Conflict) {
 		}
 		leaves, c := varyingLeaves(vals)
 		if c != nil {
-			c.Sample = i
+			c.Where = rooted(smp.Name, c.Where)
 			conflicts = append(conflicts, *c)
 			continue
 		}
 		for _, leaf := range leaves {
 			values := make([]any, len(vals))
 			for r, v := range vals {
-				values[r] = applyRules(rules, valueAt(v, leaf), leaf)
+				values[r] = normalize.ApplyRules(rules, leaf.Value(v), leaf)
 			}
 			if allEqual(values) {
 				continue // covered by a rule learned before
@@ -145,7 +103,7 @@ func Learn(samples []Sample) ([]Learned, []Conflict) {
 			if !allEqual(values[1:]) || len(values) == 2 {
 				got, c := generalise(smp.Name, leaf, values)
 				if c != nil {
-					c.Sample, c.Path = i, formatPath(leaf)
+					c.Where = rooted(smp.Name, leaf.String())
 					conflicts = append(conflicts, *c)
 					break
 				}
@@ -156,7 +114,7 @@ func Learn(samples []Sample) ([]Learned, []Conflict) {
 				}
 				continue
 			}
-			conflicts = append(conflicts, Conflict{ConflictSteady, i, 1, formatPath(leaf), values[0], values[1]})
+			conflicts = append(conflicts, Conflict{Kind: Steady, Run: 1, Where: rooted(smp.Name, leaf.String()), Recorded: values[0], Live: values[1]})
 			break
 		}
 	}
@@ -166,11 +124,21 @@ func Learn(samples []Sample) ([]Learned, []Conflict) {
 	return learned, conflicts
 }
 
+// rooted returns path, a JSON path from "$", rooted at the sample named
+// name instead, as a Conflict's Where says it ("agent output $[7]" and
+// "$.params" give "agent output $[7].params").
+func rooted(name, path string) string {
+	if name == "" {
+		return path
+	}
+	return name + path[1:]
+}
+
 // plainValues converts values with plain.
 func plainValues(values []any) ([]any, bool) {
 	out := make([]any, len(values))
 	for i, v := range values {
-		p, ok := plain(v)
+		p, ok := normalize.Plain(v)
 		if !ok {
 			return nil, false
 		}
@@ -182,17 +150,17 @@ func plainValues(values []any) ([]any, bool) {
 // varyingLeaves returns the paths, in the order found, of the strings and
 // numbers that differ between vals[0] and another of vals, or the first
 // place where they differ in more than such a value.
-func varyingLeaves(vals []any) ([][]step, *Conflict) {
-	var leaves [][]step
+func varyingLeaves(vals []any) ([]normalize.Path, *Conflict) {
+	var leaves []normalize.Path
 	seen := map[string]bool{}
 	for r := 1; r < len(vals); r++ {
 		var conflict *Conflict
-		walkDifferences(nil, vals[0], vals[r], func(p []step, a, b any) bool {
+		normalize.WalkDifferences(vals[0], vals[r], func(p normalize.Path, a, b any) bool {
 			if !sameScalarType(a, b) {
-				conflict = &Conflict{Kind: ConflictStructure, Run: r, Path: formatPath(p), Recorded: a, Live: b}
+				conflict = &Conflict{Kind: Structure, Run: r, Where: p.String(), Recorded: a, Live: b}
 				return false
 			}
-			if key := formatPath(p); !seen[key] {
+			if key := p.String(); !seen[key] {
 				seen[key] = true
 				leaves = append(leaves, slices.Clone(p))
 			}
@@ -219,22 +187,9 @@ func sameScalarType(a, b any) bool {
 	return false
 }
 
-// valueAt returns the value at path in v, which has it.
-func valueAt(v any, path []step) any {
-	for _, s := range path {
-		switch x := v.(type) {
-		case map[string]any:
-			v = x[s.key]
-		case []any:
-			v = x[s.index]
-		}
-	}
-	return v
-}
-
 func allEqual(values []any) bool {
 	for _, v := range values[1:] {
-		if _, _, _, differ := FirstDifference(values[0], v); differ {
+		if _, _, _, differ := normalize.FirstDifference(values[0], v); differ {
 			return false
 		}
 	}
@@ -243,7 +198,7 @@ func allEqual(values []any) bool {
 
 // generalise returns the rules that make values (strings, or numbers, at
 // path) equal, or a ConflictShapeless.
-func generalise(name string, path []step, values []any) ([]Learned, *Conflict) {
+func generalise(name string, path normalize.Path, values []any) ([]Learned, *Conflict) {
 	strs := make([]string, len(values))
 	_, isNumber := values[0].(json.Number)
 	for i, v := range values {
@@ -254,7 +209,7 @@ func generalise(name string, path []step, values []any) ([]Learned, *Conflict) {
 			strs[i] = string(x)
 		}
 	}
-	shapeless := &Conflict{Kind: ConflictShapeless, Run: firstDiffering(values), Recorded: values[0], Live: values[firstDiffering(values)]}
+	shapeless := &Conflict{Kind: Shapeless, Run: firstDiffering(values), Recorded: values[0], Live: values[firstDiffering(values)]}
 	if isNumber {
 		if g, ok := wholeRule(name, path, strs, values); ok {
 			return []Learned{g}, nil
@@ -275,7 +230,7 @@ func generalise(name string, path []step, values []any) ([]Learned, *Conflict) {
 
 func firstDiffering(values []any) int {
 	for r := 1; r < len(values); r++ {
-		if _, _, _, differ := FirstDifference(values[0], values[r]); differ {
+		if _, _, _, differ := normalize.FirstDifference(values[0], values[r]); differ {
 			return r
 		}
 	}
@@ -314,7 +269,7 @@ const maxContext = 24
 
 // partRules returns a rule per part of the strings that varies, with the
 // constant text around it, if the strings are alike but for such parts.
-func partRules(name string, path []step, strs []string, values []any) ([]Learned, bool) {
+func partRules(name string, path normalize.Path, strs []string, values []any) ([]Learned, bool) {
 	toks := make([][]token, len(strs))
 	for i, s := range strs {
 		toks[i] = tokenize(s)
@@ -331,7 +286,7 @@ func partRules(name string, path []step, strs []string, values []any) ([]Learned
 		return nil, false
 	}
 	var out []Learned
-	var rules []Rule
+	var rules []normalize.Rule
 	for _, sp := range spans {
 		g, ok := spanRule(name, path, sp)
 		if !ok {
@@ -598,11 +553,11 @@ func inPlaceholder(s string, lo, hi int) bool {
 	if end < 0 || strings.IndexByte(s[hi:hi+end], '<') >= 0 {
 		return false
 	}
-	return isPlaceholder(s[open : hi+end+1])
+	return normalize.IsPlaceholder(s[open : hi+end+1])
 }
 
 // spanRule returns the rule of one varying part.
-func spanRule(name string, path []step, sp span) (Learned, bool) {
+func spanRule(name string, path normalize.Path, sp span) (Learned, bool) {
 	var mid strings.Builder
 	kinds := map[string]bool{}
 	for _, p := range sp.parts {
@@ -648,11 +603,7 @@ func spanRule(name string, path []step, sp span) (Learned, bool) {
 	}
 	// With constant text on either side, the rule holds for that text
 	// anywhere in the value's array; without, only at its exact path.
-	rulePath := path
-	if group > 0 {
-		rulePath = anyIndex(path)
-	}
-	return learnedRule(name, path, rulePath, re.String(), repl.String(), sp.mids)
+	return learnedRule(name, path, group > 0, re.String(), repl.String(), sp.mids)
 }
 
 func joinTokens(ts []token) string {
@@ -663,26 +614,15 @@ func joinTokens(ts []token) string {
 	return b.String()
 }
 
-// anyIndex returns path with every array index a wildcard, as a pattern.
-func anyIndex(path []step) []step {
-	out := slices.Clone(path)
-	for i := range out {
-		if out[i].isIndex {
-			out[i].index = -1
-		}
-	}
-	return out
-}
-
 // wholeRule returns the rule that rewrites the whole of each value, at its
 // exact path, by the characters and lengths of strs, the values' text.
-func wholeRule(name string, path []step, strs []string, values []any) (Learned, bool) {
+func wholeRule(name string, path normalize.Path, strs []string, values []any) (Learned, bool) {
 	pattern, kind, ok := charClass(strs)
 	if !ok {
 		return Learned{}, false
 	}
-	g, ok := learnedRule(name, path, path, "^"+pattern+"$", "<"+kind+">", strs)
-	if !ok || !fixes([]Rule{g.Rule}, path, values) {
+	g, ok := learnedRule(name, path, false, "^"+pattern+"$", "<"+kind+">", strs)
+	if !ok || !fixes([]normalize.Rule{g.Rule}, path, values) {
 		return Learned{}, false
 	}
 	return g, true
@@ -690,7 +630,7 @@ func wholeRule(name string, path []step, strs []string, values []any) (Learned, 
 
 // anchoredRule is the rule of last resort for strings: the whole value,
 // its constant prefix and suffix spelled out, at its exact path.
-func anchoredRule(name string, path []step, strs []string, values []any) (Learned, bool) {
+func anchoredRule(name string, path normalize.Path, strs []string, values []any) (Learned, bool) {
 	pre, suf := affixes(strs)
 	mids := make([]string, len(strs))
 	for r, s := range strs {
@@ -709,8 +649,8 @@ func anchoredRule(name string, path []step, strs []string, values []any) (Learne
 	}
 	re := "^" + regexp.QuoteMeta(pre) + pattern + regexp.QuoteMeta(suf) + "$"
 	repl := strings.ReplaceAll(pre, "$", "$$") + "<" + kind + ">" + strings.ReplaceAll(suf, "$", "$$")
-	g, ok := learnedRule(name, path, path, re, repl, mids)
-	if !ok || !fixes([]Rule{g.Rule}, path, values) {
+	g, ok := learnedRule(name, path, false, re, repl, mids)
+	if !ok || !fixes([]normalize.Rule{g.Rule}, path, values) {
 		return Learned{}, false
 	}
 	return g, true
@@ -803,7 +743,7 @@ func lengths(strs []string) (lo, hi int) {
 // learnedRule makes the rule {path, regexp, replace} through ParseRules,
 // which checks it as it checks user rules, with a comment saying where it
 // comes from.
-func learnedRule(name string, at, path []step, re, repl string, seen []string) (Learned, bool) {
+func learnedRule(name string, at normalize.Path, anyIndex bool, re, repl string, seen []string) (Learned, bool) {
 	var examples []string
 	for i, s := range seen {
 		if i == 4 {
@@ -813,19 +753,19 @@ func learnedRule(name string, at, path []step, re, repl string, seen []string) (
 		if len(s) > maxContext {
 			s = s[:cutRune(s, maxContext)] + "…"
 		}
-		examples = append(examples, string(encode(s)))
+		examples = append(examples, string(encodeJSON(s)))
 	}
-	where := formatPath(at)
+	where := at.String()
 	if name != "" {
 		where = name + where[1:]
 	}
 	comment := "calibrate: varies at " + where + ": " + strings.Join(examples, ", ")
-	src := encode([]map[string]string{{"path": formatPattern(path), "regexp": re, "replace": repl, "comment": comment}})
-	rules, err := ParseRules(src)
+	src := encodeJSON([]map[string]string{{"path": at.Pattern(anyIndex), "regexp": re, "replace": repl, "comment": comment}})
+	rules, err := normalize.ParseRules(src)
 	if err != nil {
 		return Learned{}, false
 	}
-	return Learned{Rule: rules[0], Path: formatPath(at), Values: slices.Clone(seen)}, true
+	return Learned{Rule: rules[0], Path: at.String(), Values: slices.Clone(seen)}, true
 }
 
 // cutRune returns the largest rune boundary of s at or before n.
@@ -836,31 +776,13 @@ func cutRune(s string, n int) int {
 	return n
 }
 
-// formatPattern returns a path, an index of -1 standing for any, in the
-// syntax of path rules.
-func formatPattern(path []step) string {
-	var b strings.Builder
-	b.WriteString("$")
-	for _, s := range path {
-		switch {
-		case s.isIndex && s.index < 0:
-			b.WriteString("[*]")
-		case s.isIndex:
-			b.WriteString("[" + strconv.Itoa(s.index) + "]")
-		default:
-			b.WriteString(keyPath(s.key))
-		}
-	}
-	return b.String()
-}
-
 // fixes reports whether rules, applied at path, make values equal, and
 // leave what they make as it is when applied again.
-func fixes(rules []Rule, path []step, values []any) bool {
+func fixes(rules []normalize.Rule, path normalize.Path, values []any) bool {
 	out := make([]any, len(values))
 	for i, v := range values {
-		out[i] = applyRules(rules, v, path)
-		if again := applyRules(rules, out[i], path); !reflect.DeepEqual(again, out[i]) {
+		out[i] = normalize.ApplyRules(rules, v, path)
+		if again := normalize.ApplyRules(rules, out[i], path); !reflect.DeepEqual(again, out[i]) {
 			return false
 		}
 	}
@@ -870,9 +792,9 @@ func fixes(rules []Rule, path []step, values []any) bool {
 // verify checks that rules make the values of every sample equal, and that
 // applying them twice equals applying them once, and returns the places
 // where they do not.
-func verify(samples []Sample, rules []Rule) []Conflict {
+func verify(samples []Sample, rules []normalize.Rule) []Conflict {
 	var conflicts []Conflict
-	for i, smp := range samples {
+	for _, smp := range samples {
 		if len(smp.Values) < 2 {
 			continue
 		}
@@ -882,20 +804,34 @@ func verify(samples []Sample, rules []Rule) []Conflict {
 		}
 		once := make([]any, len(vals))
 		for r, v := range vals {
-			once[r] = applyRules(rules, v, nil)
-			c, _ := plain(once[r])
-			if twice := applyRules(rules, c, nil); !reflect.DeepEqual(twice, once[r]) {
-				path, a, b, _ := FirstDifference(once[r], twice)
-				conflicts = append(conflicts, Conflict{ConflictShapeless, i, r, path, a, b})
+			once[r] = normalize.ApplyRules(rules, v, nil)
+			c, _ := normalize.Plain(once[r])
+			if twice := normalize.ApplyRules(rules, c, nil); !reflect.DeepEqual(twice, once[r]) {
+				path, a, b, _ := normalize.FirstDifference(once[r], twice)
+				conflicts = append(conflicts, Conflict{Kind: Shapeless, Run: r, Where: rooted(smp.Name, path), Recorded: a, Live: b})
 				break
 			}
 		}
 		for r := 1; r < len(once); r++ {
-			if path, a, b, differ := FirstDifference(once[0], once[r]); differ {
-				conflicts = append(conflicts, Conflict{ConflictShapeless, i, r, path, a, b})
+			if path, a, b, differ := normalize.FirstDifference(once[0], once[r]); differ {
+				conflicts = append(conflicts, Conflict{Kind: Shapeless, Run: r, Where: rooted(smp.Name, path), Recorded: a, Live: b})
 				break
 			}
 		}
 	}
 	return conflicts
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// encodeJSON returns v as JSON, with '<', '>' and '&' as they are, which
+// placeholders and rules are full of.
+func encodeJSON(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v) // strings and maps of them always encode
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
