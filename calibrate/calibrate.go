@@ -29,7 +29,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/acptap/acptap/internal/excerpt"
+	"github.com/acptap/acptap/mismatch"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/store"
@@ -106,14 +106,11 @@ type Conflict struct {
 	// Run is the 1-based replay that differs from the recording (the
 	// first of them for Steady).
 	Run int
-	// Where names the place, its JSON path rooted at the agent's
-	// normalized output ("agent output $[7].params.update.status") or at
-	// a normalized request ("llm #2 $.body.messages[1]"); "" for
-	// Diverged.
-	Where string
-	// Recorded and Live are the values there (normalize.Missing for a
-	// missing one); nil for Diverged.
-	Recorded, Live any
+	// Mismatch is the place, its Path rooted at the agent's normalized
+	// output ("agent output $[7].params.update.status") or at a
+	// normalized request ("llm #2 $.body.messages[1]"), and the values
+	// there (normalize.Missing for a missing one); zero for Diverged.
+	mismatch.Mismatch
 	// Divergence is the replay's, for Diverged.
 	Divergence *replay.Divergence
 }
@@ -123,8 +120,7 @@ func (c Conflict) String() string {
 	if c.Kind == Diverged {
 		return fmt.Sprintf("run %d diverged in more than the agent's output: %s", c.Run, c.Divergence.Message)
 	}
-	x := excerpt.Pair(c.Recorded, c.Live)
-	values := fmt.Sprintf("%s%s: recorded %s, live %s", c.Where, x.Where(), x.A, x.B)
+	values := c.Mismatch.String()
 	switch c.Kind {
 	case Steady:
 		return fmt.Sprintf("every run differs from the recording the same way, which is a change, not noise, at %s", values)
@@ -220,13 +216,13 @@ func agentSamples(results []*replay.Result) ([]Sample, []Conflict) {
 func frameMoreOrFewer(expected, actual []json.RawMessage) Conflict {
 	for k := range min(len(expected), len(actual)) {
 		for _, d := range normalize.Mismatches(expected[k], actual[k]) {
-			if !sameScalarType(d.A, d.B) {
-				return Conflict{Kind: Structure, Where: fmt.Sprintf("agent output $[%d]%s", k, d.Path[1:]), Recorded: d.A, Live: d.B}
+			if !sameScalarType(d.Recorded, d.Live) {
+				return Conflict{Kind: Structure, Mismatch: mismatch.Mismatch{Path: fmt.Sprintf("agent output $[%d]%s", k, d.Path[1:]), Recorded: d.Recorded, Live: d.Live}}
 			}
 		}
 	}
 	k := min(len(expected), len(actual))
-	c := Conflict{Kind: Structure, Where: fmt.Sprintf("agent output $[%d]", k), Recorded: normalize.Missing{}, Live: normalize.Missing{}}
+	c := Conflict{Kind: Structure, Mismatch: mismatch.Mismatch{Path: fmt.Sprintf("agent output $[%d]", k), Recorded: normalize.Missing{}, Live: normalize.Missing{}}}
 	if k < len(expected) {
 		c.Recorded = expected[k]
 	} else {
@@ -264,8 +260,8 @@ func requestSamples(results []*replay.Result) ([]Sample, []Conflict) {
 				// A retry, or a request missing: the replay reports an
 				// unrequested exchange in that case, but a retry
 				// consumes nothing.
-				conflicts = append(conflicts, Conflict{Kind: Structure, Run: i + 1, Where: fmt.Sprintf("llm #%d $", n),
-					Recorded: "1 request", Live: fmt.Sprintf("%d requests", len(live))})
+				conflicts = append(conflicts, Conflict{Kind: Structure, Run: i + 1, Mismatch: mismatch.Mismatch{
+					Path: fmt.Sprintf("llm #%d $", n), Recorded: "1 request", Live: fmt.Sprintf("%d requests", len(live))}})
 				break
 			}
 			values = append(values, live[0])

@@ -214,10 +214,10 @@ func TestSamples(t *testing.T) {
 
 	results[1].Actual = append(results[1].Actual, raw(`{"c":1}`))
 	results[1].Requests = results[1].Requests[:1]
-	if _, c := agentSamples(results); len(c) != 1 || c[0].Kind != Structure || c[0].Run != 2 || c[0].Where != "agent output $[2]" {
+	if _, c := agentSamples(results); len(c) != 1 || c[0].Kind != Structure || c[0].Run != 2 || c[0].Path != "agent output $[2]" {
 		t.Errorf("agentSamples with a frame more: %+v, want a Structure conflict of run 2 at $[2]", c)
 	}
-	if _, c := requestSamples(results); len(c) != 1 || c[0].Run != 2 || c[0].Where != "llm #2 $" {
+	if _, c := requestSamples(results); len(c) != 1 || c[0].Run != 2 || c[0].Path != "llm #2 $" {
 		t.Errorf("requestSamples with a request fewer: %+v, want a conflict of run 2 at llm #2", c)
 	} else if got := c[0].String(); got != `run 2 differs from the recording in more than values at llm #2 $: recorded "1 request", live "0 requests"` {
 		t.Errorf("String() = %s", got)

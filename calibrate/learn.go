@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/acptap/acptap/mismatch"
+
 	"github.com/acptap/acptap/normalize"
 )
 
@@ -57,10 +59,10 @@ type Learned struct {
 //
 // Values must have the same structure: objects with the same members,
 // arrays of the same lengths, the same types. Where they do not, Learn
-// reports a ConflictStructure. Where all replayed runs agree and differ
+// reports a Structure conflict. Where all replayed runs agree and differ
 // from the recording (with two replayed runs or more), it reports a
-// ConflictSteady: that is not noise. Where no narrow rule fits, a
-// ConflictShapeless. It reports the first conflict of a sample only, and
+// Steady conflict: that is not noise. Where no narrow rule fits, a
+// Shapeless one. It reports the first conflict of a sample only, and
 // learns nothing more from it.
 //
 // Rules are learned sample by sample, in order, each on the values as the
@@ -80,7 +82,7 @@ func Learn(samples []Sample) ([]Learned, []Conflict) {
 		if !ok {
 			for r := 1; r < len(smp.Values); r++ {
 				if !reflect.DeepEqual(smp.Values[0], smp.Values[r]) {
-					conflicts = append(conflicts, Conflict{Kind: Structure, Run: r, Where: smp.Name, Recorded: smp.Values[0], Live: smp.Values[r]})
+					conflicts = append(conflicts, Conflict{Kind: Structure, Run: r, Mismatch: mismatch.Mismatch{Path: smp.Name, Recorded: smp.Values[0], Live: smp.Values[r]}})
 					break
 				}
 			}
@@ -88,7 +90,7 @@ func Learn(samples []Sample) ([]Learned, []Conflict) {
 		}
 		leaves, c := varyingLeaves(vals)
 		if c != nil {
-			c.Where = rooted(smp.Name, c.Where)
+			c.Path = rooted(smp.Name, c.Path)
 			conflicts = append(conflicts, *c)
 			continue
 		}
@@ -103,7 +105,7 @@ func Learn(samples []Sample) ([]Learned, []Conflict) {
 			if !allEqual(values[1:]) || len(values) == 2 {
 				got, c := generalise(smp.Name, leaf, values)
 				if c != nil {
-					c.Where = rooted(smp.Name, leaf.String())
+					c.Path = rooted(smp.Name, leaf.String())
 					conflicts = append(conflicts, *c)
 					break
 				}
@@ -114,7 +116,7 @@ func Learn(samples []Sample) ([]Learned, []Conflict) {
 				}
 				continue
 			}
-			conflicts = append(conflicts, Conflict{Kind: Steady, Run: 1, Where: rooted(smp.Name, leaf.String()), Recorded: values[0], Live: values[1]})
+			conflicts = append(conflicts, Conflict{Kind: Steady, Run: 1, Mismatch: mismatch.Mismatch{Path: rooted(smp.Name, leaf.String()), Recorded: values[0], Live: values[1]}})
 			break
 		}
 	}
@@ -125,7 +127,7 @@ func Learn(samples []Sample) ([]Learned, []Conflict) {
 }
 
 // rooted returns path, a JSON path from "$", rooted at the sample named
-// name instead, as a Conflict's Where says it ("agent output $[7]" and
+// name instead, as a Conflict's Path says it ("agent output $[7]" and
 // "$.params" give "agent output $[7].params").
 func rooted(name, path string) string {
 	if name == "" {
@@ -157,7 +159,7 @@ func varyingLeaves(vals []any) ([]normalize.Path, *Conflict) {
 		var conflict *Conflict
 		normalize.WalkDifferences(vals[0], vals[r], func(p normalize.Path, a, b any) bool {
 			if !sameScalarType(a, b) {
-				conflict = &Conflict{Kind: Structure, Run: r, Where: p.String(), Recorded: a, Live: b}
+				conflict = &Conflict{Kind: Structure, Run: r, Mismatch: mismatch.Mismatch{Path: p.String(), Recorded: a, Live: b}}
 				return false
 			}
 			if key := p.String(); !seen[key] {
@@ -209,7 +211,7 @@ func generalise(name string, path normalize.Path, values []any) ([]Learned, *Con
 			strs[i] = string(x)
 		}
 	}
-	shapeless := &Conflict{Kind: Shapeless, Run: firstDiffering(values), Recorded: values[0], Live: values[firstDiffering(values)]}
+	shapeless := &Conflict{Kind: Shapeless, Run: firstDiffering(values), Mismatch: mismatch.Mismatch{Recorded: values[0], Live: values[firstDiffering(values)]}}
 	if isNumber {
 		if g, ok := wholeRule(name, path, strs, values); ok {
 			return []Learned{g}, nil
@@ -808,13 +810,13 @@ func verify(samples []Sample, rules []normalize.Rule) []Conflict {
 			c, _ := normalize.Plain(once[r])
 			if twice := normalize.ApplyRules(rules, c, nil); !reflect.DeepEqual(twice, once[r]) {
 				path, a, b, _ := normalize.FirstDifference(once[r], twice)
-				conflicts = append(conflicts, Conflict{Kind: Shapeless, Run: r, Where: rooted(smp.Name, path), Recorded: a, Live: b})
+				conflicts = append(conflicts, Conflict{Kind: Shapeless, Run: r, Mismatch: mismatch.Mismatch{Path: rooted(smp.Name, path), Recorded: a, Live: b}})
 				break
 			}
 		}
 		for r := 1; r < len(once); r++ {
 			if path, a, b, differ := normalize.FirstDifference(once[0], once[r]); differ {
-				conflicts = append(conflicts, Conflict{Kind: Shapeless, Run: r, Where: rooted(smp.Name, path), Recorded: a, Live: b})
+				conflicts = append(conflicts, Conflict{Kind: Shapeless, Run: r, Mismatch: mismatch.Mismatch{Path: rooted(smp.Name, path), Recorded: a, Live: b}})
 				break
 			}
 		}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/acptap/acptap/normalize"
 	"strings"
 	"testing"
+
+	"github.com/acptap/acptap/mismatch"
+
+	"github.com/acptap/acptap/normalize"
 
 	"github.com/acptap/acptap/lane"
 )
@@ -111,19 +114,19 @@ func TestLearnConflicts(t *testing.T) {
 		want   Conflict
 	}{
 		{"a member missing", []string{`{"a":1,"b":2}`, `{"a":1,"b":3}`, `{"a":1}`},
-			Conflict{Kind: Structure, Run: 2, Where: "x.b", Recorded: json.Number("2"), Live: normalize.Missing{}}},
+			Conflict{Kind: Structure, Run: 2, Mismatch: mismatch.Mismatch{Path: "x.b", Recorded: json.Number("2"), Live: normalize.Missing{}}}},
 		{"an element more", []string{`[1,2]`, `[1,2,3]`},
-			Conflict{Kind: Structure, Run: 1, Where: "x[2]", Recorded: normalize.Missing{}, Live: json.Number("3")}},
+			Conflict{Kind: Structure, Run: 1, Mismatch: mismatch.Mismatch{Path: "x[2]", Recorded: normalize.Missing{}, Live: json.Number("3")}}},
 		{"another type", []string{`{"a":"1"}`, `{"a":1}`},
-			Conflict{Kind: Structure, Run: 1, Where: "x.a", Recorded: "1", Live: json.Number("1")}},
+			Conflict{Kind: Structure, Run: 1, Mismatch: mismatch.Mismatch{Path: "x.a", Recorded: "1", Live: json.Number("1")}}},
 		{"a flag", []string{`{"a":true}`, `{"a":false}`},
-			Conflict{Kind: Structure, Run: 1, Where: "x.a", Recorded: true, Live: false}},
+			Conflict{Kind: Structure, Run: 1, Mismatch: mismatch.Mismatch{Path: "x.a", Recorded: true, Live: false}}},
 		{"the same change in every run", []string{`{"text":"You said: hi"}`, `{"text":"Something else"}`, `{"text":"Something else"}`},
-			Conflict{Kind: Steady, Run: 1, Where: "x.text", Recorded: "You said: hi", Live: "Something else"}},
+			Conflict{Kind: Steady, Run: 1, Mismatch: mismatch.Mismatch{Path: "x.text", Recorded: "You said: hi", Live: "Something else"}}},
 		{"empty in one run", []string{`{"text":"abc"}`, `{"text":""}`},
-			Conflict{Kind: Shapeless, Run: 1, Where: "x.text", Recorded: "abc", Live: ""}},
+			Conflict{Kind: Shapeless, Run: 1, Mismatch: mismatch.Mismatch{Path: "x.text", Recorded: "abc", Live: ""}}},
 		{"placeholders", []string{`{"text":"<a>"}`, `{"text":"<b>"}`},
-			Conflict{Kind: Shapeless, Run: 1, Where: "x.text", Recorded: "<a>", Live: "<b>"}},
+			Conflict{Kind: Shapeless, Run: 1, Mismatch: mismatch.Mismatch{Path: "x.text", Recorded: "<a>", Live: "<b>"}}},
 	}
 	for _, tt := range tests {
 		smp := Sample{Name: "x"}
@@ -132,7 +135,7 @@ func TestLearnConflicts(t *testing.T) {
 		}
 		learned, conflicts := Learn([]Sample{{Values: []any{json.RawMessage(`1`), json.RawMessage(`1`)}}, smp})
 		if len(conflicts) != 1 || conflicts[0].Kind != tt.want.Kind || conflicts[0].Run != tt.want.Run ||
-			conflicts[0].Where != tt.want.Where || !same(conflicts[0].Recorded, tt.want.Recorded) || !same(conflicts[0].Live, tt.want.Live) {
+			conflicts[0].Path != tt.want.Path || !same(conflicts[0].Recorded, tt.want.Recorded) || !same(conflicts[0].Live, tt.want.Live) {
 			t.Errorf("%s: conflicts %+v, want %+v", tt.name, conflicts, tt.want)
 		}
 		if len(learned) != 0 {

@@ -517,7 +517,7 @@ func TestClaudeRunsNormalizeEqual(t *testing.T) {
 		return n.Transcript(frames)
 	}
 	if d := normalize.Compare(transcript(a, ea), transcript(b, eb)).Diff; d != nil {
-		t.Errorf("the normalized agent output of two runs differs in turn %d, %s, value %d, at %s: %s vs %s", d.Turn, d.Stream, d.Index, d.Path, brief(d.Want), brief(d.Got))
+		t.Errorf("the normalized agent output of two runs differs in turn %d, %s, value %d, at %s: %s vs %s", d.Turn, d.Stream, d.Index, d.Path, brief(d.Recorded), brief(d.Live))
 	}
 
 	// The title request comes before or after the first turn's: pair

@@ -343,7 +343,7 @@ func TestCodexRunsNormalizeEqual(t *testing.T) {
 		return n.Transcript(frames)
 	}
 	if d := normalize.Compare(transcript(a, ea), transcript(b, eb)).Diff; d != nil {
-		t.Errorf("the normalized agent output of two runs differs in turn %d, %s, value %d, at %s: %s vs %s", d.Turn, d.Stream, d.Index, d.Path, brief(d.Want), brief(d.Got))
+		t.Errorf("the normalized agent output of two runs differs in turn %d, %s, value %d, at %s: %s vs %s", d.Turn, d.Stream, d.Index, d.Path, brief(d.Recorded), brief(d.Live))
 	}
 
 	xa, xb := llm(ea), llm(eb)

@@ -449,7 +449,7 @@ func TestGeminiRunsNormalizeEqual(t *testing.T) {
 		return normalize.New(opts(s, nil)).Transcript(frames)
 	}
 	if d := normalize.Compare(transcript(a, ea), transcript(b, eb)).Diff; d != nil {
-		t.Errorf("the normalized agent output of two runs differs in turn %d, %s, value %d, at %s: %s vs %s", d.Turn, d.Stream, d.Index, d.Path, brief(d.Want), brief(d.Got))
+		t.Errorf("the normalized agent output of two runs differs in turn %d, %s, value %d, at %s: %s vs %s", d.Turn, d.Stream, d.Index, d.Path, brief(d.Recorded), brief(d.Live))
 	}
 
 	xa, xb := llm(ea), llm(eb)
@@ -467,8 +467,8 @@ func TestGeminiRunsNormalizeEqual(t *testing.T) {
 			ra := na.Request(xa[i].Method, xa[i].URL, xa[i].RequestHeaders, []byte(xa[i].RequestBody))
 			rb := nb.Request(xb[i].Method, xb[i].URL, xb[i].RequestHeaders, []byte(xb[i].RequestBody))
 			for _, m := range normalize.Mismatches(ra, rb) {
-				differ = append(differ, fmt.Sprintf("llm #%d at %s: %s vs %s", i+1, m.Path, brief(m.A), brief(m.B)))
-				va, _ := m.A.(string)
+				differ = append(differ, fmt.Sprintf("llm #%d at %s: %s vs %s", i+1, m.Path, brief(m.Recorded), brief(m.Live)))
+				va, _ := m.Recorded.(string)
 				pgidOnly = pgidOnly && strings.HasSuffix(m.Path, ".functionResponse.response.output") && strings.Contains(va, "Process Group PGID")
 			}
 		}

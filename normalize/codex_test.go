@@ -33,7 +33,7 @@ func TestStreamStateUpdatesFloat(t *testing.T) {
 	if d := Compare(recorded, transcript(chunk("Hello "), chunk("world"), result, acu("init"))).Diff; d == nil || !d.State || d.Stream != "available_commands_update" || d.Field() != "availableCommands[0].name" {
 		t.Errorf("a changed available_commands_update: difference %+v, want one in its name", d)
 	}
-	if d := Compare(recorded, transcript(chunk("Hello "), chunk("world"), result)).Diff; d == nil || !d.State || d.Got != (Missing{}) {
+	if d := Compare(recorded, transcript(chunk("Hello "), chunk("world"), result)).Diff; d == nil || !d.State || d.Live != (Missing{}) {
 		t.Errorf("a missing available_commands_update: difference %+v, want it missing", d)
 	}
 }

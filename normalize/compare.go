@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/acptap/acptap/mismatch"
 )
 
 // A Comparison is the outcome of Compare.
@@ -36,14 +38,13 @@ type Difference struct {
 	Index int
 	// WantLen and GotLen are how many values the stream has on each side.
 	WantLen, GotLen int
-	// Path is the JSON path of the first differing value inside the
-	// values at Index ("$.params.update.status"), "$" when they are not
-	// alike enough to compare member by member (an update of another
-	// kind, a request of another method) or one side lacks a value.
-	Path string
-	// Want and Got are the values at Path, decoded; Missing for a value a
-	// side lacks.
-	Want, Got any
+	// Mismatch is the first differing value inside the values at Index:
+	// its Path ("$.params.update.status"), "$" when they are not alike
+	// enough to compare member by member (an update of another kind, a
+	// request of another method) or one side lacks a value; its Recorded
+	// value, want's, and Live, got's, decoded, Missing for one a side
+	// lacks.
+	mismatch.Mismatch
 	// MovedTo is, when want's value at Index stands elsewhere in got's
 	// stream, its position there (from 1), else 0; MovedFrom is, when
 	// got's value at Index stands elsewhere in want's stream, its
@@ -226,12 +227,12 @@ func (c *comparison) compareValues(k streamKey, w, g []json.RawMessage, wAt, gAt
 	case len(w) == 0 && len(g) == 0:
 		return
 	case len(w) == 0 && c.order != Strict:
-		d.Path, d.Want, d.Got = "$", Missing{}, decodeValue(g[0])
+		d.Path, d.Recorded, d.Live = "$", Missing{}, decodeValue(g[0])
 		d.Flat = flat(where(1, 0), "$")
 		c.diff = d
 		return
 	case len(g) == 0 && c.order != Strict:
-		d.Path, d.Want, d.Got = "$", decodeValue(w[0]), Missing{}
+		d.Path, d.Recorded, d.Live = "$", decodeValue(w[0]), Missing{}
 		d.Flat = flat(where(0, 0), "$")
 		c.diff = d
 		return
@@ -240,10 +241,10 @@ func (c *comparison) compareValues(k streamKey, w, g []json.RawMessage, wAt, gAt
 		d.Index = i + 1
 		switch {
 		case i >= len(w):
-			d.Path, d.Want, d.Got = "$", Missing{}, decodeValue(g[i])
+			d.Path, d.Recorded, d.Live = "$", Missing{}, decodeValue(g[i])
 			d.Flat = flat(where(1, i), "$")
 		case i >= len(g):
-			d.Path, d.Want, d.Got = "$", decodeValue(w[i]), Missing{}
+			d.Path, d.Recorded, d.Live = "$", decodeValue(w[i]), Missing{}
 			d.Flat = flat(where(0, i), "$")
 		default:
 			if sameJSON(w[i], g[i]) {
@@ -252,7 +253,7 @@ func (c *comparison) compareValues(k streamKey, w, g []json.RawMessage, wAt, gAt
 			if c.cancelled && chunkStream(k.name) && i == len(w)-1 && i == len(g)-1 && cutShort(w[i], g[i]) {
 				continue
 			}
-			d.Path, d.Want, d.Got = valueDifference(w[i], g[i])
+			d.Path, d.Recorded, d.Live = valueDifference(w[i], g[i])
 			d.Flat = flat(where(0, i), d.Path)
 			d.MovedTo = positionOf(g, w[i], i)
 			d.MovedFrom = positionOf(w, g[i], i)
@@ -327,14 +328,14 @@ func (c *comparison) states(tw, tg *Turn, prevW, prevG map[stateKey]json.RawMess
 		if agree || c.diff != nil {
 			continue
 		}
-		d := &Difference{Stream: k.kind, Session: k.session, State: true, Turn: c.turn, Answered: c.answered, Path: "$", Want: Missing{}, Got: Missing{}}
+		d := &Difference{Stream: k.kind, Session: k.session, State: true, Turn: c.turn, Answered: c.answered, Mismatch: mismatch.Mismatch{Path: "$", Recorded: Missing{}, Live: Missing{}}}
 		switch {
 		case vw != nil && vg != nil:
-			d.Path, d.Want, d.Got = valueDifference(vw, vg)
+			d.Path, d.Recorded, d.Live = valueDifference(vw, vg)
 		case vw != nil:
-			d.Want = decodeValue(vw)
+			d.Recorded = decodeValue(vw)
 		case vg != nil:
-			d.Got = decodeValue(vg)
+			d.Live = decodeValue(vg)
 		}
 		switch {
 		case wAt >= 0:

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/acptap/acptap/mismatch"
 )
 
 // Missing stands, in the results of FirstDifference, for a value that one
@@ -14,7 +16,7 @@ type Missing struct{}
 // String returns "(missing)".
 func (Missing) String() string { return "(missing)" }
 
-// Absent marks Missing as an excerpt.Absent value, which reports show as
+// Absent marks Missing as an mismatch.Absent value, which reports show as
 // "nothing".
 func (Missing) Absent() {}
 
@@ -37,22 +39,17 @@ func FirstDifference(a, b any) (path string, av, bv any, ok bool) {
 	return path, av, bv, ok
 }
 
-// A Mismatch is one place where two JSON values differ: a member or an
+// Mismatches returns every place where a and b differ, a member or an
 // element that one side lacks (Missing), values of different types, or
-// two different scalars.
-type Mismatch struct {
-	Path string // as FirstDifference's
-	A, B any    // the values there, Missing for a missing one
-}
-
-// Mismatches returns every place where a and b differ, in the order in
-// which FirstDifference finds the first; nil if they are equal. Where one
-// side lacks a member or element, or the types differ, that is one
-// difference: what is inside is not compared.
-func Mismatches(a, b any) []Mismatch {
-	var out []Mismatch
+// two different scalars, with its path as FirstDifference writes it and
+// a's value as Recorded, b's as Live, in the order in which
+// FirstDifference finds the first; nil if they are equal. Where one side
+// lacks a member or element, or the types differ, that is one difference:
+// what is inside is not compared.
+func Mismatches(a, b any) []mismatch.Mismatch {
+	var out []mismatch.Mismatch
 	walkDifferences(nil, a, b, func(p []step, x, y any) bool {
-		out = append(out, Mismatch{formatPath(p), x, y})
+		out = append(out, mismatch.Mismatch{Path: formatPath(p), Recorded: x, Live: y})
 		return true
 	})
 	return out

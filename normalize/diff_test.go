@@ -3,6 +3,8 @@ package normalize
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/acptap/acptap/mismatch"
 )
 
 func TestFirstDifference(t *testing.T) {
@@ -54,19 +56,19 @@ func TestMismatches(t *testing.T) {
 	a := json.RawMessage(`{"a":[1,2,3],"b":{"c":"x","d":true},"e":null,"f":"same"}`)
 	b := json.RawMessage(`{"a":[1,5],"b":{"c":"y"},"e":{"z":1},"f":"same","g":0}`)
 	got := Mismatches(a, b)
-	want := []Mismatch{
-		{"$.a[1]", json.Number("2"), json.Number("5")},
-		{"$.a[2]", json.Number("3"), Missing{}},
-		{"$.b.c", "x", "y"},
-		{"$.b.d", true, Missing{}},
-		{"$.e", nil, map[string]any{"z": json.Number("1")}},
-		{"$.g", Missing{}, json.Number("0")},
+	want := []mismatch.Mismatch{
+		{Path: "$.a[1]", Recorded: json.Number("2"), Live: json.Number("5")},
+		{Path: "$.a[2]", Recorded: json.Number("3"), Live: Missing{}},
+		{Path: "$.b.c", Recorded: "x", Live: "y"},
+		{Path: "$.b.d", Recorded: true, Live: Missing{}},
+		{Path: "$.e", Recorded: nil, Live: map[string]any{"z": json.Number("1")}},
+		{Path: "$.g", Recorded: Missing{}, Live: json.Number("0")},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Mismatches = %#v, want %#v", got, want)
 	}
 	for i := range want {
-		if got[i].Path != want[i].Path || !same(got[i].A, want[i].A) || !same(got[i].B, want[i].B) {
+		if got[i].Path != want[i].Path || !same(got[i].Recorded, want[i].Recorded) || !same(got[i].Live, want[i].Live) {
 			t.Errorf("difference %d = %#v, want %#v", i, got[i], want[i])
 		}
 	}
@@ -87,7 +89,7 @@ func TestDifferencesOfMixedValues(t *testing.T) {
 	a := map[string]any{"n": float64(2), "raw": json.RawMessage(`{"x":[1,2]}`), "s": []string{"a"}}
 	b := map[string]any{"n": json.Number("2.0"), "raw": map[string]any{"x": []any{json.Number("1"), json.Number("3")}}, "s": []any{"a"}}
 	got := Mismatches(a, b)
-	if len(got) != 1 || got[0].Path != "$.raw.x[1]" || got[0].A != json.Number("2") || got[0].B != json.Number("3") {
+	if len(got) != 1 || got[0].Path != "$.raw.x[1]" || got[0].Recorded != json.Number("2") || got[0].Live != json.Number("3") {
 		t.Errorf("Mismatches = %+v, want one at $.raw.x[1]: 2 vs 3", got)
 	}
 	if got := Mismatches([]any{func() {}}, []any{func() {}}); len(got) != 1 || got[0].Path != "$[0]" {

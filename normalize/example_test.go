@@ -28,7 +28,7 @@ func Example() {
 		fmt.Println(string(v))
 	}
 	d := normalize.Compare(want, got).Diff
-	fmt.Printf("first difference in turn %d, %s, value %d: %s: %v, now %v\n", d.Turn, d.Stream, d.Index, d.Field(), d.Want, d.Got)
+	fmt.Printf("first difference in turn %d, %s, value %d: %s: %v, now %v\n", d.Turn, d.Stream, d.Index, d.Field(), d.Recorded, d.Live)
 	// Output:
 	// {"id":"<rpc:1>","jsonrpc":"2.0","result":{"sessionId":"<sessionId:1>"}}
 	// {"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"<sessionId:1>","update":{"content":{"text":"Reading <cwd>/README.md","type":"text"},"sessionUpdate":"agent_message_chunk"}}}

@@ -222,8 +222,8 @@ func TestChangesVisible(t *testing.T) {
 				t.Errorf("difference in turn %d, %s, value %d, at %q (%s), want turn %d, %s, value %d, at %q (%s)",
 					d.Turn, d.Stream, d.Index, d.Field(), d.Flat, tt.turn, tt.stream, tt.index, tt.field, tt.flat)
 			}
-			if tt.av != nil && !same(d.Want, tt.av) || tt.bv != nil && !same(d.Got, tt.bv) {
-				t.Errorf("difference %#v vs %#v, want %#v vs %#v", d.Want, d.Got, tt.av, tt.bv)
+			if tt.av != nil && !same(d.Recorded, tt.av) || tt.bv != nil && !same(d.Live, tt.bv) {
+				t.Errorf("difference %#v vs %#v, want %#v vs %#v", d.Recorded, d.Live, tt.av, tt.bv)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/lane"
+	"github.com/acptap/acptap/mismatch"
 )
 
 // Lines of a test agent's output; every run mints other ids.
@@ -217,11 +218,11 @@ func TestWithinStreams(t *testing.T) {
 					d, d.Field(), tt.stream, tt.index, tt.field, tt.movedTo, tt.from, tt.wantN, tt.gotN)
 			}
 			if m, ok := tt.av.(map[string]any); ok {
-				if got, _ := d.Want.(map[string]any); got["method"] != m["method"] {
-					t.Errorf("want value %v, want method %v", d.Want, m["method"])
+				if got, _ := d.Recorded.(map[string]any); got["method"] != m["method"] {
+					t.Errorf("want value %v, want method %v", d.Recorded, m["method"])
 				}
-			} else if tt.av != nil && !same(d.Want, tt.av) || tt.bv != nil && !same(d.Got, tt.bv) {
-				t.Errorf("difference %#v vs %#v, want %#v vs %#v", d.Want, d.Got, tt.av, tt.bv)
+			} else if tt.av != nil && !same(d.Recorded, tt.av) || tt.bv != nil && !same(d.Live, tt.bv) {
+				t.Errorf("difference %#v vs %#v, want %#v vs %#v", d.Recorded, d.Live, tt.av, tt.bv)
 			}
 		})
 	}
@@ -256,7 +257,7 @@ func TestStateLastValue(t *testing.T) {
 	got = runB.lines()
 	got[11] = usage(runB.s, 1318)
 	d := Compare(transcriptOf(Options{}, want...), transcriptOf(Options{}, got...)).Diff
-	if d == nil || !d.State || d.Turn != 1 || d.Stream != "usage_update" || d.Session != "<sessionId:1>" || d.Field() != "used" || !same(d.Want, json.Number("1317")) || !same(d.Got, json.Number("1318")) {
+	if d == nil || !d.State || d.Turn != 1 || d.Stream != "usage_update" || d.Session != "<sessionId:1>" || d.Field() != "used" || !same(d.Recorded, json.Number("1317")) || !same(d.Live, json.Number("1318")) {
 		t.Errorf("a changed last usage_update: difference %+v, want it in turn 1", d)
 	}
 	// So does the state at the session's end.
@@ -296,7 +297,7 @@ func TestStateRacesAnswer(t *testing.T) {
 	got := move(runB.lines(), 11, 12)
 	got[12] = usage(runB.s, 99)
 	d := Compare(transcriptOf(Options{}, want...), transcriptOf(Options{}, got...)).Diff
-	if d == nil || d.Turn != 1 || d.Stream != "usage_update" || !same(d.Got, json.Number("99")) {
+	if d == nil || d.Turn != 1 || d.Stream != "usage_update" || !same(d.Live, json.Number("99")) {
 		t.Errorf("a changed usage_update after the answer: difference %+v, want it in turn 1, 99", d)
 	}
 }
@@ -364,7 +365,7 @@ func TestDifferenceField(t *testing.T) {
 		{"plan", "$.params.update.entries[0].status", "entries[0].status"},
 		{"", "$", ""},
 	} {
-		d := &Difference{Stream: tt.stream, Path: tt.path}
+		d := &Difference{Stream: tt.stream, Mismatch: mismatch.Mismatch{Path: tt.path}}
 		if got := d.Field(); got != tt.want {
 			t.Errorf("Field of %s in %q = %q, want %q", tt.path, tt.stream, got, tt.want)
 		}
@@ -378,7 +379,7 @@ func TestStatusFirst(t *testing.T) {
 		return sessionUpdate("s", `{"sessionUpdate":"tool_call_update","toolCallId":"c","status":"`+status+`","content":[{"type":"content","content":{"type":"text","text":"`+text+`"}}]}`)
 	}
 	d := Compare(transcriptOf(Options{}, up("in_progress", "reading")), transcriptOf(Options{}, up("completed", "done"))).Diff
-	if d == nil || d.Field() != "status" || d.Want != "in_progress" || d.Got != "completed" {
+	if d == nil || d.Field() != "status" || d.Recorded != "in_progress" || d.Live != "completed" {
 		t.Errorf("difference %+v, want the status first", d)
 	}
 	d = Compare(transcriptOf(Options{}, up("completed", "reading")), transcriptOf(Options{}, up("completed", "done"))).Diff

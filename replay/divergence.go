@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/acptap/acptap/internal/excerpt"
 	"github.com/acptap/acptap/internal/redact"
+	"github.com/acptap/acptap/mismatch"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
@@ -75,16 +75,15 @@ type Divergence struct {
 	// ExchangeUnrequested, RequestDrift and HTTPUnrequested; 0 for the
 	// other kinds.
 	Exchange int
-	// Path is the JSON path of the first differing value, for
-	// OutputDiffers in Result.Expected, the normalized agent output as a
-	// list of values (in Result.Actual for a value only the replay has):
+	// Mismatch is the first differing value: for OutputDiffers its Path
+	// in Result.Expected, the normalized agent output as a list of
+	// values (in Result.Actual for a value only the replay has),
 	// $[3].params.update.content.text; for RequestDrift in the normalized
 	// request (see normalize.Normalizer.Request); "" for the other kinds.
-	Path string
-	// Recorded and Live are the values at Path in the recording and in
-	// the replay, decoded JSON (a line that is not JSON is its text);
+	// Recorded and Live are the values there in the recording and in the
+	// replay, decoded JSON (a line that is not JSON is its text);
 	// normalize.Missing stands for a value one side does not have.
-	Recorded, Live any
+	mismatch.Mismatch
 
 	// Turn, Stream, State and Index place an OutputDiffers divergence in
 	// the comparison per stream (see normalize.Transcript): the turn,
@@ -129,8 +128,8 @@ func (d Divergence) String() string { return d.Message }
 func outputDiffers(d *normalize.Difference) Divergence {
 	div := Divergence{
 		Kind: OutputDiffers, Lane: store.LaneAgent,
-		Path: d.Flat, Recorded: d.Want, Live: d.Got,
-		Turn: d.Turn, Stream: d.Stream, Session: d.Session, State: d.State, Index: d.Index,
+		Mismatch: mismatch.Mismatch{Path: d.Flat, Recorded: d.Recorded, Live: d.Live},
+		Turn:     d.Turn, Stream: d.Stream, Session: d.Session, State: d.State, Index: d.Index,
 		Field: d.Field(), MovedTo: d.MovedTo, MovedFrom: d.MovedFrom,
 	}
 	div.Message = "agent output differs " + outputMessage(d, &div)
@@ -146,7 +145,7 @@ func outputMessage(d *normalize.Difference, div *Divergence) string {
 		switch {
 		case div.Field != "" && !recordedAbsent && !liveAbsent:
 			// Two long strings are shown around where they differ.
-			c := excerpt.Pair(div.Recorded, div.Live)
+			c := mismatch.Pair(div.Recorded, div.Live)
 			fmt.Fprintf(&b, "%s%s: expected %s, got %s", div.Field, c.Where(), c.A, c.B)
 		case div.Field != "":
 			fmt.Fprintf(&b, "%s: expected %s, got %s", div.Field, member(div.Recorded), member(div.Live))
@@ -300,10 +299,10 @@ func exchangeUnrequested(r llmserver.Recorded) Divergence {
 func requestDrift(d llmserver.Drift) Divergence {
 	return Divergence{
 		Kind: RequestDrift, Lane: store.LaneLLM, Exchange: d.Number,
-		Path: d.Path, Recorded: d.Recorded, Live: d.Live, More: d.More,
+		Mismatch: d.Mismatch, More: d.More,
 		Message: d.String(),
 	}
 }
 
 // brief formats a value for a one-line message.
-func brief(v any) string { return excerpt.Value(v) }
+func brief(v any) string { return mismatch.Value(v) }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/acptap/acptap/mismatch"
+
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/driver"
@@ -65,8 +67,8 @@ func TestJudgeOutput(t *testing.T) {
 	v := judged(t, evidence{recorded: memLines(stream("ses_1", "Hello")), live: memLines(stream("ses_2", "Bonjour")), normalizer: newNormalizer})
 	want := Divergence{
 		Kind: OutputDiffers, Lane: store.LaneAgent,
-		Path: "$[1].params.update.content.text", Recorded: "Hello", Live: "Bonjour",
-		Turn: 1, Stream: "agent message", Session: "<sessionId:1>", Index: 1, Field: "content.text",
+		Mismatch: mismatch.Mismatch{Path: "$[1].params.update.content.text", Recorded: "Hello", Live: "Bonjour"},
+		Turn:     1, Stream: "agent message", Session: "<sessionId:1>", Index: 1, Field: "content.text",
 		Message: `agent output differs in agent message, update 1: content.text: expected "Hello", got "Bonjour"`,
 	}
 	if len(v.divergences) != 1 || !reflect.DeepEqual(v.divergences[0], want) {
@@ -183,7 +185,7 @@ func TestJudgeEverything(t *testing.T) {
 		Unrequested: []llmserver.Recorded{{Number: 2, Seq: 9, Exchange: &exchange.Exchange{
 			Method: "POST", URL: "https://api.example/v1/chat/completions?key=sk-secret-0123456789",
 		}}},
-		Drift: []llmserver.Drift{{Number: 1, Path: "$.body.model", Recorded: "gpt-5", Live: "gpt-4"}},
+		Drift: []llmserver.Drift{{Number: 1, Mismatch: mismatch.Mismatch{Path: "$.body.model", Recorded: "gpt-5", Live: "gpt-4"}}},
 	}
 	ev := evidence{
 		recorded:   memLines(stream("ses_1", "Hello")),
@@ -201,7 +203,7 @@ func TestJudgeEverything(t *testing.T) {
 		"llm #2 (POST https://api.example/v1/chat/completions?key=%5BREDACTED%5D) was recorded but never requested",
 	}
 	drift := Divergence{
-		Kind: RequestDrift, Lane: store.LaneLLM, Exchange: 1, Path: "$.body.model", Recorded: "gpt-5", Live: "gpt-4",
+		Kind: RequestDrift, Lane: store.LaneLLM, Exchange: 1, Mismatch: mismatch.Mismatch{Path: "$.body.model", Recorded: "gpt-5", Live: "gpt-4"},
 		Message: `llm #1: the request differs from the recording at $.body.model: recorded "gpt-5", live "gpt-4"`,
 	}
 	for _, mode := range []RequestMode{RequestsWarn, RequestsFail} {
@@ -272,7 +274,7 @@ func TestOutputDiffersMessage(t *testing.T) {
 			`agent output differs at $[1].x: x, character 123: expected …"` + strings.Repeat("é", 18) + `Process Group PGID: 178` + `76, done", got …"` + strings.Repeat("é", 18) + `Process Group PGID: 17901, done"`},
 	} {
 		// Under --order strict: the place is the path in the whole output.
-		d := &normalize.Difference{Index: 2, Path: "$.x", Flat: "$[1].x", Want: tc.recorded, Got: tc.live}
+		d := &normalize.Difference{Index: 2, Mismatch: mismatch.Mismatch{Path: "$.x", Recorded: tc.recorded, Live: tc.live}, Flat: "$[1].x"}
 		if got := outputDiffers(d).Message; got != tc.want {
 			t.Errorf("message =\n%s\nwant\n%s", got, tc.want)
 		}

@@ -70,8 +70,7 @@ func drift(a, b any) (llmserver.Drift, bool) {
 	if len(diffs) == 0 {
 		return llmserver.Drift{}, false
 	}
-	d := diffs[0]
-	return llmserver.Drift{Path: d.Path, Recorded: d.A, Live: d.B, More: len(diffs) - 1}, true
+	return llmserver.Drift{Mismatch: diffs[0], More: len(diffs) - 1}, true
 }
 
 // httpKey is an llmserver.Options.HTTPKey: the method and the URL, with

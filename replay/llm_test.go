@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/acptap/acptap/mismatch"
+
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/replay/llmserver"
@@ -56,7 +58,7 @@ func TestStartLLMBaseURL(t *testing.T) {
 	compare := func(_ int, recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
 		compared.Add(1)
 		if recorded != rec.exchanges[0].Exchange || !bytes.Equal(live.RequestBody, []byte(`{"model":"gpt-5","stream":true}`)) {
-			return llmserver.Drift{Path: "$.body", Recorded: string(recorded.RequestBody), Live: string(live.RequestBody)}, true
+			return llmserver.Drift{Mismatch: mismatch.Mismatch{Path: "$.body", Recorded: string(recorded.RequestBody), Live: string(live.RequestBody)}}, true
 		}
 		return llmserver.Drift{}, false
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/wire"
+	"github.com/acptap/acptap/mismatch"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/store"
@@ -106,13 +107,13 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 		case xa == nil:
 			p.Live = norms.new().Request(xb.Method, xb.URL, xb.RequestHeaders, xb.RequestBody)
 			res.Divergences = append(res.Divergences, Divergence{
-				Kind: RequestDrift, Lane: store.LaneLLM, Exchange: i + 1, Path: "$", Recorded: p.Recorded, Live: p.Live,
+				Kind: RequestDrift, Lane: store.LaneLLM, Exchange: i + 1, Mismatch: mismatch.Mismatch{Path: "$", Recorded: p.Recorded, Live: p.Live},
 				Message: fmt.Sprintf("llm request %d (%s %s) is in %s only", i+1, xb.Method, xb.URL, b),
 			})
 		case xb == nil:
 			p.Recorded = norms.new().Request(xa.Method, xa.URL, xa.RequestHeaders, xa.RequestBody)
 			res.Divergences = append(res.Divergences, Divergence{
-				Kind: RequestDrift, Lane: store.LaneLLM, Exchange: i + 1, Path: "$", Recorded: p.Recorded, Live: p.Live,
+				Kind: RequestDrift, Lane: store.LaneLLM, Exchange: i + 1, Mismatch: mismatch.Mismatch{Path: "$", Recorded: p.Recorded, Live: p.Live},
 				Message: fmt.Sprintf("llm request %d (%s %s) is in %s only", i+1, xa.Method, xa.URL, a),
 			})
 		default:

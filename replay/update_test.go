@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/mismatch"
+
 	"github.com/acptap/acptap/lane"
 
 	"github.com/acptap/acptap/normalize"
@@ -67,7 +69,7 @@ func layout(t *testing.T, st *store.Store, name string) []string {
 // were played, the timeline is steps ("e0" editor frame 0, "a" the next
 // agent line), the agent lines are named a1, a2...
 func diverged(name string, editors int, steps ...string) *Result {
-	res := &Result{Name: name, Divergences: []Divergence{outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"})}, Diff: "-x\n+y\n", editors: editors}
+	res := &Result{Name: name, Divergences: []Divergence{outputDiffers(&normalize.Difference{Mismatch: mismatch.Mismatch{Path: "$", Recorded: "x", Live: "y"}, Flat: "$[0]"})}, Diff: "-x\n+y\n", editors: editors}
 	for _, s := range steps {
 		if s == "a" {
 			res.Timeline = append(res.Timeline, Step{lane.Agent, len(res.Live)})
@@ -206,17 +208,17 @@ func TestUpdateRefuses(t *testing.T) {
 // where in Divergences it is or whether there is a diff.
 func TestUpdatableByKind(t *testing.T) {
 	timeout := editorFailed(errors.New("frame 3 waited 30s for: 1 more session/update"))
-	drift := requestDrift(llmserver.Drift{Number: 1, Path: "$.body.model", Recorded: "a", Live: "b"})
+	drift := requestDrift(llmserver.Drift{Number: 1, Mismatch: mismatch.Mismatch{Path: "$.body.model", Recorded: "a", Live: "b"}})
 	for _, tc := range []struct {
 		name        string
 		divergences []Divergence
 		warnings    []Divergence
 		refused     *Divergence // the divergence the error names; nil for updatable
 	}{
-		{"the output alone, without a diff", []Divergence{outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"})}, nil, nil},
-		{"the output, with a warning", []Divergence{outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"})}, []Divergence{drift}, nil},
-		{"another divergence first", []Divergence{timeout, outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"})}, nil, &timeout},
-		{"drift as a divergence", []Divergence{outputDiffers(&normalize.Difference{Path: "$", Flat: "$[0]", Want: "x", Got: "y"}), drift}, nil, &drift},
+		{"the output alone, without a diff", []Divergence{outputDiffers(&normalize.Difference{Mismatch: mismatch.Mismatch{Path: "$", Recorded: "x", Live: "y"}, Flat: "$[0]"})}, nil, nil},
+		{"the output, with a warning", []Divergence{outputDiffers(&normalize.Difference{Mismatch: mismatch.Mismatch{Path: "$", Recorded: "x", Live: "y"}, Flat: "$[0]"})}, []Divergence{drift}, nil},
+		{"another divergence first", []Divergence{timeout, outputDiffers(&normalize.Difference{Mismatch: mismatch.Mismatch{Path: "$", Recorded: "x", Live: "y"}, Flat: "$[0]"})}, nil, &timeout},
+		{"drift as a divergence", []Divergence{outputDiffers(&normalize.Difference{Mismatch: mismatch.Mismatch{Path: "$", Recorded: "x", Live: "y"}, Flat: "$[0]"}), drift}, nil, &drift},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := diverged("r", 1, "e0", "a")

@@ -26,8 +26,9 @@ func TestDependencies(t *testing.T) {
 		mod + "internal/sse":      {bbolt, goproxy, mod + "internal/exchange"},
 		mod + "internal/ndjson":   {bbolt, goproxy, mod + "internal/exchange"},
 		mod + "internal/stamp":    {mod + "store", mod + "stdiotap", mod + "proxy"},
-		mod + "internal/excerpt":  {mod + "normalize", mod + "store"},
+		mod + "mismatch":          {mod + "normalize", mod + "store"},
 		mod + "stdiotap":          {bbolt, goproxy, mod + "store", mod + "proxy"},
+		mod + "lane":              {bbolt, goproxy, mod + "store", mod + "normalize"},
 		mod + "proxy":             {bbolt, mod + "store", mod + "stdiotap", mod + "normalize"},
 	} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()

@@ -120,11 +120,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/acptap/acptap/internal/excerpt"
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/hop"
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/internal/wire"
+	"github.com/acptap/acptap/mismatch"
 )
 
 // Exchanges are the recorded exchanges a Server answers from, numbered 1
@@ -709,11 +709,10 @@ func (r Request) String() string {
 
 // Drift is a difference between a request and its recorded twin.
 type Drift struct {
-	Number   int    // the recorded exchange's
-	Path     string // the first differing field, as Compare names it
-	Recorded any
-	Live     any
-	More     int // how many other places of the request differ
+	Number int // the recorded exchange's
+	// Mismatch is the first differing field, its Path as Compare names it.
+	mismatch.Mismatch
+	More int // how many other places of the request differ
 }
 
 // String describes d in one line: the first difference, two strings
@@ -726,7 +725,7 @@ func (d Drift) String() string {
 // Between describes where and how d's two requests differ, naming them a
 // and b: `at PATH: a "...", b "..." (and N more differences)`.
 func (d Drift) Between(a, b string) string {
-	c := excerpt.Pair(d.Recorded, d.Live)
+	c := mismatch.Pair(d.Recorded, d.Live)
 	more := ""
 	switch {
 	case d.More == 1:

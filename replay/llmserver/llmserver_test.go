@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/acptap/acptap/mismatch"
 	"io"
 	"math"
 	"net/http"
@@ -381,7 +382,7 @@ func TestCompare(t *testing.T) {
 		var r, l struct{ Input string }
 		json.Unmarshal(recorded.RequestBody, &r)
 		json.Unmarshal(live.RequestBody, &l)
-		return llmserver.Drift{Path: "input", Recorded: r.Input, Live: l.Input, More: 2}, r.Input != l.Input
+		return llmserver.Drift{Mismatch: mismatch.Mismatch{Path: "input", Recorded: r.Input, Live: l.Input}, More: 2}, r.Input != l.Input
 	}
 	s := newServer(t, llmserver.Options{Exchanges: recordedList(x1, x2), Compare: compare})
 	tap, ca := newTap(t, s)
@@ -408,7 +409,7 @@ func TestCompare(t *testing.T) {
 	}
 
 	r := s.Report()
-	want := []llmserver.Drift{{Number: 2, Path: "input", Recorded: "world", Live: "WORLD", More: 2}}
+	want := []llmserver.Drift{{Number: 2, Mismatch: mismatch.Mismatch{Path: "input", Recorded: "world", Live: "WORLD"}, More: 2}}
 	if !slices.Equal(r.Drift, want) {
 		t.Errorf("drift %+v, want %+v", r.Drift, want)
 	}
@@ -555,11 +556,11 @@ func TestDriftString(t *testing.T) {
 		d    llmserver.Drift
 		want string
 	}{
-		{llmserver.Drift{Number: 1, Path: "$.body.messages[0].content", Recorded: prompt, Live: changed},
+		{llmserver.Drift{Number: 1, Mismatch: mismatch.Mismatch{Path: "$.body.messages[0].content", Recorded: prompt, Live: changed}},
 			`llm #1: the request differs from the recording at $.body.messages[0].content, character 106: recorded …"ctory is <cwd>. Today's date is <date>. Use the read_file tool to read files.", live …"ctory is <cwd>. Today's date is <date>. Answer in French. Use the read_file tool"…`},
-		{llmserver.Drift{Number: 3, Path: "$.body.model", Recorded: "a", Live: "b", More: 1},
+		{llmserver.Drift{Number: 3, Mismatch: mismatch.Mismatch{Path: "$.body.model", Recorded: "a", Live: "b"}, More: 1},
 			`llm #3: the request differs from the recording at $.body.model: recorded "a", live "b" (and 1 more difference)`},
-		{llmserver.Drift{Number: 2, Path: "$.body.tools", Recorded: []any{"x"}, Live: nil},
+		{llmserver.Drift{Number: 2, Mismatch: mismatch.Mismatch{Path: "$.body.tools", Recorded: []any{"x"}, Live: nil}},
 			`llm #2: the request differs from the recording at $.body.tools: recorded ["x"], live null`},
 	}
 	for _, tt := range tests {

@@ -1,11 +1,9 @@
-package excerpt
+package mismatch
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/acptap/acptap/normalize"
 )
 
 func TestPair(t *testing.T) {
@@ -27,7 +25,7 @@ func TestPair(t *testing.T) {
 		{"runes", strings.Repeat("é", 50) + "a", strings.Repeat("é", 50) + "b", `…"` + strings.Repeat("é", 40) + `a"`, `…"` + strings.Repeat("é", 40) + `b"`, 50, ", character 51"},
 		{"newlines quoted", "line 1\nline 2", "line 1\nline 3", `"line 1\nline 2"`, `"line 1\nline 3"`, -1, ""},
 		{"not strings", json.Number("8680"), json.Number("8682"), "8680", "8682", -1, ""},
-		{"missing", normalize.Missing{}, map[string]any{"a": "<b>"}, "nothing", `{"a":"<b>"}`, -1, ""},
+		{"missing", missing{}, map[string]any{"a": "<b>"}, "nothing", `{"a":"<b>"}`, -1, ""},
 		{"long value cut", long + long, 1, `"` + strings.Repeat("x", 160) + `"…`, "1", -1, ""},
 	}
 	for _, tt := range tests {
@@ -37,3 +35,15 @@ func TestPair(t *testing.T) {
 		}
 	}
 }
+
+func TestMismatchString(t *testing.T) {
+	m := Mismatch{Path: "$.text", Recorded: "You said: hi", Live: "You said: ho"}
+	if got, want := m.String(), `$.text: recorded "You said: hi", live "You said: ho"`; got != want {
+		t.Errorf("String() = %s, want %s", got, want)
+	}
+}
+
+// missing is an Absent value, as normalize.Missing is.
+type missing struct{}
+
+func (missing) Absent() {}

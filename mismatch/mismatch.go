@@ -1,5 +1,12 @@
-// Package excerpt shows two differing values in one line each, as acptap's reports print them: two strings around the first place they differ.
-package excerpt
+// Package mismatch describes a place where two runs differ, the one model of a difference that normalize, the replay LLM server, calibrate and replay's reports share, and shows it in one line as the reports print it.
+//
+// The runs are the recorded one and a live one (a replay), or two replays
+// of calibrate. A Mismatch is where they differ and what each has there;
+// the types that report differences (normalize.Difference, llmserver.Drift,
+// calibrate.Conflict, replay.Divergence) embed it and add where in their
+// own structure it is. Pair shows two strings around the first place they
+// differ.
+package mismatch
 
 import (
 	"bytes"
@@ -8,6 +15,25 @@ import (
 	"strings"
 	"unicode/utf8"
 )
+
+// A Mismatch is one place where two runs differ.
+type Mismatch struct {
+	// Path says where: a JSON path ("$.params.update.status") inside the
+	// value its container names, rooted at a name where the value has
+	// one ("agent output $[7].params", "llm #2 $.body.messages[1]").
+	Path string
+	// Recorded and Live are the values there, decoded JSON, in the
+	// recording (or the first run) and in the live run; a value that
+	// reports Absent (normalize.Missing) for one a side lacks.
+	Recorded, Live any
+}
+
+// String shows m in one line: its path, and the two values as Pair shows
+// them ("$.text, character 41: recorded "…abc", live "…abd"").
+func (m Mismatch) String() string {
+	c := Pair(m.Recorded, m.Live)
+	return fmt.Sprintf("%s%s: recorded %s, live %s", m.Path, c.Where(), c.A, c.B)
+}
 
 // Context is about how many characters of two strings Pair shows on each
 // side of their first difference.
