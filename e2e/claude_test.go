@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/internal/testing/fakellm"
+
 	"github.com/acptap/acptap/lane"
 
 	"github.com/acptap/acptap/internal/testing/fakeanthropic"
@@ -267,7 +269,7 @@ func TestClaudePlainAnswer(t *testing.T) {
 			l := newClaudeLab(t)
 			sc := claudeScenario{prompts: []string{claudeHello}}
 			s := l.recordClaude("plain", r, sc, fakeanthropic.Options{})
-			if got, want := s.answers, fakeanthropic.Answer(claudeHello)+"\n"; got != want {
+			if got, want := s.answers, fakellm.Answer(claudeHello)+"\n"; got != want {
 				t.Errorf("the editor got the answer %q, want %q", got, want)
 			}
 			if got, want := s.stopReasons(), []string{"end_turn"}; !slices.Equal(got, want) {
@@ -319,7 +321,7 @@ func TestClaudeBashTool(t *testing.T) {
 			l := newClaudeLab(t)
 			sc := claudeScenario{prompts: []string{claudeRun}}
 			s := l.recordClaude("bash", r, sc, fakeanthropic.Options{})
-			if got, want := s.answers, fakeanthropic.ToolPreamble+fakeanthropic.ToolAnswer(fakeanthropic.BashOutput)+"\n"; got != want {
+			if got, want := s.answers, fakeanthropic.ToolPreamble+fakellm.ToolAnswer(fakeanthropic.BashOutput, fakeanthropic.BashOutput)+"\n"; got != want {
 				t.Errorf("the editor got the answer %q, want %q", got, want)
 			}
 			if got, want := s.agentRequests(), []string{"session/request_permission"}; !slices.Equal(got, want) {
@@ -382,7 +384,7 @@ func TestClaudeTwoPrompts(t *testing.T) {
 			l := newClaudeLab(t)
 			prompts := []string{claudeHello, claudeGoodbye}
 			s := l.recordClaude("two", r, claudeScenario{prompts: prompts}, fakeanthropic.Options{})
-			if got, want := s.answers, fakeanthropic.Answer(prompts[0])+"\n"+fakeanthropic.Answer(prompts[1])+"\n"; got != want {
+			if got, want := s.answers, fakellm.Answer(prompts[0])+"\n"+fakellm.Answer(prompts[1])+"\n"; got != want {
 				t.Errorf("the editor got the answers %q, want %q", got, want)
 			}
 			if got, want := s.stopReasons(), []string{"end_turn", "end_turn"}; !slices.Equal(got, want) {
@@ -399,7 +401,7 @@ func TestClaudeTwoPrompts(t *testing.T) {
 					last = req
 				}
 			}
-			if first, _ := json.Marshal(fakeanthropic.Answer(prompts[0])); !bytes.Contains(last.Body, first) {
+			if first, _ := json.Marshal(fakellm.Answer(prompts[0])); !bytes.Contains(last.Body, first) {
 				t.Errorf("the second turn's request does not carry the first answer %s", first)
 			}
 			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
@@ -454,7 +456,7 @@ func TestClaudeFaults(t *testing.T) {
 			// exchanges, which the replays serve in turn.
 			sc := claudeScenario{prompts: []string{claudeHello}}
 			s := l.recordClaude("faults", r, sc, fakeanthropic.Options{Faults: []int{529}})
-			if got, want := s.answers, fakeanthropic.Answer(claudeHello)+"\n"; got != want {
+			if got, want := s.answers, fakellm.Answer(claudeHello)+"\n"; got != want {
 				t.Errorf("the editor got the answer %q, want %q", got, want)
 			}
 			if got, want := s.turnSteps(), []string{"fault-529", "text"}; !slices.Equal(got, want) {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/internal/testing/fakellm"
+
 	"github.com/acptap/acptap/lane"
 
 	"github.com/acptap/acptap/internal/testing/fakeresponses"
@@ -160,7 +162,7 @@ func TestCodexPlainAnswer(t *testing.T) {
 			l := newCodexLab(t)
 			prompt := "Say hi"
 			s := l.recordCodex("plain", r, scenario{prompts: []string{prompt}}, fakeresponses.Options{})
-			if got, want := s.answers, fakeresponses.Answer(prompt)+"\n"; got != want {
+			if got, want := s.answers, fakellm.Answer(prompt)+"\n"; got != want {
 				t.Errorf("the editor got the answer %q, want %q", got, want)
 			}
 			if got, want := s.stopReasons(), []string{"end_turn"}; !slices.Equal(got, want) {
@@ -189,7 +191,7 @@ func TestCodexShellTool(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			l := newCodexLab(t)
 			s := l.recordCodex("shell", r, shellScenario("untrusted", "Please run the command"), fakeresponses.Options{})
-			if got, want := s.answers, fakeresponses.ToolAnswer(fakeresponses.ShellOutput)+"\n"; got != want {
+			if got, want := s.answers, fakellm.ToolAnswer(fakeresponses.ShellOutput, fakeresponses.ShellOutput)+"\n"; got != want {
 				t.Errorf("the editor got the answer %q, want %q", got, want)
 			}
 			if got, want := s.agentRequests(), []string{"session/request_permission"}; !slices.Equal(got, want) {
@@ -230,7 +232,7 @@ func TestCodexTwoPrompts(t *testing.T) {
 			l := newCodexLab(t)
 			prompts := []string{"Say hi", "Say bye"}
 			s := l.recordCodex("two", r, scenario{prompts: prompts}, fakeresponses.Options{})
-			if got, want := s.answers, fakeresponses.Answer(prompts[0])+"\n"+fakeresponses.Answer(prompts[1])+"\n"; got != want {
+			if got, want := s.answers, fakellm.Answer(prompts[0])+"\n"+fakellm.Answer(prompts[1])+"\n"; got != want {
 				t.Errorf("the editor got the answers %q, want %q", got, want)
 			}
 			if got, want := s.stopReasons(), []string{"end_turn", "end_turn"}; !slices.Equal(got, want) {
@@ -240,7 +242,7 @@ func TestCodexTwoPrompts(t *testing.T) {
 				t.Fatalf("the fake answered %q, want %q", got, want)
 			}
 			// The second turn's request carries the first turn.
-			if first, _ := json.Marshal(fakeresponses.Answer(prompts[0])); !bytes.Contains(s.requests[1].Body, first) {
+			if first, _ := json.Marshal(fakellm.Answer(prompts[0])); !bytes.Contains(s.requests[1].Body, first) {
 				t.Errorf("the second request does not carry the first answer %s", first)
 			}
 			l.replayEqual(s.session, "--requests", "fail")
@@ -281,7 +283,7 @@ func TestCodexFaults(t *testing.T) {
 			l := newCodexLab(t)
 			prompt := "Say hi"
 			s := l.recordCodex("faults", r, scenario{prompts: []string{prompt}, retries: 1}, fakeresponses.Options{})
-			if got, want := s.answers, fakeresponses.Answer(prompt)+"\n"; got != want {
+			if got, want := s.answers, fakellm.Answer(prompt)+"\n"; got != want {
 				t.Errorf("the editor got the answer %q, want %q", got, want)
 			}
 			// A 500 on the first try: codex retries, and the recorded

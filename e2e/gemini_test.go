@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/internal/testing/fakellm"
+
 	"github.com/acptap/acptap/lane"
 
 	"github.com/acptap/acptap/internal/testing/fakegemini"
@@ -240,7 +242,7 @@ func TestGeminiPlainAnswer(t *testing.T) {
 			prompt := "Say hi"
 			sc := geminiScenario{prompts: []string{prompt}, context: "Answer in English.\n"}
 			s := l.recordGemini("plain", r, sc, fakegemini.Options{})
-			if got, want := s.answers, fakegemini.Answer(prompt)+"\n"; got != want {
+			if got, want := s.answers, fakellm.Answer(prompt)+"\n"; got != want {
 				t.Errorf("the editor got the answer %q, want %q", got, want)
 			}
 			if got, want := s.stopReasons(), []string{"end_turn"}; !slices.Equal(got, want) {
@@ -286,7 +288,7 @@ func TestGeminiShellTool(t *testing.T) {
 			t.Parallel()
 			l := newGeminiLab(t)
 			s := l.recordGemini("shell", r, geminiScenario{prompts: []string{"Please run the command"}}, fakegemini.Options{})
-			if got, want := s.answers, "I will run the command."+fakegemini.ToolAnswer(fakegemini.ShellOutput)+"\n"; got != want {
+			if got, want := s.answers, "I will run the command."+fakellm.ToolAnswer(fakegemini.ShellOutput, fakegemini.ShellOutput)+"\n"; got != want {
 				t.Errorf("the editor got the answer %q, want %q", got, want)
 			}
 			if got, want := s.agentRequests(), []string{"session/request_permission"}; !slices.Equal(got, want) {
@@ -334,7 +336,7 @@ func TestGeminiTwoPrompts(t *testing.T) {
 			l := newGeminiLab(t)
 			prompts := []string{"Say hi", "Say bye"}
 			s := l.recordGemini("two", r, geminiScenario{prompts: prompts}, fakegemini.Options{})
-			if got, want := s.answers, fakegemini.Answer(prompts[0])+"\n"+fakegemini.Answer(prompts[1])+"\n"; got != want {
+			if got, want := s.answers, fakellm.Answer(prompts[0])+"\n"+fakellm.Answer(prompts[1])+"\n"; got != want {
 				t.Errorf("the editor got the answers %q, want %q", got, want)
 			}
 			if got, want := s.stopReasons(), []string{"end_turn", "end_turn"}; !slices.Equal(got, want) {
@@ -344,7 +346,7 @@ func TestGeminiTwoPrompts(t *testing.T) {
 				t.Fatalf("the fake answered %q, want %q", got, want)
 			}
 			// The second turn's request carries the first turn.
-			if first, _ := json.Marshal(fakegemini.Answer(prompts[0])); !bytes.Contains(s.requests[1].Body, first[1:len(first)-1]) {
+			if first, _ := json.Marshal(fakellm.Answer(prompts[0])); !bytes.Contains(s.requests[1].Body, first[1:len(first)-1]) {
 				t.Errorf("the second request does not carry the first answer %s", first)
 			}
 			l.geminiReplayEqual(s, "--requests", "fail")
@@ -389,7 +391,7 @@ func TestGeminiFaults(t *testing.T) {
 			// RetryInfo's delay (any other 429 or 5xx after 5s or more).
 			s := l.recordGemini("faults", r, geminiScenario{prompts: []string{prompt}},
 				fakegemini.Options{Faults: []int{429}, NoCapacity: true, RetryDelay: 100 * time.Millisecond})
-			if got, want := s.answers, fakegemini.Answer(prompt)+"\n"; got != want {
+			if got, want := s.answers, fakellm.Answer(prompt)+"\n"; got != want {
 				t.Errorf("the editor got the answer %q, want %q", got, want)
 			}
 			if got, want := s.steps, []string{"fault", "text"}; !slices.Equal(got, want) {

@@ -26,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/acptap/acptap/internal/chatapi"
+
 	"github.com/acptap/acptap/internal/acp"
 )
 
@@ -90,7 +92,7 @@ type agent struct {
 type session struct {
 	id      string
 	cwd     string
-	history []chatMessage
+	history []chatapi.Message
 	cancel  context.CancelFunc // of the turn in progress; nil between turns
 }
 
@@ -229,12 +231,12 @@ func (a *agent) turn(ctx context.Context, s *session, prompt string) string {
 	if a.titleCall && a.firstTurn() {
 		title.Go(func() { a.generateTitle(ctx, prompt) })
 	}
-	s.history = append(s.history, chatMessage{Role: "user", Content: prompt})
+	s.history = append(s.history, chatapi.Message{Role: "user", Content: prompt})
 	for range maxToolRounds {
-		comp, err := a.complete(ctx, chatRequest{
+		comp, err := a.complete(ctx, chatapi.Request{
 			Model:    "demo-model",
 			Stream:   true,
-			Messages: append([]chatMessage{systemMessage(s)}, s.history...),
+			Messages: append([]chatapi.Message{systemMessage(s)}, s.history...),
 			Tools:    []any{readFileTool},
 		}, func(text string) {
 			a.update(s, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}})
@@ -246,13 +248,13 @@ func (a *agent) turn(ctx context.Context, s *session, prompt string) string {
 			a.update(s, map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "error: " + err.Error()}})
 			return "end_turn"
 		}
-		s.history = append(s.history, chatMessage{Role: "assistant", Content: comp.text, ToolCalls: comp.toolCalls})
+		s.history = append(s.history, chatapi.Message{Role: "assistant", Content: comp.text, ToolCalls: comp.toolCalls})
 		if len(comp.toolCalls) == 0 {
 			return "end_turn"
 		}
 		for _, tc := range comp.toolCalls {
 			result := a.runTool(ctx, s, tc)
-			s.history = append(s.history, chatMessage{Role: "tool", ToolCallID: tc.ID, Content: result})
+			s.history = append(s.history, chatapi.Message{Role: "tool", ToolCallID: tc.ID, Content: result})
 		}
 		if ctx.Err() != nil {
 			return "cancelled"
@@ -267,15 +269,15 @@ const maxToolRounds = 8
 
 // systemMessage is the system prompt: like a real agent's, it carries the
 // working directory and the date, which a replay's normalization handles.
-func systemMessage(s *session) chatMessage {
-	return chatMessage{Role: "system", Content: fmt.Sprintf(
+func systemMessage(s *session) chatapi.Message {
+	return chatapi.Message{Role: "system", Content: fmt.Sprintf(
 		"You are acptap's demo agent, a coding assistant. The working directory is %s. Today's date is %s. Use the read_file tool to read files.",
 		s.cwd, time.Now().Format(time.DateOnly))}
 }
 
 // runTool runs the model's tool call through the editor, as an ACP tool
 // call, and returns what the model is to read of it.
-func (a *agent) runTool(ctx context.Context, s *session, tc chatToolCall) string {
+func (a *agent) runTool(ctx context.Context, s *session, tc chatapi.ToolCall) string {
 	var args struct {
 		Path string `json:"path"`
 	}
@@ -341,10 +343,10 @@ func (a *agent) firstTurn() bool {
 // generateTitle is the title call some agents race against the first
 // turn's main call; its answer only goes to stderr.
 func (a *agent) generateTitle(ctx context.Context, prompt string) {
-	comp, err := a.complete(ctx, chatRequest{
+	comp, err := a.complete(ctx, chatapi.Request{
 		Model:  "title-model",
 		Stream: true,
-		Messages: []chatMessage{
+		Messages: []chatapi.Message{
 			{Role: "system", Content: "Write a title of at most six words for the conversation that starts with the user's message. Answer with the title only."},
 			{Role: "user", Content: prompt},
 		},
@@ -417,30 +419,6 @@ func (a *agent) send(line []byte, err error) {
 	a.out.Write(line)
 }
 
-// chatMessage is one message of a Chat Completions conversation.
-type chatMessage struct {
-	Role       string         `json:"role"`
-	Content    string         `json:"content"`
-	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
-}
-
-type chatToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type chatRequest struct {
-	Model    string        `json:"model"`
-	Stream   bool          `json:"stream"`
-	Messages []chatMessage `json:"messages"`
-	Tools    []any         `json:"tools,omitempty"`
-}
-
 // readFileTool is the one tool the model is offered.
 var readFileTool = map[string]any{
 	"type": "function",
@@ -458,12 +436,12 @@ var readFileTool = map[string]any{
 // completion is a streamed answer, reassembled.
 type completion struct {
 	text      string
-	toolCalls []chatToolCall
+	toolCalls []chatapi.ToolCall
 }
 
 // complete makes a streaming Chat Completions call, handing each text
 // delta to onText (if not nil) as it arrives.
-func (a *agent) complete(ctx context.Context, req chatRequest, onText func(string)) (*completion, error) {
+func (a *agent) complete(ctx context.Context, req chatapi.Request, onText func(string)) (*completion, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -524,7 +502,7 @@ func (a *agent) complete(ctx context.Context, req chatRequest, onText func(strin
 			}
 			for _, tc := range c.Delta.ToolCalls {
 				for len(comp.toolCalls) <= tc.Index {
-					comp.toolCalls = append(comp.toolCalls, chatToolCall{Type: "function"})
+					comp.toolCalls = append(comp.toolCalls, chatapi.ToolCall{Type: "function"})
 				}
 				t := &comp.toolCalls[tc.Index]
 				if tc.ID != "" {

@@ -40,7 +40,6 @@ import (
 	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
@@ -147,39 +146,18 @@ func (s *Server) titledChan() chan struct{} {
 
 // Request is one request the server got.
 type Request struct {
-	Method, Path string
-	Header       http.Header
-	// Encoding is the request's Content-Encoding; Body is decoded from it.
-	Encoding string
-	Body     []byte
-	// Step is what the script answered: "text", "bash", "tool-answer",
-	// "slow", "json" for /v1/messages, "fault-N" for one of
-	// Options.Faults; "count-tokens", "models", "root" for the
-	// side endpoints; "error" for a request it refused.
-	Step string
+	// Step is "text", "bash", "tool-answer", "slow", "json" for
+	// /v1/messages, "fault-N" for one of Options.Faults; "count-tokens",
+	// "models", "root" for the side endpoints; "error" for a request it
+	// refused.
+	fakellm.Request
 	// Stream is the request's "stream" field.
 	Stream bool
-	// Tools are the names of the tools the request offered.
-	Tools []string
 }
 
 // New returns a Server.
 func New(opts Options) *Server {
 	return &Server{opts: opts}
-}
-
-// Answer is the text answer to a prompt.
-func Answer(prompt string) string {
-	return fmt.Sprintf("Hello from the fake model. You said: %q.", strings.TrimSpace(prompt))
-}
-
-// ToolAnswer is the answer to the output of a tool call.
-func ToolAnswer(output string) string {
-	if strings.Contains(output, BashOutput) {
-		return "The command printed: " + BashOutput
-	}
-	line, _, _ := strings.Cut(strings.TrimSpace(output), "\n")
-	return "The command did not print what I expected: " + line
 }
 
 // Title is the session title the model gives a prompt: its first five
@@ -199,10 +177,6 @@ func sessionText(prompt string) string {
 	text, _, _ := strings.Cut(rest, "</session>")
 	return text
 }
-
-// SlowAnswer is the text a "slowly" answer streams before it stalls, one
-// word per delta.
-func SlowAnswer() string { return "Thinking about it" }
 
 // request is the part of a Messages request the script reads.
 type request struct {
@@ -241,7 +215,7 @@ var (
 )
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Step: "error"}
+	rec := Request{Request: fakellm.Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Step: "error"}}
 	rec.Encoding, _ = httpcoding.Parse(r.Header)
 	w.Header().Set("Request-Id", "req_"+randomID(24))
 	body, err := decodeBody(r)
@@ -339,13 +313,13 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 	case isTool:
 		rec.Step = "tool-answer"
 		s.Keep(rec)
-		out.text(s.opts.Variant + ToolAnswer(toolOutput))
+		out.text(s.opts.Variant + fakellm.ToolAnswer(toolOutput, BashOutput))
 	case structured:
 		rec.Step = "json"
 		s.Keep(rec)
 		fields := map[string]any{}
 		for _, name := range req.OutputConfig.Format.Schema.Required {
-			fields[name] = s.opts.Variant + Answer(prompt)
+			fields[name] = s.opts.Variant + fakellm.Answer(prompt)
 			if name == "title" {
 				fields[name] = s.opts.Variant + Title(sessionText(prompt))
 			}
@@ -383,7 +357,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 	default:
 		rec.Step = "text"
 		s.Keep(rec)
-		out.text(s.opts.Variant + Answer(prompt))
+		out.text(s.opts.Variant + fakellm.Answer(prompt))
 	}
 }
 
@@ -687,7 +661,7 @@ func (o *response) slow(r *http.Request, done <-chan struct{}, delay time.Durati
 	if o.stream {
 		o.event("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 		o.event("ping", map[string]any{})
-		w := strings.SplitAfter(SlowAnswer(), " ")
+		w := strings.SplitAfter(fakellm.SlowAnswer, " ")
 		for i := range SlowDeltas {
 			if delay > 0 {
 				t := time.NewTimer(delay)
@@ -736,36 +710,27 @@ func randomID(n int) string {
 	return string(b)
 }
 
-// Listener is a running fake: a Server behind an httptest.Server.
+// Listener is a running fake: a Server at an Endpoint.
 type Listener struct {
 	*Server
-	HTTP *httptest.Server
-	// URL is the base URL to give the agent (ANTHROPIC_BASE_URL): the
-	// server's URL, without /v1, which Anthropic clients add themselves.
-	URL string
-	// CAFile is, for a TLS listener, a PEM file of the certificate that
-	// signs the server's, for the client's trust (--upstream-ca,
-	// NODE_EXTRA_CA_CERTS); empty for plain HTTP.
-	CAFile string
+	fakellm.Endpoint
 }
 
 // Start starts a plain HTTP fake on a loopback port.
 func Start(opts Options) *Listener {
 	s := New(opts)
-	hs := fakellm.Listen(s)
-	return &Listener{Server: s, HTTP: hs, URL: hs.URL}
+	return &Listener{Server: s, Endpoint: fakellm.Serve(s, "")}
 }
 
-// StartTLS starts an HTTPS fake on a loopback port, with httptest's
-// certificate (valid for 127.0.0.1, ::1 and example.com, not localhost),
-// and writes it to a PEM file in dir for the client's trust.
+// StartTLS starts an HTTPS fake on a loopback port (see fakellm.ServeTLS),
+// writing its CA file in dir.
 func StartTLS(opts Options, dir string) (*Listener, error) {
 	s := New(opts)
-	hs, caFile, err := fakellm.ListenTLS(s, dir, "fakeanthropic")
+	ep, err := fakellm.ServeTLS(s, "", dir, "fakeanthropic")
 	if err != nil {
 		return nil, err
 	}
-	return &Listener{Server: s, HTTP: hs, URL: hs.URL, CAFile: caFile}, nil
+	return &Listener{Server: s, Endpoint: ep}, nil
 }
 
 // Close stops the fake: stalled streams end, then the server closes.

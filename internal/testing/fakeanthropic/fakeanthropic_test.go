@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/internal/testing/fakellm"
+
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/acptap/acptap/internal/sse"
@@ -144,19 +146,19 @@ func TestScript(t *testing.T) {
 	}{
 		{
 			name: "text", body: body(true, bashTool, user("Say hi to me")),
-			step: "text", text: Answer("Say hi to me"), stop: "end_turn", events: textEvents(4), // 11 words, 3 a delta
+			step: "text", text: fakellm.Answer("Say hi to me"), stop: "end_turn", events: textEvents(4), // 11 words, 3 a delta
 		},
 		{
 			name: "string content", body: body(true, "", `{"role":"user","content":"Say hi"}`),
-			step: "text", text: Answer("Say hi"), stop: "end_turn",
+			step: "text", text: fakellm.Answer("Say hi"), stop: "end_turn",
 		},
 		{
 			name: "zstd", encoding: "zstd", body: body(true, "", user("Say hi")),
-			step: "text", text: Answer("Say hi"), stop: "end_turn",
+			step: "text", text: fakellm.Answer("Say hi"), stop: "end_turn",
 		},
 		{
 			name: "gzip", encoding: "gzip", body: body(true, "", user("Say hi")),
-			step: "text", text: Answer("Say hi"), stop: "end_turn",
+			step: "text", text: fakellm.Answer("Say hi"), stop: "end_turn",
 		},
 		{
 			name: "bash", body: body(true, readTool+","+bashTool, user("Please run the command")),
@@ -174,11 +176,11 @@ func TestScript(t *testing.T) {
 		},
 		{
 			name: "run in a reminder only", body: body(true, bashTool, user("truncate nothing")),
-			step: "text", text: Answer("truncate nothing"), stop: "end_turn",
+			step: "text", text: fakellm.Answer("truncate nothing"), stop: "end_turn",
 		},
 		{
 			name: "tool result", body: body(true, bashTool, user("run it"), assistantCall, toolResult),
-			step: "tool-answer", text: ToolAnswer(BashOutput), stop: "end_turn", events: textEvents(2), // 4 words
+			step: "tool-answer", text: fakellm.ToolAnswer(BashOutput, BashOutput), stop: "end_turn", events: textEvents(2), // 4 words
 		},
 		{
 			name: "failed tool result", body: body(true, bashTool, user("run it"), assistantCall, toolResultString),
@@ -186,7 +188,7 @@ func TestScript(t *testing.T) {
 		},
 		{
 			name: "not streamed", body: body(false, "", user("Say hi")),
-			step: "text", text: Answer("Say hi"), stop: "end_turn",
+			step: "text", text: fakellm.Answer("Say hi"), stop: "end_turn",
 		},
 	}
 	for i, tt := range tests {
@@ -379,8 +381,8 @@ func TestSlow(t *testing.T) {
 			deltas++
 		}
 	}
-	if deltas != SlowDeltas || text.String() != SlowAnswer() {
-		t.Fatalf("%d deltas %q, want %d making %q (scan error %v)", deltas, text.String(), SlowDeltas, SlowAnswer(), sc.Err())
+	if deltas != SlowDeltas || text.String() != fakellm.SlowAnswer {
+		t.Fatalf("%d deltas %q, want %d making %q (scan error %v)", deltas, text.String(), SlowDeltas, fakellm.SlowAnswer, sc.Err())
 	}
 	next := make(chan string, 1)
 	go func() {
@@ -433,8 +435,8 @@ func TestTLS(t *testing.T) {
 	}
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", body(true, "", user("hi")))))
-	if err != nil || m.Text != Answer("hi") {
-		t.Errorf("over TLS: text %q, error %v; want %q", m.Text, err, Answer("hi"))
+	if err != nil || m.Text != fakellm.Answer("hi") {
+		t.Errorf("over TLS: text %q, error %v; want %q", m.Text, err, fakellm.Answer("hi"))
 	}
 	if _, err := http.Post(l.URL+"/v1/messages", "application/json", strings.NewReader(`{}`)); err == nil {
 		t.Errorf("a client without the CA reached the TLS fake")
@@ -445,7 +447,7 @@ func TestVariant(t *testing.T) {
 	l := Start(Options{Variant: "Changed. "})
 	defer l.Close()
 	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, l.HTTP.Client(), l.URL, "/v1/messages", "", body(true, "", user("hi")))))
-	if err != nil || m.Text != "Changed. "+Answer("hi") {
+	if err != nil || m.Text != "Changed. "+fakellm.Answer("hi") {
 		t.Errorf("text %q, error %v; want the variant's prefix", m.Text, err)
 	}
 }
@@ -564,7 +566,7 @@ func TestFaults(t *testing.T) {
 		}
 	}
 	m, err := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", body(true, "", user("Say hi")))))
-	if err != nil || m.Text != Answer("Say hi") {
+	if err != nil || m.Text != fakellm.Answer("Say hi") {
 		t.Errorf("after the faults: text %q, error %v; want the answer", m.Text, err)
 	}
 	var steps []string
@@ -635,14 +637,14 @@ func TestAwaitTitle(t *testing.T) {
 	}
 	title := `{"model":"m","max_tokens":9,"stream":true,"messages":[` + user("<session>Say hi</session>") + `],"output_config":{"format":{"type":"json_schema","schema":{"required":["title"]}}}}`
 	readAll(t, post(t, c, l.URL, "/v1/messages", "", title))
-	if text := <-turn; text != Answer("Say hi") {
-		t.Errorf("the turn's answer %q, want %q", text, Answer("Say hi"))
+	if text := <-turn; text != fakellm.Answer("Say hi") {
+		t.Errorf("the turn's answer %q, want %q", text, fakellm.Answer("Say hi"))
 	}
 	// A second title request answers as well; the turns no longer wait.
 	readAll(t, post(t, c, l.URL, "/v1/messages", "", title))
 	m, _ := wire.Reassemble(wire.Anthropic, readAll(t, post(t, c, l.URL, "/v1/messages", "", body(true, "", user("Say bye")))))
-	if m.Text != Answer("Say bye") {
-		t.Errorf("a later turn's answer %q, want %q", m.Text, Answer("Say bye"))
+	if m.Text != fakellm.Answer("Say bye") {
+		t.Errorf("a later turn's answer %q, want %q", m.Text, fakellm.Answer("Say bye"))
 	}
 }
 

@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
@@ -98,42 +97,21 @@ type Server struct {
 
 // Request is one request the server got.
 type Request struct {
-	Method, Path, RawQuery string
-	Header                 http.Header
-	Body                   []byte
+	// Step is "text", "shell", "tool-answer", "slow", "json",
+	// "count-tokens", "embed", "models", "model", "fault" for one of
+	// Options.Faults, or "error" for a request it refused. Encoding is
+	// not set: bodies are read as they come.
+	fakellm.Request
+	RawQuery string
 	// Model and Call are the model name and method of a models/NAME:METHOD
 	// path, such as "gemini-2.5-pro" and "streamGenerateContent".
 	Model, Call string
-	// Step is what the script answered: "text", "shell", "tool-answer",
-	// "slow", "json", "count-tokens", "embed", "models", "model", "fault"
-	// for one of Options.Faults, or "error" for a request it refused.
-	Step string
-	// Tools are the names of the functions the request declared.
-	Tools []string
 }
 
 // New returns a Server.
 func New(opts Options) *Server {
 	return &Server{opts: opts}
 }
-
-// Answer is the text answer to a prompt.
-func Answer(prompt string) string {
-	return fmt.Sprintf("Hello from the fake model. You said: %q.", strings.TrimSpace(prompt))
-}
-
-// ToolAnswer is the answer to the output of a tool call.
-func ToolAnswer(output string) string {
-	if strings.Contains(output, ShellOutput) {
-		return "The command printed: " + ShellOutput
-	}
-	line, _, _ := strings.Cut(strings.TrimSpace(output), "\n")
-	return "The command did not print what I expected: " + line
-}
-
-// SlowAnswer is the text a "slowly" answer streams before it stalls, one
-// word per chunk.
-func SlowAnswer() string { return "Thinking about it" }
 
 // NextSpeaker is the answer to a request for a JSON answer.
 const NextSpeaker = `{"reasoning": "The model has answered; it is the user's turn.", "next_speaker": "user"}`
@@ -171,7 +149,7 @@ var (
 )
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Step: "error"}
+	rec := Request{Request: fakellm.Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Step: "error"}, RawQuery: r.URL.RawQuery}
 	body, err := io.ReadAll(r.Body)
 	rec.Body = body
 	if err != nil {
@@ -258,7 +236,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case fr != "":
 		rec.Step = "tool-answer"
 		s.Keep(rec)
-		out.text(s.opts.Variant + ToolAnswer(fr))
+		out.text(s.opts.Variant + fakellm.ToolAnswer(fr, ShellOutput))
 	case slowlyWord.MatchString(prompt) && out.streamed && !out.array:
 		rec.Step = "slow"
 		s.Keep(rec)
@@ -278,7 +256,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		rec.Step = "text"
 		s.Keep(rec)
-		out.text(s.opts.Variant + Answer(prompt))
+		out.text(s.opts.Variant + fakellm.Answer(prompt))
 	}
 }
 
@@ -521,7 +499,7 @@ func (o *output) functionCall(name string, args map[string]any) {
 // keeps the response open, as a model still thinking does, until the
 // client goes away or done is closed.
 func (o *output) slow(done <-chan struct{}, delay time.Duration) {
-	words := strings.SplitAfter(SlowAnswer(), " ")
+	words := strings.SplitAfter(fakellm.SlowAnswer, " ")
 	for i := range SlowChunks {
 		if delay > 0 {
 			t := time.NewTimer(delay)
@@ -563,36 +541,27 @@ func responseID() string {
 	return base64.RawURLEncoding.EncodeToString(b)[:23]
 }
 
-// Listener is a running fake: a Server behind an httptest.Server.
+// Listener is a running fake: a Server at an Endpoint.
 type Listener struct {
 	*Server
-	HTTP *httptest.Server
-	// URL is the base URL to give the agent (GOOGLE_GEMINI_BASE_URL): the
-	// server's URL, to which clients add /v1beta/models/...
-	URL string
-	// CAFile is, for a TLS listener, a PEM file of the certificate that
-	// signs the server's, for the client's trust (--upstream-ca); empty
-	// for plain HTTP.
-	CAFile string
+	fakellm.Endpoint
 }
 
 // Start starts a plain HTTP fake on a loopback port.
 func Start(opts Options) *Listener {
 	s := New(opts)
-	hs := fakellm.Listen(s)
-	return &Listener{Server: s, HTTP: hs, URL: hs.URL}
+	return &Listener{Server: s, Endpoint: fakellm.Serve(s, "")}
 }
 
-// StartTLS starts an HTTPS fake on a loopback port, with httptest's
-// certificate (valid for 127.0.0.1, ::1 and example.com, not localhost),
-// and writes it to a PEM file in dir for the client's trust.
+// StartTLS starts an HTTPS fake on a loopback port (see fakellm.ServeTLS),
+// writing its CA file in dir.
 func StartTLS(opts Options, dir string) (*Listener, error) {
 	s := New(opts)
-	hs, caFile, err := fakellm.ListenTLS(s, dir, "fakegemini")
+	ep, err := fakellm.ServeTLS(s, "", dir, "fakegemini")
 	if err != nil {
 		return nil, err
 	}
-	return &Listener{Server: s, HTTP: hs, URL: hs.URL, CAFile: caFile}, nil
+	return &Listener{Server: s, Endpoint: ep}, nil
 }
 
 // Close stops the fake: stalled streams end, then the server closes.

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/internal/testing/fakellm"
+
 	"github.com/acptap/acptap/internal/sse"
 	"github.com/acptap/acptap/internal/wire"
 )
@@ -94,7 +96,7 @@ func TestScript(t *testing.T) {
 	}{
 		{
 			name: "text", body: `{"contents":[` + user("Say hi") + `],"tools":[` + shellDecl + `]}`,
-			step: "text", text: Answer("Say hi"),
+			step: "text", text: fakellm.Answer("Say hi"),
 		},
 		{
 			name: "shell", body: `{"contents":[` + user("Please run the command") + `],"tools":[` + shellDecl + `]}`,
@@ -104,7 +106,7 @@ func TestScript(t *testing.T) {
 		{
 			// gemini-cli's first turn: its session context, then the prompt.
 			name: "session context", body: `{"contents":[{"role":"user","parts":[{"text":"<session_context>\nToday's date is Tuesday, December 1, 2026. Do not run anything slowly.\n</session_context>"},{"text":"Say hi"}]}],"tools":[` + shellDecl + `]}`,
-			step: "text", text: Answer("Say hi"),
+			step: "text", text: fakellm.Answer("Say hi"),
 		},
 		{
 			name: "no shell", body: `{"contents":[` + user("run it") + `]}`,
@@ -112,13 +114,13 @@ func TestScript(t *testing.T) {
 		},
 		{
 			name: "word run only", body: `{"contents":[` + user("truncate nothing") + `],"tools":[` + shellDecl + `]}`,
-			step: "text", text: Answer("truncate nothing"),
+			step: "text", text: fakellm.Answer("truncate nothing"),
 		},
 		{
 			name: "function response", body: `{"contents":[` + user("run it") +
 				`,{"role":"model","parts":[{"functionCall":{"name":"run_shell_command","args":{"command":"x"}}}]}` +
 				`,{"role":"user","parts":[{"functionResponse":{"id":"run_shell_command-1","name":"run_shell_command","response":{"output":"Command: x\nDirectory: (root)\nOutput: hello-from-gemini\nError: (none)\nExit Code: 0"}}}]}],"tools":[` + shellDecl + `]}`,
-			step: "tool-answer", text: ToolAnswer(ShellOutput),
+			step: "tool-answer", text: fakellm.ToolAnswer(ShellOutput, ShellOutput),
 		},
 		{
 			name: "failed function response", body: `{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"run_shell_command","response":{"error":"Command rejected by the user."}}}]}]}`,
@@ -195,7 +197,7 @@ func TestGenerateContent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Reassemble: %v\n%s", err, b)
 	}
-	if want := "[v2] " + Answer("Say hi"); m.Text != want || m.StopReason != "STOP" || m.Events != 1 || m.Model != "gemini-2.5-flash" || m.Usage.OutputTokens == 0 {
+	if want := "[v2] " + fakellm.Answer("Say hi"); m.Text != want || m.StopReason != "STOP" || m.Events != 1 || m.Model != "gemini-2.5-flash" || m.Usage.OutputTokens == 0 {
 		t.Errorf("got %+v\nwant text %q, STOP, 1 event, model gemini-2.5-flash, usage", m, want)
 	}
 }
@@ -310,7 +312,7 @@ func TestSlow(t *testing.T) {
 		}
 		text.WriteString(m.Text)
 	}
-	if got, want := text.String(), SlowAnswer(); got != want {
+	if got, want := text.String(), fakellm.SlowAnswer; got != want {
 		t.Errorf("slow text %q, want %q", got, want)
 	}
 	next := make(chan error, 1)
@@ -354,7 +356,7 @@ func TestTLS(t *testing.T) {
 		resp, b := do(t, c, http.MethodPost, url, `{"contents":[`+user("Say hi")+`]}`)
 		checkFraming(t, b)
 		m, err := wire.Reassemble(wire.Gemini, b)
-		if err != nil || resp.StatusCode != http.StatusOK || m.Text != Answer("Say hi") {
+		if err != nil || resp.StatusCode != http.StatusOK || m.Text != fakellm.Answer("Say hi") {
 			t.Errorf("%s: status %d, %+v %v, want 200 and the answer", url, resp.StatusCode, m, err)
 		}
 	}
@@ -453,7 +455,7 @@ func TestFaults(t *testing.T) {
 		}
 	}
 	resp, b := do(t, l.HTTP.Client(), http.MethodPost, streamURL(l, "gemini-2.5-pro"), body)
-	if m, err := wire.Reassemble(wire.Gemini, b); err != nil || resp.StatusCode != http.StatusOK || m.Text != Answer("Say hi") {
+	if m, err := wire.Reassemble(wire.Gemini, b); err != nil || resp.StatusCode != http.StatusOK || m.Text != fakellm.Answer("Say hi") {
 		t.Errorf("after the faults: status %d, %+v %v, want 200 and the answer", resp.StatusCode, m, err)
 	}
 	var steps []string

@@ -1,10 +1,11 @@
-// Package fakellm is what acptap's scripted LLM upstreams share: the log of the requests they got, the signal that ends their stalled streams, and loopback listeners, plain or TLS with a CA file for the client.
+// Package fakellm is acptap's scripted LLM server: what every wire format's fake shares (the request each records, the log of them, the signal that ends stalled streams, the scripted answers, loopback endpoints plain or TLS with a CA file for the client), with one package per wire format beside it (fakeanthropic, fakegemini, fakeresponses) and one command for all of them (cmd/fakellm).
 package fakellm
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -65,15 +67,76 @@ func (l *Log[R]) Close() {
 	}
 }
 
-// Listen serves h over plain HTTP on a loopback port.
-func Listen(h http.Handler) *httptest.Server { return httptest.NewServer(h) }
+// Request is what a fake records of each request it gets; a wire
+// format's fake adds what it reads of its own requests.
+type Request struct {
+	Method, Path string
+	Header       http.Header
+	// Encoding is the request's Content-Encoding, if the fake decodes
+	// bodies; Body is decoded from it.
+	Encoding string
+	Body     []byte
+	// Step is what the script answered ("text", "shell", "tool-answer",
+	// "slow", and the format's own), or "error" for a request it refused.
+	Step string
+	// Tools are the names of the tools the request offered.
+	Tools []string
+}
 
-// ListenTLS serves h over HTTPS on a loopback port, with httptest's
+// Line is the request in one line, as the fakellm command prints it.
+func (r Request) Line() string {
+	return fmt.Sprintf("%s %s encoding=%q step=%s tools=%s", r.Method, r.Path, r.Encoding, r.Step, strings.Join(r.Tools, ","))
+}
+
+// Answer is the text answer a fake gives a prompt.
+func Answer(prompt string) string {
+	return fmt.Sprintf("Hello from the fake model. You said: %q.", strings.TrimSpace(prompt))
+}
+
+// ToolAnswer is a fake's answer to the output of a tool call that was to
+// print want.
+func ToolAnswer(output, want string) string {
+	if strings.Contains(output, want) {
+		return "The command printed: " + want
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(output), "\n")
+	return "The command did not print what I expected: " + line
+}
+
+// SlowAnswer is the text a "slowly" answer streams before it stalls, one
+// word per event.
+const SlowAnswer = "Thinking about it"
+
+// Endpoint is where a fake serves: its httptest server, the base URL to
+// give the agent, and for TLS the CA file the client is to trust.
+type Endpoint struct {
+	HTTP *httptest.Server
+	// URL is the base URL to give the agent: the server's URL and the
+	// path the format's clients expect in it (/v1 for OpenAI's).
+	URL string
+	// CAFile is, for a TLS endpoint, a PEM file of the certificate that
+	// signs the server's, for the client's trust (--upstream-ca,
+	// NODE_EXTRA_CA_CERTS); empty for plain HTTP.
+	CAFile string
+}
+
+// At returns e: a fake of any format embeds its Endpoint, and says where
+// it serves by this method.
+func (e Endpoint) At() Endpoint { return e }
+
+// Serve serves h over plain HTTP on a loopback port, its base URL the
+// server's and path.
+func Serve(h http.Handler, path string) Endpoint {
+	srv := httptest.NewServer(h)
+	return Endpoint{HTTP: srv, URL: srv.URL + path}
+}
+
+// ServeTLS serves h over HTTPS on a loopback port, with httptest's
 // certificate (valid for 127.0.0.1, ::1 and example.com, not localhost),
 // and writes the certificate to a PEM file in dir, named after name, for
 // the client's trust (acptap record --upstream-ca).
-func ListenTLS(h http.Handler, dir, name string) (srv *httptest.Server, caFile string, err error) {
-	srv = httptest.NewUnstartedServer(h)
+func ServeTLS(h http.Handler, path, dir, name string) (Endpoint, error) {
+	srv := httptest.NewUnstartedServer(h)
 	// Clients that do not trust the certificate are the client's
 	// problem, not noise for the test log.
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
@@ -81,7 +144,7 @@ func ListenTLS(h http.Handler, dir, name string) (srv *httptest.Server, caFile s
 	f, err := os.CreateTemp(dir, name+"-ca-*.pem")
 	if err != nil {
 		srv.Close()
-		return nil, "", err
+		return Endpoint{}, err
 	}
 	err = pem.Encode(f, &pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	if cerr := f.Close(); err == nil {
@@ -89,9 +152,9 @@ func ListenTLS(h http.Handler, dir, name string) (srv *httptest.Server, caFile s
 	}
 	if err != nil {
 		srv.Close()
-		return nil, "", err
+		return Endpoint{}, err
 	}
-	return srv, f.Name(), nil
+	return Endpoint{HTTP: srv, URL: srv.URL + path, CAFile: f.Name()}, nil
 }
 
 // RandomHex returns n random bytes in hex, for the fresh ids real APIs

@@ -37,17 +37,18 @@ func TestLog(t *testing.T) {
 	}
 }
 
-func TestListenTLS(t *testing.T) {
-	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") })
-	plain := Listen(hello)
-	defer plain.Close()
-	if body := get(t, http.DefaultClient, plain.URL); body != "hello" {
-		t.Errorf("plain: got %q, want hello", body)
+func TestServeTLS(t *testing.T) {
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.URL.Path) })
+	plain := Serve(hello, "/v1")
+	defer plain.HTTP.Close()
+	if body := get(t, http.DefaultClient, plain.URL); body != "hello /v1" {
+		t.Errorf("plain: got %q, want hello /v1", body)
 	}
-	srv, caFile, err := ListenTLS(hello, t.TempDir(), "test")
+	ep, err := ServeTLS(hello, "", t.TempDir(), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv, caFile := ep.HTTP, ep.CAFile
 	defer srv.Close()
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
@@ -58,7 +59,7 @@ func TestListenTLS(t *testing.T) {
 		t.Fatalf("%s holds no PEM certificate", caFile)
 	}
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	if body := get(t, client, srv.URL); body != "hello" {
+	if body := get(t, client, ep.URL); body != "hello /" {
 		t.Errorf("TLS with the CA file: got %q, want hello", body)
 	}
 	if _, err := http.Get(srv.URL); err == nil {
@@ -78,4 +79,16 @@ func get(t *testing.T, c *http.Client, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+func TestAnswers(t *testing.T) {
+	if got, want := Answer("  hi\n"), `Hello from the fake model. You said: "hi".`; got != want {
+		t.Errorf("Answer = %q, want %q", got, want)
+	}
+	if got, want := ToolAnswer("x\nhello-x\n", "hello-x"), "The command printed: hello-x"; got != want {
+		t.Errorf("ToolAnswer = %q, want %q", got, want)
+	}
+	if got, want := ToolAnswer("\nwrong\nmore", "hello-x"), "The command did not print what I expected: wrong"; got != want {
+		t.Errorf("ToolAnswer = %q, want %q", got, want)
+	}
 }

@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"time"
@@ -66,41 +65,12 @@ type Server struct {
 }
 
 // Request is one request the server got.
-type Request struct {
-	Method, Path string
-	Header       http.Header
-	// Encoding is the request's Content-Encoding; Body is decoded from it.
-	Encoding string
-	Body     []byte
-	// Step is what the script answered: "text", "shell", "tool-answer",
-	// "slow", or "error" for a request it refused.
-	Step string
-	// Tools are the names of the tools the request offered.
-	Tools []string
-}
+type Request = fakellm.Request
 
 // New returns a Server.
 func New(opts Options) *Server {
 	return &Server{opts: opts}
 }
-
-// Answer is the text answer to a prompt.
-func Answer(prompt string) string {
-	return fmt.Sprintf("Hello from the fake model. You said: %q.", strings.TrimSpace(prompt))
-}
-
-// ToolAnswer is the answer to the output of a tool call.
-func ToolAnswer(output string) string {
-	if strings.Contains(output, ShellOutput) {
-		return "The command printed: " + ShellOutput
-	}
-	line, _, _ := strings.Cut(strings.TrimSpace(output), "\n")
-	return "The command did not print what I expected: " + line
-}
-
-// SlowAnswer is the text a "slowly" answer streams before it stalls, one
-// word per delta.
-func SlowAnswer() string { return "Thinking about it" }
 
 // request is the part of a Responses request the script reads.
 type request struct {
@@ -179,7 +149,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(last.Type, "_call_output"):
 		rec.Step = "tool-answer"
 		s.Keep(rec)
-		st.text(s.opts.Variant + ToolAnswer(outputText(last.Output)))
+		st.text(s.opts.Variant + fakellm.ToolAnswer(outputText(last.Output), ShellOutput))
 	case last.Type == "message" && last.Role == "user" && slowlyWord.MatchString(contentText(last.Content)):
 		rec.Step = "slow"
 		s.Keep(rec)
@@ -198,7 +168,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		rec.Step = "text"
 		s.Keep(rec)
-		st.text(s.opts.Variant + Answer(contentText(last.Content)))
+		st.text(s.opts.Variant + fakellm.Answer(contentText(last.Content)))
 	}
 }
 
@@ -423,7 +393,7 @@ func (st *stream) text(answer string) {
 func (st *stream) slow(r *http.Request, done <-chan struct{}, delay time.Duration) {
 	st.start()
 	id := st.messageItem()
-	words := strings.SplitAfter(SlowAnswer(), " ")
+	words := strings.SplitAfter(fakellm.SlowAnswer, " ")
 	for i := range SlowDeltas {
 		if delay > 0 {
 			t := time.NewTimer(delay)
@@ -474,35 +444,27 @@ func marshal(v any) []byte {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
-// Listener is a running fake: a Server behind an httptest.Server.
+// Listener is a running fake: a Server at an Endpoint.
 type Listener struct {
 	*Server
-	HTTP *httptest.Server
-	// URL is the base URL to give the agent: the server's URL and /v1.
-	URL string
-	// CAFile is, for a TLS listener, a PEM file of the certificate that
-	// signs the server's, for the client's trust (--upstream-ca); empty
-	// for plain HTTP.
-	CAFile string
+	fakellm.Endpoint
 }
 
 // Start starts a plain HTTP fake on a loopback port.
 func Start(opts Options) *Listener {
 	s := New(opts)
-	hs := fakellm.Listen(s)
-	return &Listener{Server: s, HTTP: hs, URL: hs.URL + "/v1"}
+	return &Listener{Server: s, Endpoint: fakellm.Serve(s, "/v1")}
 }
 
-// StartTLS starts an HTTPS fake on a loopback port, with httptest's
-// certificate (valid for 127.0.0.1, ::1 and example.com, not localhost),
-// and writes it to a PEM file in dir for the client's trust.
+// StartTLS starts an HTTPS fake on a loopback port (see fakellm.ServeTLS),
+// writing its CA file in dir.
 func StartTLS(opts Options, dir string) (*Listener, error) {
 	s := New(opts)
-	hs, caFile, err := fakellm.ListenTLS(s, dir, "fakeresponses")
+	ep, err := fakellm.ServeTLS(s, "/v1", dir, "fakeresponses")
 	if err != nil {
 		return nil, err
 	}
-	return &Listener{Server: s, HTTP: hs, URL: hs.URL + "/v1", CAFile: caFile}, nil
+	return &Listener{Server: s, Endpoint: ep}, nil
 }
 
 // Close stops the fake: stalled streams end, then the server closes.

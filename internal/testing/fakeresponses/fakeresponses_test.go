@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acptap/acptap/internal/testing/fakellm"
+
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/acptap/acptap/internal/wire"
@@ -77,11 +79,11 @@ func TestScript(t *testing.T) {
 	}{
 		{
 			name: "text", body: `{"model":"m","stream":true,"input":[` + dev + `,` + user("Say hi") + `],"tools":[` + execTool + `]}`,
-			step: "text", text: Answer("Say hi"),
+			step: "text", text: fakellm.Answer("Say hi"),
 		},
 		{
 			name: "zstd", encoding: "zstd", body: `{"model":"m","stream":true,"input":[` + user("Say hi") + `]}`,
-			step: "text", text: Answer("Say hi"),
+			step: "text", text: fakellm.Answer("Say hi"),
 		},
 		{
 			name: "exec_command", body: `{"model":"m","stream":true,"input":[` + user("Please run the command") + `],"tools":[` + execTool + `]}`,
@@ -101,12 +103,12 @@ func TestScript(t *testing.T) {
 		},
 		{
 			name: "word run only", body: `{"model":"m","stream":true,"input":[` + user("truncate nothing") + `],"tools":[` + execTool + `]}`,
-			step: "text", text: Answer("truncate nothing"),
+			step: "text", text: fakellm.Answer("truncate nothing"),
 		},
 		{
 			name: "tool output", body: `{"model":"m","stream":true,"input":[` + user("run it") +
 				`,{"type":"function_call","name":"shell_command","arguments":"{}","call_id":"call_1"},{"type":"function_call_output","call_id":"call_1","output":"Exit code: 0\nOutput:\nhello-from-codex\n"}]}`,
-			step: "tool-answer", text: ToolAnswer(ShellOutput),
+			step: "tool-answer", text: fakellm.ToolAnswer(ShellOutput, ShellOutput),
 		},
 		{
 			name: "failed tool output", body: `{"model":"m","stream":true,"input":[{"type":"function_call_output","call_id":"call_1","output":"Exit code: 1\nno such file"}]}`,
@@ -243,8 +245,8 @@ func TestSlow(t *testing.T) {
 			deltas++
 		}
 	}
-	if deltas != SlowDeltas || text.String() != SlowAnswer() {
-		t.Fatalf("%d deltas %q, want %d making %q (scan error %v)", deltas, text.String(), SlowDeltas, SlowAnswer(), sc.Err())
+	if deltas != SlowDeltas || text.String() != fakellm.SlowAnswer {
+		t.Fatalf("%d deltas %q, want %d making %q (scan error %v)", deltas, text.String(), SlowDeltas, fakellm.SlowAnswer, sc.Err())
 	}
 	// Nothing else comes, not even response.completed, until the client
 	// leaves: the reader gets the cancellation, not an event or EOF.
@@ -330,8 +332,8 @@ func TestTLS(t *testing.T) {
 	// A client that trusts only the CA file reaches the fake.
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	m, err := wire.Reassemble(wire.OpenAIResponses, readAll(t, post(t, c, l.URL, "", `{"model":"m","stream":true,"input":[`+user("hi")+`]}`)))
-	if err != nil || m.Text != Answer("hi") {
-		t.Errorf("over TLS: text %q, error %v; want %q", m.Text, err, Answer("hi"))
+	if err != nil || m.Text != fakellm.Answer("hi") {
+		t.Errorf("over TLS: text %q, error %v; want %q", m.Text, err, fakellm.Answer("hi"))
 	}
 	// One that does not trust it is refused.
 	if _, err := http.Post(l.URL+"/responses", "application/json", strings.NewReader(`{}`)); err == nil {
@@ -343,7 +345,7 @@ func TestVariant(t *testing.T) {
 	l := Start(Options{Variant: "Changed. "})
 	defer l.Close()
 	m, err := wire.Reassemble(wire.OpenAIResponses, readAll(t, post(t, l.HTTP.Client(), l.URL, "", `{"model":"m","stream":true,"input":[`+user("hi")+`]}`)))
-	if err != nil || m.Text != "Changed. "+Answer("hi") {
+	if err != nil || m.Text != "Changed. "+fakellm.Answer("hi") {
 		t.Errorf("text %q, error %v; want the variant's prefix", m.Text, err)
 	}
 }

@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/acptap/acptap/internal/chatapi"
+
 	"github.com/acptap/acptap/internal/acp"
 )
 
@@ -366,7 +368,7 @@ type session struct {
 
 	// history is the LLM conversation so far. Only the running turn uses
 	// it; s.mu orders one turn's writes before the next turn's reads.
-	history []chatMessage
+	history []chatapi.Message
 
 	race raceState // --concurrent-updates
 }

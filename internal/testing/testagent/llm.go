@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/acptap/acptap/internal/chatapi"
 )
 
 // maxToolRounds bounds the LLM requests of one turn, so that a model that
@@ -28,31 +30,6 @@ const maxToolRounds = 8
 
 // maxRetryWait caps the wait before a retry, whatever Retry-After says.
 const maxRetryWait = 30 * time.Second
-
-// chatMessage is one message of a Chat Completions conversation.
-type chatMessage struct {
-	Role       string         `json:"role"`
-	Content    string         `json:"content"`
-	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
-}
-
-type chatToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type chatRequest struct {
-	Model    string            `json:"model"`
-	Stream   bool              `json:"stream"`
-	Messages []chatMessage     `json:"messages"`
-	Tools    []any             `json:"tools,omitempty"`
-	Metadata map[string]string `json:"metadata,omitempty"`
-}
 
 // chatChunk is one event of a streamed Chat Completions response.
 type chatChunk struct {
@@ -96,7 +73,7 @@ var readFileTool = map[string]any{
 // completion is the reassembled answer of one streamed request.
 type completion struct {
 	text         string
-	toolCalls    []chatToolCall
+	toolCalls    []chatapi.ToolCall
 	finishReason string
 }
 
@@ -253,7 +230,7 @@ func bypassProxy(noProxy string, u *url.URL) bool {
 // stream makes one streaming request and reassembles its answer, calling
 // onText (when not nil) with each content delta as it arrives. A cut
 // stream is an error unless it had already finished its choice.
-func (c *llmClient) stream(ctx context.Context, req *chatRequest, onText func(string)) (*completion, error) {
+func (c *llmClient) stream(ctx context.Context, req *chatapi.Request, onText func(string)) (*completion, error) {
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	enc.SetEscapeHTML(false)
@@ -291,7 +268,7 @@ func (c *llmClient) stream(ctx context.Context, req *chatRequest, onText func(st
 					return fmt.Errorf("tool call index %d out of range", tc.Index)
 				}
 				for len(comp.toolCalls) <= tc.Index {
-					comp.toolCalls = append(comp.toolCalls, chatToolCall{Type: "function"})
+					comp.toolCalls = append(comp.toolCalls, chatapi.ToolCall{Type: "function"})
 				}
 				t := &comp.toolCalls[tc.Index]
 				if tc.ID != "" {
@@ -441,12 +418,12 @@ func (a *agent) llmTurn(ctx context.Context, s *session, prompt string) string {
 		title.Go(func() { a.generateTitle(ctx, prompt) })
 	}
 
-	s.history = append(s.history, chatMessage{Role: "user", Content: prompt})
+	s.history = append(s.history, chatapi.Message{Role: "user", Content: prompt})
 	for range maxToolRounds {
-		req := &chatRequest{
+		req := &chatapi.Request{
 			Model:    a.cfg.model,
 			Stream:   true,
-			Messages: append([]chatMessage{a.systemMessage(s)}, s.history...),
+			Messages: append([]chatapi.Message{a.systemMessage(s)}, s.history...),
 			Tools:    []any{readFileTool},
 		}
 		if a.noise != nil {
@@ -461,7 +438,7 @@ func (a *agent) llmTurn(ctx context.Context, s *session, prompt string) string {
 			a.messageChunk(s, "error: "+err.Error())
 			return stopEndTurn
 		}
-		s.history = append(s.history, chatMessage{Role: "assistant", Content: comp.text, ToolCalls: comp.toolCalls})
+		s.history = append(s.history, chatapi.Message{Role: "assistant", Content: comp.text, ToolCalls: comp.toolCalls})
 		if len(comp.toolCalls) == 0 {
 			return stopEndTurn
 		}
@@ -478,7 +455,7 @@ func (a *agent) llmTurn(ctx context.Context, s *session, prompt string) string {
 					result = "error: cancelled by the user"
 				}
 			}
-			s.history = append(s.history, chatMessage{Role: "tool", ToolCallID: tc.ID, Content: result})
+			s.history = append(s.history, chatapi.Message{Role: "tool", ToolCallID: tc.ID, Content: result})
 		}
 		if cancelled {
 			return stopCancelled
@@ -490,12 +467,12 @@ func (a *agent) llmTurn(ctx context.Context, s *session, prompt string) string {
 
 // systemMessage is the system prompt. Like real agents' prompts it carries
 // volatile data (the cwd and today's date) for normalization to handle.
-func (a *agent) systemMessage(s *session) chatMessage {
+func (a *agent) systemMessage(s *session) chatapi.Message {
 	var noise string
 	if a.noise != nil {
 		noise = a.noise.systemText(s.cwd)
 	}
-	return chatMessage{Role: "system", Content: fmt.Sprintf(
+	return chatapi.Message{Role: "system", Content: fmt.Sprintf(
 		"You are acptap's test agent, a coding assistant. The working directory is %s. Today's date is %s.%s "+
 			"Use the read_file tool to read files.%s",
 		s.cwd, time.Now().Format(time.DateOnly), noise, a.cfg.system+a.echoText())}
@@ -504,7 +481,7 @@ func (a *agent) systemMessage(s *session) chatMessage {
 // modelTool runs a tool call of the model and returns the result to send
 // back to it. Only errCancelled is returned as an error; other failures are
 // results the model gets to see.
-func (a *agent) modelTool(ctx context.Context, s *session, tc chatToolCall) (string, error) {
+func (a *agent) modelTool(ctx context.Context, s *session, tc chatapi.ToolCall) (string, error) {
 	if tc.Function.Name != "read_file" {
 		return fmt.Sprintf("error: unknown tool %q", tc.Function.Name), nil
 	}
@@ -536,10 +513,10 @@ func (a *agent) firstTurn() bool {
 // generateTitle is the title-generation call that some agents fire
 // concurrently with the first turn's main call.
 func (a *agent) generateTitle(ctx context.Context, prompt string) {
-	req := &chatRequest{
+	req := &chatapi.Request{
 		Model:  "title-model",
 		Stream: true,
-		Messages: []chatMessage{
+		Messages: []chatapi.Message{
 			{Role: "system", Content: "Write a title of at most six words for the conversation that starts with the user's message. Answer with the title only."},
 			{Role: "user", Content: prompt},
 		},
