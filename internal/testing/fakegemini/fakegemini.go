@@ -218,14 +218,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "fakegemini does not serve the method "+call)
 		return
 	}
+	s.generate(w, r, &rec, model, call, req)
+}
+
+// generate answers a generateContent or streamGenerateContent request of
+// model, as the script says, or with an injected fault; rec is what is
+// kept of it.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, rec *Request, model, call string, req request) {
 	if status, ok := s.fault(); ok {
 		rec.Step = "fault"
-		s.Keep(rec)
+		s.Keep(*rec)
 		faultError(w, status, model, s.opts.RetryDelay, s.opts.NoCapacity)
 		return
 	}
 	if len(req.Contents) == 0 {
-		s.Keep(rec)
+		s.Keep(*rec)
 		apiError(w, http.StatusBadRequest, "* GenerateContentRequest.contents: contents is not specified")
 		return
 	}
@@ -235,27 +242,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case fr != "":
 		rec.Step = "tool-answer"
-		s.Keep(rec)
+		s.Keep(*rec)
 		out.text(s.opts.Variant + fakellm.ToolAnswer(fr, ShellOutput))
 	case slowlyWord.MatchString(prompt) && out.streamed && !out.array:
 		rec.Step = "slow"
-		s.Keep(rec)
+		s.Keep(*rec)
 		out.slow(s.Done(), s.opts.Delay)
 	case runWord.MatchString(prompt) && slices.Contains(rec.Tools, ShellTool):
 		rec.Step = "shell"
-		s.Keep(rec)
+		s.Keep(*rec)
 		out.functionCall(ShellTool, map[string]any{"command": ShellCommand, "description": ShellDescription})
 	case req.GenerationConfig.ResponseMimeType == "application/json":
 		rec.Step = "json"
-		s.Keep(rec)
+		s.Keep(*rec)
 		out.text(NextSpeaker)
 	case runWord.MatchString(prompt):
 		rec.Step = "text"
-		s.Keep(rec)
+		s.Keep(*rec)
 		out.text(s.opts.Variant + "I have no shell tool to run it with; the tools offered are: " + strings.Join(rec.Tools, ", "))
 	default:
 		rec.Step = "text"
-		s.Keep(rec)
+		s.Keep(*rec)
 		out.text(s.opts.Variant + fakellm.Answer(prompt))
 	}
 }
