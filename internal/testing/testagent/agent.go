@@ -292,7 +292,14 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	a.ctx = ctx
+	return a.serve(stdin, sigs, stop)
+}
 
+// serve reads the editor's messages from stdin until it ends, then lets
+// the turns under way finish, or stops them on a signal, and returns the
+// exit status.
+func (a *agent) serve(stdin io.Reader, sigs <-chan os.Signal, stop context.CancelFunc) int {
+	cfg, logger := a.cfg, a.log
 	readDone := make(chan error, 1)
 	go func() { readDone <- a.readLoop(stdin) }()
 
