@@ -179,6 +179,9 @@ var linkedKeys = map[string]string{
 	"call_id": "toolCallId", "callId": "toolCallId", "tool_use_id": "toolCallId", "toolUseId": "toolCallId",
 	"terminalId": "terminalId", "terminal_id": "terminalId", "terminalID": "terminalId",
 	"messageId": "messageId", "message_id": "messageId", "messageID": "messageId", "userMessageId": "messageId",
+	// A permission option's id is the agent's name for it; the editor
+	// chooses by its kind, and a replay answers by kind too.
+	"optionId": "optionId",
 
 	"prompt_cache_key": "id", "conversation_id": "id", "conversationId": "id",
 	"request_id": "id", "requestId": "id", "response_id": "id", "responseId": "id",

@@ -13,7 +13,7 @@ func TestDefaultRules(t *testing.T) {
 	acp := []struct{ name, in, want string }{
 		{"ids minted by the agent",
 			`{"sessionId":"ses_1","toolCallId":"t1","terminalId":"term-1","messageId":"m1","requestId":"r1","optionId":"allow","modeId":"ask","modelId":"gpt-5"}`,
-			`{"messageId":"<messageId:1>","modeId":"ask","modelId":"gpt-5","optionId":"allow","requestId":"<id:1>","sessionId":"<sessionId:1>","terminalId":"<terminalId:1>","toolCallId":"<toolCallId:1>"}`},
+			`{"messageId":"<messageId:1>","modeId":"ask","modelId":"gpt-5","optionId":"<optionId:1>","requestId":"<id:1>","sessionId":"<sessionId:1>","terminalId":"<terminalId:1>","toolCallId":"<toolCallId:1>"}`},
 		{"a value keeps its first placeholder",
 			`{"a":{"sessionId":"3f2a9c1e-8b7d-4e6f-a5c4-1d2e3f4a5b6c"},"b":{"toolCallId":"3F2A9C1E-8B7D-4E6F-A5C4-1D2E3F4A5B6C"},"c":"session 3f2a9c1e-8b7d-4e6f-a5c4-1d2e3f4a5b6c ended"}`,
 			`{"a":{"sessionId":"<sessionId:1>"},"b":{"toolCallId":"<sessionId:1>"},"c":"session <sessionId:1> ended"}`},

@@ -85,7 +85,11 @@ type Options struct {
 // the k-th live request of a method gets the answer to the k-th recorded
 // one, under the live request's id, once the editor frames recorded
 // before that answer have been sent. A recorded request the editor never
-// answered gets no answer.
+// answered gets no answer. A session/request_permission answer selects
+// the live request's option of the kind the recorded answer chose
+// (allow_once, reject_always, ...), so an agent that renamed or reordered
+// its options gets the editor's choice; one that no longer offers that
+// kind gets "cancelled" and Run reports a *PermissionKindError.
 //
 // Strings that differ between a live response (or agent request) and its
 // recorded twin at the same JSON path and look like ids (6 bytes to 1 KiB,
@@ -228,9 +232,10 @@ type run struct {
 
 // A queued answer waits for the step it was recorded after.
 type queued struct {
-	a  answer
-	k  reqKey
-	id json.RawMessage // the live request's id
+	a      answer
+	k      reqKey
+	id     json.RawMessage // the live request's id
+	params json.RawMessage // and its params
 }
 
 // A write is a line to write to the agent.
@@ -426,7 +431,7 @@ func (r *run) receive(line []byte) {
 				r.requestTwin(rec.ID)
 			}
 		}
-		r.request(k, m.ID)
+		r.request(k, m.ID, m.Params)
 	case acp.Notification:
 		if k, n := noteOf(m); counted(k) {
 			r.total[k] += n
@@ -462,10 +467,10 @@ func (r *run) turnPassed(i int) bool {
 // request answers the live agent request k of id id, now or once its
 // answer's step has been sent. A request recorded without an answer gets
 // none, as it did then.
-func (r *run) request(k reqKey, id json.RawMessage) {
+func (r *run) request(k reqKey, id, params json.RawMessage) {
 	a, ok := r.p.answers[k]
 	if ok {
-		r.answers = append(r.answers, queued{a, k, id})
+		r.answers = append(r.answers, queued{a, k, id, params})
 		r.flushAnswers()
 		return
 	}
@@ -490,6 +495,11 @@ func (r *run) flushAnswers() {
 		line, ok := r.editorLine(q.a.frame, q.id)
 		if !ok {
 			return false
+		}
+		if q.k.method == permissionMethod {
+			// An agent that renamed or reordered its options gets the
+			// editor's choice by its kind.
+			line = r.permissionByKind(q, line)
 		}
 		r.queue = append(r.queue, write{
 			data:  line,

@@ -97,3 +97,20 @@ type MissingError struct {
 func (e *MissingError) Error() string {
 	return fmt.Sprintf("the agent did not send %s #%d (recorded; it sent %d) before answering the editor request recorded after it", e.Method, e.N, e.Live)
 }
+
+// A PermissionKindError reports a permission request whose recorded
+// answer chose an option of a kind the live agent no longer offers. The
+// agent got "cancelled" instead and Run went on.
+type PermissionKindError struct {
+	N       int      // the request's number among the agent's session/request_permission requests, from 1
+	Kind    string   // the kind the recorded answer chose
+	Offered []string // the kinds the live request offered
+}
+
+func (e *PermissionKindError) Error() string {
+	offered := "none"
+	if len(e.Offered) > 0 {
+		offered = strings.Join(e.Offered, ", ")
+	}
+	return fmt.Sprintf("session/request_permission #%d offers no %s option (it offers %s), which the recorded answer chose; it got cancelled", e.N, e.Kind, offered)
+}

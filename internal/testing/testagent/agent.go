@@ -34,33 +34,36 @@ import (
 
 // config is the parsed command line.
 type config struct {
-	read          []string      // files to read in each scripted turn, in order
-	noPermission  bool          // read without asking
-	chunkSize     int           // bytes per scripted answer chunk
-	chunkDelay    time.Duration // pause between scripted answer chunks
-	junk          bool          // print a non-JSON line at startup
-	junkLines     int           // non-JSON lines printed in each scripted turn
-	stderrLog     bool          // log each received message to stderr
-	ignoreEOF     bool          // keep running after stdin EOF until signalled
-	ignoreSIGTERM bool          // ignore SIGTERM (only SIGINT or SIGKILL stop the agent)
-	exit          int           // exit at once with this code; -1 for not
-	message       *string       // scripted answer text, nil for "You said: <prompt>"
-	stringIDs     bool          // mint UUID strings as request ids
-	thought       string        // agent_thought_chunk sent first, "" for none
-	llm           string        // OpenAI base URL, "" for the scripted mode
-	model         string        // model of the main LLM calls
-	system        string        // extra system prompt text (LLM mode)
-	titleCall     bool          // race a title-generation call against the first turn
-	ca            string        // extra CA certificates (PEM) to trust
-	retries       int           // retries of a failed LLM request
-	noise         bool          // put per-run values in prompts and output; see noise
-	ownServer     string        // HOST:PORT of the agent's own server, checked before each turn; "" for none
-	lookup        string        // URL looked up at start-up, shown in each turn; "" for none
-	telemetry     string        // URL a start-up event is posted to; "" for none
-	race          raceOrder     // --concurrent-updates (see race.go)
-	racing        racing        // --racing
-	plant         plant         // --plant
-	secrets       secrets       // --api-key, --header, --query, --echo-env (see secrets.go)
+	read         []string // files to read in each scripted turn, in order
+	noPermission bool     // read without asking
+	// permissionOptions are the choices offered with every permission
+	// request (--permission-options).
+	permissionOptions []permissionOption
+	chunkSize         int           // bytes per scripted answer chunk
+	chunkDelay        time.Duration // pause between scripted answer chunks
+	junk              bool          // print a non-JSON line at startup
+	junkLines         int           // non-JSON lines printed in each scripted turn
+	stderrLog         bool          // log each received message to stderr
+	ignoreEOF         bool          // keep running after stdin EOF until signalled
+	ignoreSIGTERM     bool          // ignore SIGTERM (only SIGINT or SIGKILL stop the agent)
+	exit              int           // exit at once with this code; -1 for not
+	message           *string       // scripted answer text, nil for "You said: <prompt>"
+	stringIDs         bool          // mint UUID strings as request ids
+	thought           string        // agent_thought_chunk sent first, "" for none
+	llm               string        // OpenAI base URL, "" for the scripted mode
+	model             string        // model of the main LLM calls
+	system            string        // extra system prompt text (LLM mode)
+	titleCall         bool          // race a title-generation call against the first turn
+	ca                string        // extra CA certificates (PEM) to trust
+	retries           int           // retries of a failed LLM request
+	noise             bool          // put per-run values in prompts and output; see noise
+	ownServer         string        // HOST:PORT of the agent's own server, checked before each turn; "" for none
+	lookup            string        // URL looked up at start-up, shown in each turn; "" for none
+	telemetry         string        // URL a start-up event is posted to; "" for none
+	race              raceOrder     // --concurrent-updates (see race.go)
+	racing            racing        // --racing
+	plant             plant         // --plant
+	secrets           secrets       // --api-key, --header, --query, --echo-env (see secrets.go)
 }
 
 const usage = `usage: testagent [flags]
@@ -84,6 +87,11 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 		return nil
 	})
 	fs.BoolVar(&cfg.noPermission, "no-permission", false, "read without session/request_permission")
+	cfg.permissionOptions = defaultPermissionOptions
+	fs.Func("permission-options", "offer these permission options: a comma-separated `LIST` of KIND=OPTIONID (default allow_once=allow,reject_once=reject), as a new agent version may rename or drop them", func(v string) (err error) {
+		cfg.permissionOptions, err = parsePermissionOptions(v)
+		return err
+	})
 	fs.IntVar(&cfg.chunkSize, "chunk-size", 8, "bytes per answer chunk (scripted mode)")
 	fs.DurationVar(&cfg.chunkDelay, "chunk-delay", 0, "pause between answer chunks (scripted mode)")
 	fs.BoolVar(&cfg.junk, "junk", false, "print a non-JSON line to stdout at startup")
@@ -199,6 +207,9 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 // Both modes:
 //
 //	--no-permission   read files without session/request_permission
+//	--permission-options LIST  offer KIND=OPTIONID,... (default
+//	                  allow_once=allow,reject_once=reject): an allow_* kind
+//	                  chosen runs the tool, a reject_* one refuses it
 //	--noise           make a directory of its own for the run,
 //	                  TMPDIR/agent-home.XXXXXX (removed at exit), and name
 //	                  it, with the workspace path with "/" as "-" and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -208,10 +209,35 @@ func (a *agent) readTool(ctx context.Context, s *session, callID, path string) (
 	return res.Content, nil
 }
 
-// permissionOptions are the choices offered for every tool call.
-var permissionOptions = []map[string]string{
-	{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-	{"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+// A permissionOption is a choice offered with a permission request.
+type permissionOption struct {
+	OptionID string `json:"optionId"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`
+}
+
+// defaultPermissionOptions are the choices offered for every tool call
+// unless --permission-options says otherwise.
+var defaultPermissionOptions = []permissionOption{
+	{OptionID: "allow", Name: "Allow", Kind: "allow_once"},
+	{OptionID: "reject", Name: "Reject", Kind: "reject_once"},
+}
+
+// parsePermissionOptions reads --permission-options: KIND=OPTIONID,...
+func parsePermissionOptions(v string) ([]permissionOption, error) {
+	var out []permissionOption
+	for _, item := range strings.Split(v, ",") {
+		kind, id, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok || id == "" || !(strings.HasPrefix(kind, "allow_") || strings.HasPrefix(kind, "reject_")) {
+			return nil, fmt.Errorf("--permission-options: %q is not KIND=OPTIONID with an allow_ or reject_ kind", item)
+		}
+		name := kind
+		if i := slices.IndexFunc(defaultPermissionOptions, func(o permissionOption) bool { return o.Kind == kind }); i >= 0 {
+			name = defaultPermissionOptions[i].Name
+		}
+		out = append(out, permissionOption{OptionID: id, Name: name, Kind: kind})
+	}
+	return out, nil
 }
 
 // askPermission asks the editor whether tool call callID may run. It
@@ -228,8 +254,12 @@ func (a *agent) askPermission(ctx context.Context, s *session, callID, title, ki
 	err := a.c.call(ctx, "session/request_permission", map[string]any{
 		"sessionId": s.id,
 		"toolCall":  map[string]any{"toolCallId": callID, "title": title, "kind": kind},
-		"options":   permissionOptions,
+		"options":   a.cfg.permissionOptions,
 	}, &res)
+	chosen := ""
+	if i := slices.IndexFunc(a.cfg.permissionOptions, func(o permissionOption) bool { return o.OptionID == res.Outcome.OptionID }); i >= 0 {
+		chosen = a.cfg.permissionOptions[i].Kind
+	}
 	switch o := res.Outcome; {
 	case ctx.Err() != nil, errors.Is(err, errInputClosed):
 		return errCancelled
@@ -237,9 +267,9 @@ func (a *agent) askPermission(ctx context.Context, s *session, callID, title, ki
 		return err
 	case o.Outcome == "cancelled":
 		return errCancelled
-	case o.Outcome == "selected" && o.OptionID == "allow":
+	case o.Outcome == "selected" && strings.HasPrefix(chosen, "allow_"):
 		return nil
-	case o.Outcome == "selected" && o.OptionID == "reject":
+	case o.Outcome == "selected" && strings.HasPrefix(chosen, "reject_"):
 		return errDenied
 	default:
 		return fmt.Errorf("session/request_permission: unexpected outcome %q with option %q", o.Outcome, o.OptionID)
