@@ -25,7 +25,19 @@ func TestReplayCancelAndRejectedPermission(t *testing.T) {
 	if out, err := runEditor(dir, rejectArgs...); err != nil {
 		t.Fatalf("recording the rejected permission: %v\n%s", err, out)
 	}
-	for _, name := range []string{"cancel", "reject"} {
+	// The same turn cancelled by $/cancel_request of its session/prompt,
+	// which the agent answers with error -32800.
+	requestArgs := []string{"--prompt", "a long answer please", "--cancel-after", "3", "--cancel-request", "--",
+		"acptap", "record", "--store", db, "--name", "cancel-request", "--",
+		"testagent", "--chunk-size", "2", "--chunk-delay", "20ms"}
+	if out, err := runEditor(dir, requestArgs...); err != nil {
+		t.Fatalf("recording the turn cancelled by request: %v\n%s", err, out)
+	}
+	out, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "cancel-request")
+	if !strings.Contains(out, "$/cancel_request") || !strings.Contains(out, "-32800") {
+		t.Fatalf("the recording lacks the $/cancel_request or the -32800 answer:\n%s", out)
+	}
+	for _, name := range []string{"cancel", "reject", "cancel-request"} {
 		for i := range 3 {
 			out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, name)
 			if code != 0 {

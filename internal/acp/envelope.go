@@ -18,6 +18,9 @@ const (
 	CodeInternalError  = -32603 // the receiver failed to handle the request
 
 	CodeResourceNotFound = -32002 // ACP: a file or other resource does not exist
+	// CodeRequestCancelled answers a request that $/cancel_request
+	// cancelled (ACP, as LSP).
+	CodeRequestCancelled = -32800
 )
 
 // Envelope is one JSON-RPC 2.0 message as it is on the wire, payloads left

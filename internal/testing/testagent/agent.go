@@ -381,8 +381,12 @@ type session struct {
 	id  string
 	cwd string
 
-	mu     sync.Mutex         // guards cancel
+	mu     sync.Mutex         // guards cancel, promptID and requestCancelled
 	cancel context.CancelFunc // ends the running turn; nil when idle
+	// promptID is the running turn's session/prompt request id (IDKey),
+	// and requestCancelled whether $/cancel_request named it.
+	promptID         string
+	requestCancelled bool
 
 	// history is the LLM conversation so far. Only the running turn uses
 	// it; s.mu orders one turn's writes before the next turn's reads.
@@ -471,6 +475,8 @@ func (a *agent) dispatch(m *acp.Envelope) {
 		a.prompt(m)
 	case "session/cancel":
 		a.cancel(m)
+	case "$/cancel_request":
+		a.cancelRequest(m)
 	case "authenticate":
 		a.authenticate(m)
 	default:
@@ -602,7 +608,7 @@ func (a *agent) prompt(m *acp.Envelope) {
 	s.mu.Lock()
 	busy := s.cancel != nil
 	if !busy {
-		s.cancel = cancel
+		s.cancel, s.promptID, s.requestCancelled = cancel, acp.IDKey(m.ID), false
 	}
 	s.mu.Unlock()
 	if busy {
@@ -621,8 +627,15 @@ func (a *agent) prompt(m *acp.Envelope) {
 		// prompt may follow the answer at once.
 		s.mu.Lock()
 		s.cancel = nil
+		byRequest := s.requestCancelled && reason == "cancelled"
 		s.mu.Unlock()
 		cancel()
+		if byRequest {
+			// $/cancel_request asks for the request's own answer: an
+			// error of code -32800.
+			a.answerPrompt(s, func() { a.c.replyError(m.ID, acp.CodeRequestCancelled, "request cancelled") })
+			return
+		}
 		a.answerPrompt(s, func() { a.c.reply(m.ID, map[string]any{"stopReason": reason}) })
 	}()
 }
@@ -645,6 +658,33 @@ func (a *agent) cancel(m *acp.Envelope) {
 		// session/cancel is a notification; answer an editor that sent it
 		// as a request all the same.
 		a.c.reply(m.ID, struct{}{})
+	}
+}
+
+// cancelRequest cancels the session/prompt request that $/cancel_request
+// names, whose answer is then the -32800 error; other requests are
+// answered at once and are not cancellable.
+func (a *agent) cancelRequest(m *acp.Envelope) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if !a.decodeParams(m, &p) {
+		return
+	}
+	id := acp.IDKey(p.RequestID)
+	a.mu.Lock()
+	sessions := make([]*session, 0, len(a.sessions))
+	for _, s := range a.sessions {
+		sessions = append(sessions, s)
+	}
+	a.mu.Unlock()
+	for _, s := range sessions {
+		s.mu.Lock()
+		if s.cancel != nil && s.promptID == id {
+			s.requestCancelled = true
+			s.cancel()
+		}
+		s.mu.Unlock()
 	}
 }
 

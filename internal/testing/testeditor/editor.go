@@ -57,6 +57,11 @@ type Options struct {
 	// has received that many session/update notifications. Permission
 	// requests arriving after the cancel are answered "cancelled".
 	CancelAfter int
+	// CancelRequest cancels the first turn with $/cancel_request of its
+	// session/prompt request, instead of session/cancel, at the point
+	// CancelAfter or CancelAfterText says; the agent's -32800 error answer
+	// ends the turn as cancelled.
+	CancelRequest bool
 	// CancelAfterText, when positive, sends session/cancel once the first
 	// turn has received that many agent_message_chunk notifications. Unlike
 	// CancelAfter it does not count the notifications whose place in the
@@ -330,6 +335,11 @@ func (e *editor) converse(ctx context.Context, cwd string, prompts []string) err
 			"sessionId": sess.SessionID,
 			"prompt":    []map[string]string{{"type": "text", "text": p}},
 		}, &res)
+		var re *acp.ResponseError
+		if errors.As(err, &re) && re.Code == acp.CodeRequestCancelled && e.cancelled && e.opts.CancelRequest {
+			// The answer $/cancel_request asks for.
+			res.StopReason, err = "cancelled", nil
+		}
 		if err != nil {
 			return err
 		}
@@ -380,7 +390,7 @@ func (e *editor) call(ctx context.Context, method, what string, params, result a
 		}
 		if m.Method == "" && m.ID != nil && acp.IDKey(m.ID) == acp.IDKey(id) {
 			if m.Error != nil {
-				return fmt.Errorf("%s: the agent answered with error %d: %s", method, m.Error.Code, m.Error.Message)
+				return fmt.Errorf("%s: the agent answered with error %d: %s: %w", method, m.Error.Code, m.Error.Message, m.Error)
 			}
 			if err := json.Unmarshal(m.Result, result); err != nil {
 				return fmt.Errorf("%s: decoding the agent's answer: %w", method, err)
@@ -497,7 +507,11 @@ func (e *editor) update(m *acp.Envelope) {
 	byText := e.opts.CancelAfterText > 0 && t.Chunks >= e.opts.CancelAfterText
 	if e.turn == 0 && !e.cancelled && (byUpdates || byText) {
 		e.cancelled = true
-		if line, err := acp.EncodeNotification("session/cancel", map[string]any{"sessionId": e.tr.SessionID}); err == nil {
+		method, params := "session/cancel", map[string]any{"sessionId": e.tr.SessionID}
+		if e.opts.CancelRequest {
+			method, params = "$/cancel_request", map[string]any{"requestId": e.waitID}
+		}
+		if line, err := acp.EncodeNotification(method, params); err == nil {
 			e.send(line)
 		}
 	}

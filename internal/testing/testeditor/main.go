@@ -41,6 +41,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //	--reject           reject permission requests instead of allowing them
 //	--cancel-after N   send session/cancel after N session/update notifications of the first turn
 //	--cancel-after-text N  send session/cancel after N agent_message_chunk notifications of the first turn
+//	--cancel-request   cancel with $/cancel_request of the prompt instead of session/cancel
 //	--timeout D        give up after D overall (default 30s; 0 for never)
 //	--exit-wait D      after closing the agent's stdin, wait D for it to exit before SIGTERM (default 5s)
 //	--term-wait D      after SIGTERM, wait D for the agent to exit before SIGKILL (default: --exit-wait)
@@ -108,6 +109,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 	reject := fs.Bool("reject", false, "reject permission requests")
 	cancelAfter := fs.Int("cancel-after", 0, "send session/cancel after `N` session/update notifications of the first turn")
 	cancelAfterText := fs.Int("cancel-after-text", 0, "send session/cancel after `N` agent_message_chunk notifications of the first turn")
+	cancelRequest := fs.Bool("cancel-request", false, "cancel with $/cancel_request of the session/prompt request instead of session/cancel")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long overall; 0 for never")
 	exitWait := fs.Duration("exit-wait", DefaultExitWait, "how long to wait for the agent to exit after closing its stdin")
 	termWait := fs.Duration("term-wait", 0, "how long to wait for the agent to exit after SIGTERM (default: --exit-wait)")
@@ -152,6 +154,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 			Reject:          *reject,
 			CancelAfter:     *cancelAfter,
 			CancelAfterText: *cancelAfterText,
+			CancelRequest:   *cancelRequest,
 			StringIDs:       *stringIDs,
 			ExitWait:        *exitWait,
 			TermWait:        *termWait,
