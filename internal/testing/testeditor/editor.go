@@ -57,6 +57,13 @@ type Options struct {
 	// has received that many session/update notifications. Permission
 	// requests arriving after the cancel are answered "cancelled".
 	CancelAfter int
+	// Sessions, when 2 or more, opens that many sessions with concurrent
+	// session/new requests, as Zed does, and sends each prompt to every
+	// session at once, so that their turns are in flight together; the
+	// answers are awaited by id, in whatever order they come. Each
+	// session's prompts carry "(session K)" after the text. It does not
+	// combine with the cancel options.
+	Sessions int
 	// CancelRequest cancels the first turn with $/cancel_request of its
 	// session/prompt request, instead of session/cancel, at the point
 	// CancelAfter or CancelAfterText says; the agent's -32800 error answer
@@ -233,6 +240,9 @@ type editor struct {
 	waitID    json.RawMessage // its request id
 	turn      int             // index in tr.Turns of the running turn, -1 outside turns
 	cancelled bool            // session/cancel was sent in the running turn
+	// turnOf is, with Options.Sessions, each session's running turn (its
+	// index in tr.Turns), by sessionId.
+	turnOf map[string]int
 }
 
 func (e *editor) start() error {
@@ -309,6 +319,9 @@ func (e *editor) converse(ctx context.Context, cwd string, prompts []string) err
 		}
 	}
 
+	if e.opts.Sessions > 1 {
+		return e.converseSessions(ctx, cwd, prompts)
+	}
 	var sess struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -350,6 +363,104 @@ func (e *editor) converse(ctx context.Context, cwd string, prompts []string) err
 		e.turn = -1
 	}
 	return nil
+}
+
+// converseSessions opens Options.Sessions sessions at once and sends each
+// prompt to all of them at once, each turn's answer awaited by its id.
+func (e *editor) converseSessions(ctx context.Context, cwd string, prompts []string) error {
+	n := e.opts.Sessions
+	news := make([]request, n)
+	for k := range news {
+		news[k] = request{method: "session/new", params: map[string]any{"cwd": cwd, "mcpServers": []any{}}}
+	}
+	results, err := e.callAll(ctx, news)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, n)
+	for k, r := range results {
+		var sess struct {
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(r, &sess) != nil || sess.SessionID == "" {
+			return fmt.Errorf("session/new #%d: no sessionId in the agent's answer", k+1)
+		}
+		ids[k] = sess.SessionID
+	}
+	e.tr.SessionID = ids[0]
+	e.turnOf = make(map[string]int, n)
+	for i, p := range prompts {
+		turns := make([]request, n)
+		for k, id := range ids {
+			text := fmt.Sprintf("%s (session %d)", p, k+1)
+			e.turnOf[id] = len(e.tr.Turns)
+			e.tr.Turns = append(e.tr.Turns, Turn{Prompt: text})
+			turns[k] = request{method: "session/prompt", params: map[string]any{
+				"sessionId": id,
+				"prompt":    []map[string]string{{"type": "text", "text": text}},
+			}}
+		}
+		results, err := e.callAll(ctx, turns)
+		if err != nil {
+			return err
+		}
+		for k, r := range results {
+			var res struct {
+				StopReason string `json:"stopReason"`
+			}
+			if json.Unmarshal(r, &res) != nil || !stopReasons[res.StopReason] {
+				return fmt.Errorf("turn %d of session %d: the agent answered %s", i+1, k+1, r)
+			}
+			e.tr.Turns[len(e.tr.Turns)-n+k].StopReason = res.StopReason
+		}
+	}
+	return nil
+}
+
+// A request is one of the requests callAll sends.
+type request struct {
+	method string
+	params any
+}
+
+// callAll sends reqs back to back and returns their results in the order
+// of reqs, once every one is answered, in whatever order the answers
+// come; the agent's requests meanwhile are served.
+func (e *editor) callAll(ctx context.Context, reqs []request) ([]json.RawMessage, error) {
+	byID := make(map[string]int, len(reqs))
+	for k, r := range reqs {
+		id := e.newID()
+		byID[acp.IDKey(id)] = k
+		e.waiting, e.waitID = fmt.Sprintf("the %s responses", r.method), id
+		line, err := acp.EncodeRequest(id, r.method, r.params)
+		if err != nil {
+			return nil, fmt.Errorf("encoding %s: %w", r.method, err)
+		}
+		if err := e.send(line); errors.Is(err, syscall.EPIPE) {
+			return nil, errOutputClosed
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	results := make([]json.RawMessage, len(reqs))
+	for left := len(reqs); left > 0; {
+		m, err := e.next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		k, ok := byID[acp.IDKey(m.ID)]
+		if m.Method != "" || m.ID == nil || !ok {
+			e.handle(m)
+			continue
+		}
+		if m.Error != nil {
+			return nil, fmt.Errorf("%s: the agent answered with error %d: %s: %w", reqs[k].method, m.Error.Code, m.Error.Message, m.Error)
+		}
+		results[k] = m.Result
+		delete(byID, acp.IDKey(m.ID))
+		left--
+	}
+	return results, nil
 }
 
 // stopReasons are the stop reasons ACP defines.
@@ -481,12 +592,23 @@ func (e *editor) handle(m *acp.Envelope) {
 	}
 }
 
-// update accounts a session/update notification to the running turn.
+// update accounts a session/update notification to the running turn, of
+// its session with Options.Sessions.
 func (e *editor) update(m *acp.Envelope) {
-	if e.turn < 0 {
+	turn := e.turn
+	if e.turnOf != nil {
+		var p struct {
+			SessionID string `json:"sessionId"`
+		}
+		json.Unmarshal(m.Params, &p)
+		if i, ok := e.turnOf[p.SessionID]; ok {
+			turn = i
+		}
+	}
+	if turn < 0 {
 		return
 	}
-	t := &e.tr.Turns[e.turn]
+	t := &e.tr.Turns[turn]
 	t.Updates++
 	var p struct {
 		Update struct {

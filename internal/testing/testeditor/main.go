@@ -41,6 +41,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //	--reject           reject permission requests instead of allowing them
 //	--cancel-after N   send session/cancel after N session/update notifications of the first turn
 //	--cancel-after-text N  send session/cancel after N agent_message_chunk notifications of the first turn
+//	--sessions N       open N sessions at once and prompt them all at once
 //	--cancel-request   cancel with $/cancel_request of the prompt instead of session/cancel
 //	--timeout D        give up after D overall (default 30s; 0 for never)
 //	--exit-wait D      after closing the agent's stdin, wait D for it to exit before SIGTERM (default 5s)
@@ -109,6 +110,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 	reject := fs.Bool("reject", false, "reject permission requests")
 	cancelAfter := fs.Int("cancel-after", 0, "send session/cancel after `N` session/update notifications of the first turn")
 	cancelAfterText := fs.Int("cancel-after-text", 0, "send session/cancel after `N` agent_message_chunk notifications of the first turn")
+	sessions := fs.Int("sessions", 1, "open `N` sessions at once and send each prompt to all of them at once")
 	cancelRequest := fs.Bool("cancel-request", false, "cancel with $/cancel_request of the session/prompt request instead of session/cancel")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long overall; 0 for never")
 	exitWait := fs.Duration("exit-wait", DefaultExitWait, "how long to wait for the agent to exit after closing its stdin")
@@ -125,6 +127,10 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "testeditor: no agent command; usage: testeditor [flags] -- AGENT [ARGS...]")
+		return nil, 2
+	}
+	if *sessions > 1 && (*cancelAfter > 0 || *cancelAfterText > 0) {
+		fmt.Fprintln(stderr, "testeditor: --sessions does not combine with --cancel-after or --cancel-after-text")
 		return nil, 2
 	}
 	if *cancelAfter < 0 || *cancelAfterText < 0 || *timeout < 0 || *exitWait < 0 || *termWait < 0 {
@@ -155,6 +161,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 			CancelAfter:     *cancelAfter,
 			CancelAfterText: *cancelAfterText,
 			CancelRequest:   *cancelRequest,
+			Sessions:        *sessions,
 			StringIDs:       *stringIDs,
 			ExitWait:        *exitWait,
 			TermWait:        *termWait,

@@ -404,3 +404,49 @@ func TestWriteNDJSON(t *testing.T) {
 		t.Errorf("WriteNDJSON wrote\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestMainSessions: --sessions 2 opens two sessions with concurrent
+// session/new requests and prompts both at once; each turn's answer is
+// matched by id and its text by its session.
+func TestMainSessions(t *testing.T) {
+	asAgent(t)
+	dir := t.TempDir()
+	transcript := filepath.Join(t.TempDir(), "transcript.ndjson")
+	code, stdout, stderr := runMain(t, "", "--sessions", "2", "--prompt", "one", "--prompt", "two", "--cwd", dir,
+		"--transcript", transcript, "--", self(t), "--chunk-size", "3", "--chunk-delay", "2ms")
+	if code != 0 {
+		t.Fatalf("Main = %d, want 0; stderr:\n%s", code, stderr)
+	}
+	want := "You said: one (session 1)\nYou said: one (session 2)\nYou said: two (session 1)\nYou said: two (session 2)\n"
+	if stdout != want {
+		t.Errorf("stdout = %q, want %q", stdout, want)
+	}
+	b, err := os.ReadFile(transcript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The two session/new requests go out before either answer comes.
+	var order []string
+	for line := range strings.Lines(string(b)) {
+		var m struct {
+			Dir string `json:"dir"`
+			Msg struct {
+				Method string          `json:"method"`
+				Result json.RawMessage `json:"result"`
+			} `json:"msg"`
+		}
+		json.Unmarshal([]byte(line), &m)
+		switch {
+		case m.Dir == "send" && m.Msg.Method == "session/new":
+			order = append(order, "new")
+		case m.Dir == "recv" && strings.Contains(string(m.Msg.Result), "sessionId"):
+			order = append(order, "answer")
+		}
+	}
+	if strings.Join(order, " ") != "new new answer answer" {
+		t.Errorf("session/new requests and answers in the order %v, want both requests first", order)
+	}
+	if code, _, stderr := runMain(t, "", "--sessions", "2", "--cancel-after", "1", "--", self(t)); code != 2 || !strings.Contains(stderr, "--sessions does not combine") {
+		t.Errorf("--sessions with --cancel-after: exit %d, stderr %q; want 2 and why", code, stderr)
+	}
+}
