@@ -417,6 +417,19 @@ func (e *editor) converseSessions(ctx context.Context, cwd string, prompts []str
 	return nil
 }
 
+// An answerError is an error response of the agent's to a request of
+// method.
+type answerError struct {
+	method string
+	err    *acp.ResponseError
+}
+
+func (e *answerError) Error() string {
+	return fmt.Sprintf("%s: the agent answered with error %d: %s", e.method, e.err.Code, e.err.Message)
+}
+
+func (e *answerError) Unwrap() error { return e.err }
+
 // A request is one of the requests callAll sends.
 type request struct {
 	method string
@@ -454,7 +467,7 @@ func (e *editor) callAll(ctx context.Context, reqs []request) ([]json.RawMessage
 			continue
 		}
 		if m.Error != nil {
-			return nil, fmt.Errorf("%s: the agent answered with error %d: %s: %w", reqs[k].method, m.Error.Code, m.Error.Message, m.Error)
+			return nil, &answerError{method: reqs[k].method, err: m.Error}
 		}
 		results[k] = m.Result
 		delete(byID, acp.IDKey(m.ID))
@@ -501,7 +514,7 @@ func (e *editor) call(ctx context.Context, method, what string, params, result a
 		}
 		if m.Method == "" && m.ID != nil && acp.IDKey(m.ID) == acp.IDKey(id) {
 			if m.Error != nil {
-				return fmt.Errorf("%s: the agent answered with error %d: %s: %w", method, m.Error.Code, m.Error.Message, m.Error)
+				return &answerError{method: method, err: m.Error}
 			}
 			if err := json.Unmarshal(m.Result, result); err != nil {
 				return fmt.Errorf("%s: decoding the agent's answer: %w", method, err)
