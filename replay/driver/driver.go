@@ -82,8 +82,10 @@ type Options struct {
 //     before it may legitimately come later.
 //
 // The agent's requests are answered with the editor's recorded answers:
-// the k-th live request of a method gets the answer to the k-th recorded
-// one, under the live request's id, once the editor frames recorded
+// the k-th live request of a method in a session gets the answer to the
+// k-th recorded one of that method in that session (the live session
+// known by the id its session/new answer gave in place of the recorded
+// one), under the live request's id, once the editor frames recorded
 // before that answer have been sent. A recorded request the editor never
 // answered gets no answer. A session/request_permission answer selects
 // the live request's option of the kind the recorded answer chose
@@ -182,7 +184,7 @@ func (d *Driver) Run(ctx context.Context, toAgent io.Writer, fromAgent <-chan []
 		d:        d,
 		p:        d.plan,
 		liveResp: make(map[string]int),
-		liveReq:  make(map[string]int),
+		liveReq:  make(map[reqSeries]int),
 		total:    make(map[noteKey]int),
 		writes:   make(chan []byte),
 		written:  make(chan error, 1),
@@ -213,7 +215,7 @@ type run struct {
 	subs substitutions
 
 	liveResp map[string]int    // responses seen per editor request id
-	liveReq  map[string]int    // agent requests seen per method
+	liveReq  map[reqSeries]int // agent requests seen per series, by the recorded session
 	cursor   int               // anchors[:cursor] have all been seen
 	total    map[noteKey]int   // notifications seen that steps await (see counted)
 	at       []map[noteKey]int // total when each step began to be written
@@ -392,7 +394,7 @@ func (r *run) turnOver(st step) bool {
 
 func (r *run) seenAnchor(a anchor) bool {
 	if a.req.method != "" {
-		return r.liveReq[a.req.method] >= a.req.n
+		return r.liveReq[a.req.reqSeries] >= a.req.n
 	}
 	return r.liveResp[a.resp.id] >= a.resp.n
 }
@@ -422,8 +424,11 @@ func (r *run) receive(line []byte) {
 			}
 		}
 	case acp.Request:
-		r.liveReq[m.Method]++
-		k := reqKey{m.Method, r.liveReq[m.Method]}
+		// A live session's requests are counted as the recorded
+		// session's whose id it took the place of.
+		series := reqSeries{r.subs.recorded(sessionOf(m.Params)), m.Method}
+		r.liveReq[series]++
+		k := reqKey{series, r.liveReq[series]}
 		if i, ok := r.p.reqs[k]; ok {
 			if data, ok := r.frame(i); ok {
 				rec := acp.Parse(data)
@@ -447,7 +452,7 @@ func (r *run) receive(line []byte) {
 			// The agent answered the editor request recorded after this
 			// agent request without sending it: it never will. Waiting
 			// would only time out; the diff shows the difference.
-			r.errs = append(r.errs, &MissingError{Method: a.req.method, N: a.req.n, Live: r.liveReq[a.req.method]})
+			r.errs = append(r.errs, &MissingError{Method: a.req.method, N: a.req.n, Live: r.liveReq[a.req.reqSeries]})
 		}
 		r.cursor++
 	}
@@ -483,7 +488,7 @@ func (r *run) request(k reqKey, id, params json.RawMessage) {
 	}}
 	line, _ := json.Marshal(e) // a valid id always marshals
 	r.queue = append(r.queue, write{data: line, frame: -1, what: fmt.Sprintf("the error response to %s #%d", k.method, k.n)})
-	r.errs = append(r.errs, &MismatchError{Method: k.method, N: k.n, Recorded: r.p.reqN[k.method]})
+	r.errs = append(r.errs, &MismatchError{Method: k.method, N: k.n, Recorded: r.p.reqN[k.reqSeries]})
 }
 
 // flushAnswers queues the answers whose step has been queued.
@@ -567,8 +572,8 @@ func (r *run) waitError(err error, now time.Time) error {
 // missing lists what step st still waits for.
 func (r *run) missing(st step) []string {
 	var out []string
-	more := make(map[string]int) // method → agent requests missing
-	var methods []string
+	last := make(map[reqSeries]int) // series → the last request awaited
+	var series []reqSeries
 	for _, a := range r.p.anchors[r.cursor:st.anchors] {
 		if r.seenAnchor(a) {
 			continue
@@ -577,10 +582,18 @@ func (r *run) missing(st step) []string {
 			out = append(out, fmt.Sprintf("the response to editor request id=%s (%s)", a.resp.id, r.p.methods[a.resp]))
 			continue
 		}
-		if _, ok := more[a.req.method]; !ok {
-			methods = append(methods, a.req.method)
+		if _, ok := last[a.req.reqSeries]; !ok {
+			series = append(series, a.req.reqSeries)
 		}
-		more[a.req.method] = a.req.n - r.liveReq[a.req.method]
+		last[a.req.reqSeries] = a.req.n
+	}
+	more := make(map[string]int) // method → agent requests missing, of every session
+	var methods []string
+	for _, sr := range series {
+		if _, ok := more[sr.method]; !ok {
+			methods = append(methods, sr.method)
+		}
+		more[sr.method] += last[sr] - r.liveReq[sr]
 	}
 	for _, m := range methods {
 		out = append(out, fmt.Sprintf("%d more %s %s", more[m], m, plural(more[m], "request", "requests")))

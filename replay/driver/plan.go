@@ -12,10 +12,28 @@ import (
 	"github.com/acptap/acptap/internal/acp"
 )
 
-// A reqKey names the n-th agent request of a method, from 1.
+// A reqSeries is the agent requests of one method in one session: the
+// session's recorded id (params.sessionId; "" for a request without one)
+// and the method. Several sessions' requests of a method interleave
+// differently from run to run; within a session they keep their order.
+type reqSeries struct {
+	session string
+	method  string
+}
+
+// A reqKey names the n-th agent request of a series, from 1.
 type reqKey struct {
-	method string
-	n      int
+	reqSeries
+	n int
+}
+
+// sessionOf returns params.sessionId, or "".
+func sessionOf(params json.RawMessage) string {
+	var p struct {
+		SessionID string `json:"sessionId"`
+	}
+	json.Unmarshal(params, &p)
+	return p.SessionID
 }
 
 // A respKey names the n-th response to an editor request id, from 1.
@@ -84,7 +102,7 @@ type plan struct {
 	answers map[reqKey]answer
 	reqs    map[reqKey]int     // recorded agent request → frame index
 	resps   map[respKey]int    // recorded response to an editor request → frame index
-	reqN    map[string]int     // method → recorded agent requests
+	reqN    map[reqSeries]int  // recorded agent requests of each series
 	methods map[respKey]string // editor request → its method
 }
 
@@ -95,7 +113,7 @@ func newPlan(src lane.Lines) (*plan, error) {
 		answers: make(map[reqKey]answer),
 		reqs:    make(map[reqKey]int),
 		resps:   make(map[respKey]int),
-		reqN:    make(map[string]int),
+		reqN:    make(map[reqSeries]int),
 		methods: make(map[respKey]string),
 	}
 	pl := planner{
@@ -156,8 +174,9 @@ func (pl *planner) agentFrame(i int, m acp.Message) {
 			pl.pending = slices.Delete(pl.pending, j, j+1)
 		}
 	case acp.Request:
-		p.reqN[m.Method]++
-		k := reqKey{m.Method, p.reqN[m.Method]}
+		series := reqSeries{sessionOf(m.Params), m.Method}
+		p.reqN[series]++
+		k := reqKey{series, p.reqN[series]}
 		p.anchors = append(p.anchors, anchor{req: k})
 		p.reqs[k] = i
 		pl.outstanding[acp.IDKey(m.ID)] = k

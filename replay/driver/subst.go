@@ -94,6 +94,7 @@ func words(s string, fn func(w string, at int)) {
 // zero value is empty and ready to use.
 type substitutions struct {
 	live map[string]string // recorded → live
+	rec  map[string]string // live → recorded
 	// words maps recorded → live for the pairs whose both sides are
 	// words: they are also replaced inside strings.
 	words map[string]string
@@ -135,12 +136,14 @@ func (s *substitutions) add(rec, live string) bool {
 	}
 	if s.live == nil {
 		s.live = make(map[string]string)
+		s.rec = make(map[string]string)
 		s.words = make(map[string]string)
 		s.lives = make(map[string]bool)
 		s.keyWords = make(map[string]bool)
 		s.liveWords = make(map[string]bool)
 	}
 	s.live[rec] = live
+	s.rec[live] = rec
 	if isWord(rec) && isWord(live) {
 		s.words[rec] = live
 	}
@@ -148,6 +151,15 @@ func (s *substitutions) add(rec, live string) bool {
 	words(rec, func(w string, _ int) { s.keyWords[w] = true })
 	words(live, func(w string, _ int) { s.liveWords[w] = true })
 	return true
+}
+
+// recorded returns the recorded value that live took the place of, or live
+// itself if none did.
+func (s *substitutions) recorded(live string) string {
+	if rec, ok := s.rec[live]; ok {
+		return rec
+	}
+	return live
 }
 
 // apply returns str with the substitutions made.
