@@ -1,6 +1,7 @@
 package normalize
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -22,13 +23,16 @@ type Comparison struct {
 
 // A Difference is the first place where two transcripts differ.
 type Difference struct {
-	// Turn is the turn, from 1; 0 under Strict. Answered says whether it
-	// ends with an answer (in want, or in got if want lacks the turn).
+	// Turn is the turn's number in its session (see Turn.Session), from
+	// 1; 0 under Strict. Answered says whether it ends with an answer (in
+	// want, or in got if want lacks the turn).
 	Turn     int
 	Answered bool
 	// Stream and Session name the stream (see Stream), or for a
 	// difference in the state at the turn's end (State true), the kind
-	// of state notification and its session. Stream is "" under Strict.
+	// of state notification and its session. A stream of no session
+	// (the requests and responses) in a turn of a second session or a
+	// later one has the turn's session. Stream is "" under Strict.
 	Stream  string
 	Session string
 	State   bool
@@ -92,13 +96,14 @@ func Compare(want, got *Transcript) Comparison {
 	c := &comparison{order: want.Order, sides: [2]*Transcript{want, got}}
 	prevW := map[stateKey]json.RawMessage{}
 	prevG := map[stateKey]json.RawMessage{}
+	numbers := [2][]int{turnNumbers(want), turnNumbers(got)}
 	for i := range max(len(want.Turns), len(got.Turns)) {
 		tw, tg := turnAt(want, i), turnAt(got, i)
-		c.turn = i + 1
-		c.answered = tw.Answered
+		side, t := 0, tw
 		if i >= len(want.Turns) {
-			c.answered = tg.Answered
+			side, t = 1, tg
 		}
+		c.turn, c.session, c.answered = numbers[side][i], t.Session, t.Answered
 		// The requests and responses but the answer are listed first, as
 		// Values lists them, and compared last.
 		rw, aw := tw.requests()
@@ -127,12 +132,26 @@ func Compare(want, got *Transcript) Comparison {
 // comparison is the state of a Compare.
 type comparison struct {
 	order     Order
-	turn      int
+	turn      int    // the current turn's number in its session
+	session   string // the current turn's session (Turn.Session)
 	answered  bool
 	cancelled bool           // both sides answered the turn with stopReason cancelled
 	sides     [2]*Transcript // want and got
 	want, got []json.RawMessage
 	diff      *Difference
+}
+
+// turnNumbers returns the number of each turn of t in its session, from
+// 1.
+func turnNumbers(t *Transcript) []int {
+	numbers := make([]int, len(t.Turns))
+	for i := range t.Turns {
+		numbers[i] = 1
+		if i > 0 && t.Turns[i-1].Session == t.Turns[i].Session {
+			numbers[i] = numbers[i-1] + 1
+		}
+	}
+	return numbers
 }
 
 // turnAt returns turn i of t, or for a turn it lacks, an empty one with
@@ -219,7 +238,7 @@ func (c *comparison) compareValues(k streamKey, w, g []json.RawMessage, wAt, gAt
 		}
 		return [2]int{wAt, gAt}[side] + i
 	}
-	d := &Difference{Stream: k.name, Session: k.session, WantLen: len(w), GotLen: len(g)}
+	d := &Difference{Stream: k.name, Session: cmp.Or(k.session, c.session), WantLen: len(w), GotLen: len(g)}
 	if c.order != Strict {
 		d.Turn, d.Answered = c.turn, c.answered
 	}

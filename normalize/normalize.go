@@ -42,6 +42,14 @@ type Options struct {
 	// user rules still apply.
 	NoDefaults bool
 
+	// OmitEditor leaves the editor's frames (lane.Editor) out of a
+	// Transcript: they are read for what they say of the agent's (which
+	// request a response answers, which session it belongs to, in which
+	// order the editor numbered its requests) but are not values. A
+	// replay's editor frames are its own doing, played from the
+	// recording; what is compared is the agent's.
+	OmitEditor bool
+
 	// Order says how Stream and Transcript arrange the frames for
 	// comparison: per stream within a turn (ByStream, the default) or in
 	// their order (Strict).
@@ -98,12 +106,13 @@ type Options struct {
 // A Normalizer is safe for concurrent use, but the numbering follows the
 // order of the calls: normalize one stream from one goroutine.
 type Normalizer struct {
-	mu       sync.Mutex
-	defaults bool
-	coalesce bool
-	order    Order
-	roots    []root
-	rules    []Rule
+	mu         sync.Mutex
+	defaults   bool
+	coalesce   bool
+	omitEditor bool
+	order      Order
+	roots      []root
+	rules      []Rule
 
 	links  map[string]string // value key ("s:..." or "n:...") to placeholder
 	counts map[string]int    // placeholders handed out per kind
@@ -115,14 +124,15 @@ type Normalizer struct {
 // New returns a Normalizer for one stream.
 func New(opts Options) *Normalizer {
 	return &Normalizer{
-		defaults: !opts.NoDefaults,
-		coalesce: !opts.NoCoalesce,
-		order:    opts.Order,
-		roots:    newRoots(opts),
-		rules:    slices.Clone(opts.Rules),
-		links:    map[string]string{},
-		counts:   map[string]int{},
-		rpc:      [2]map[string]string{{}, {}},
+		defaults:   !opts.NoDefaults,
+		coalesce:   !opts.NoCoalesce,
+		omitEditor: opts.OmitEditor,
+		order:      opts.Order,
+		roots:      newRoots(opts),
+		rules:      slices.Clone(opts.Rules),
+		links:      map[string]string{},
+		counts:     map[string]int{},
+		rpc:        [2]map[string]string{{}, {}},
 	}
 }
 

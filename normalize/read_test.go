@@ -50,7 +50,7 @@ func digested(t *Transcript) *Transcript {
 	}
 	out := &Transcript{Order: t.Order}
 	for _, turn := range t.Turns {
-		tt := Turn{Answered: turn.Answered}
+		tt := Turn{Session: turn.Session, Answered: turn.Answered}
 		for _, s := range turn.Streams {
 			ss := Stream{Name: s.Name, Session: s.Session}
 			for _, v := range s.Values {

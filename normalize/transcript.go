@@ -69,20 +69,34 @@ const (
 // compares two.
 type Transcript struct {
 	Order Order
-	// Turns are the turns in order. The last holds what came after the
-	// last answer (the end of the session), and is empty when nothing
-	// did. Under Strict there is one turn, which holds one stream of
-	// every value in order.
+	// Turns are the turns in order: the first session's, then each other
+	// session's, session by session (see Turn.Session). A session's last
+	// turn holds what came after its last answer (the end of the
+	// session), and is empty when nothing did. Under Strict there is one
+	// turn, which holds one stream of every value in order.
 	Turns []Turn
 }
 
-// A Turn is what the agent wrote up to and including its answer to a
-// session/prompt request (a response with a stopReason), after the
-// previous answer; the first turn also holds what came before the first
-// prompt, such as the answers to initialize and session/new.
+// A Turn is what the agent wrote in a session up to and including its
+// answer to a session/prompt request (a response with a stopReason) or
+// to a session/load request (whose history the agent sends first), after
+// the previous answer; the first turn also holds what came before the
+// first prompt, such as the answers to initialize and session/new.
+//
+// The session of a frame is the one its params name; of a response, its
+// request's (of the answer to session/new, the session it made). Sessions
+// are ordered as the editor asked for them (its session/new requests),
+// whatever order their answers came in. Frames of no session (the
+// answers to initialize and authenticate, notifications that name no
+// session, lines that are not JSON-RPC) count as the first session's:
+// with one session, its turns hold every frame.
 type Turn struct {
+	// Session is, for a turn of the second session of a stream or a
+	// later one, its sessionId placeholder; "" for a turn of the first
+	// session, which also holds the frames of no session.
+	Session string
 	// Answered says whether the turn ends with an answer: all but the
-	// last do (under Strict, none).
+	// last of each session do (under Strict, none).
 	Answered bool
 	// Streams are the turn's streams, in order of their first value;
 	// one of them is the requests and responses (RequestsStream), which
@@ -185,8 +199,14 @@ func digest(v any) json.RawMessage {
 }
 
 // build makes the transcript of lines, each value made by emit from its
-// normalized form. With keep, the frames of a turn are kept decoded until
-// the turn is normalized, else read again.
+// normalized form. With keep, the frames are kept decoded until they are
+// normalized, else read again.
+//
+// It reads every frame first, noting of each where it goes (its class
+// and its session), and then normalizes turn by turn, a session at a time
+// in the order of their slots, each session with placeholders of its own
+// (see enter), so that placeholders are numbered alike in two runs whose
+// sessions interleave differently.
 func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, keep bool) (*Transcript, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -197,9 +217,11 @@ func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, kee
 		}
 		return &Transcript{Order: Strict, Turns: []Turn{{Streams: []Stream{{Values: values}}}}}, nil
 	}
-	t := &Transcript{Order: ByStream}
-	cum := map[stateKey]json.RawMessage{}
-	seg := &turnFrames{lines: lines, index: map[class]uint32{}}
+	r := &frameIndex{lines: lines, index: map[class]uint32{}}
+	if keep {
+		r.values = make([]any, lines.Len())
+	}
+	sessions := newSessionTable()
 	for i := range lines.Len() {
 		f, err := lines.Line(i)
 		if err != nil {
@@ -207,25 +229,96 @@ func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, kee
 		}
 		v := parseLine(f.Data)
 		c := classify(v)
-		seg.add(f.Lane, c)
+		slot, answer := sessions.place(f.Lane, v, c)
+		if f.Lane == lane.Editor && n.omitEditor {
+			continue
+		}
+		c.answer = answer
+		r.add(i, f.Lane, c, slot)
 		if keep {
-			seg.values = append(seg.values, v)
-		}
-		if c.answer {
-			turn, err := n.turn(seg, emit, cum, t.Turns)
-			if err != nil {
-				return nil, err
-			}
-			t.Turns = append(t.Turns, turn)
-			seg.start, seg.frames, seg.values = i+1, seg.frames[:0], nil
+			r.values[i] = v
 		}
 	}
-	turn, err := n.turn(seg, emit, cum, t.Turns)
-	if err != nil {
-		return nil, err
+	// The editor's request ids are numbered in the order it sent them,
+	// whatever order the answers came in.
+	for _, id := range sessions.editorIDs {
+		n.rpcID(0, id)
 	}
-	t.Turns = append(t.Turns, turn)
+	// The frames by session, in the sessions' order; the frames of none
+	// go with the first session's, in order.
+	slots, ids := sessions.order()
+	bySlot := make([][]placed, len(ids)+1)
+	first := len(ids) + 1
+	for i, p := range r.frames {
+		if p.slot > 0 {
+			r.frames[i].slot = int32(slots[p.slot-1])
+			first = min(first, int(r.frames[i].slot))
+		}
+	}
+	t := &Transcript{Order: ByStream}
+	if first > len(ids) {
+		first = 0
+	}
+	several := false
+	for _, p := range r.frames {
+		s := int(p.slot)
+		if s == 0 {
+			s = first
+		}
+		several = several || s != first
+		bySlot[s] = append(bySlot[s], p)
+	}
+	if !several {
+		turns, err := n.turns(r, r.frames, "", emit)
+		t.Turns = turns
+		return t, err
+	}
+	r.frames = nil
+	// Session ids are numbered in the order of the sessions; each
+	// session numbers the rest afresh.
+	names := make([]string, len(ids)+1)
+	for s, id := range ids {
+		if k, ok := linkKey(id); ok {
+			names[s+1] = n.link("sessionId", k)
+		}
+	}
+	names[first] = ""
+	start := n.scope()
+	for s, frames := range bySlot {
+		if len(frames) == 0 {
+			continue
+		}
+		n.enter(start)
+		turns, err := n.turns(r, frames, names[s], emit)
+		if err != nil {
+			return nil, err
+		}
+		t.Turns = append(t.Turns, turns...)
+	}
 	return t, nil
+}
+
+// turns cuts frames, all of one session (or all of the stream), into
+// turns after each answer, and normalizes them in order; the last turn
+// holds what came after the last answer, and is empty if nothing did.
+func (n *Normalizer) turns(r *frameIndex, frames []placed, session string, emit func(any) json.RawMessage) ([]Turn, error) {
+	var turns []Turn
+	cum := map[stateKey]json.RawMessage{}
+	from := 0
+	for i := 0; i <= len(frames); i++ {
+		if i < len(frames) && !r.classes[frames[i].class].answer {
+			continue
+		}
+		end := min(i+1, len(frames))
+		turn, err := n.turn(&turnFrames{frameIndex: r, frames: frames[from:end]}, emit, cum, turns)
+		if err != nil {
+			return nil, err
+		}
+		turn.Session = session
+		turns = append(turns, turn)
+		from = end
+	}
+	return turns, nil
 }
 
 // Values returns the transcript as a list of JSON values: turn by turn,
@@ -276,46 +369,53 @@ func (turn *Turn) requests() ([]json.RawMessage, json.RawMessage) {
 // requests reports whether s is the requests and responses of its turn.
 func (s *Stream) requests() bool { return s.Name == RequestsStream && s.Session == "" }
 
-// turnFrames are the frames of one turn being read: where each goes, and
-// the frames decoded if they are kept, else where to read them again.
-type turnFrames struct {
+// frameIndex is where each frame of a stream goes, and the frames
+// decoded if they are kept, else where to read them again.
+type frameIndex struct {
 	lines  lane.Lines
-	start  int      // the index in lines of its first frame
-	frames []placed // its frames' sides and classes
-	values []any    // its frames decoded; nil to read them again
-	// classes are the classes of the frames of every turn so far, each
-	// once, index their positions: a turn of a million frames holds 8
-	// bytes of each.
+	frames []placed // the frames that go anywhere, in order
+	values []any    // the frames decoded, by index in lines; nil to read them again
+	// classes are the classes of the frames, each once, index their
+	// positions: a stream of a million frames holds 16 bytes of each.
 	classes []class
 	index   map[class]uint32
 }
 
-// placed is a frame of a turnFrames: its side and where it goes.
+// placed is a frame of a frameIndex: where it is and where it goes.
 type placed struct {
-	side  lane.Lane
-	class uint32 // in classes
+	at    uint32    // its index in lines
+	side  lane.Lane // who wrote it
+	class uint32    // in classes
+	slot  int32     // its session: its ref while reading, then its slot (see sessionTable); 0 for none
 }
 
-// add adds a frame of side and class c.
-func (s *turnFrames) add(side lane.Lane, c class) {
-	k, ok := s.index[c]
+// add adds frame at of side and class c, in the session of slot.
+func (r *frameIndex) add(at int, side lane.Lane, c class, slot int) {
+	k, ok := r.index[c]
 	if !ok {
-		k = uint32(len(s.classes))
-		s.classes = append(s.classes, c)
-		s.index[c] = k
+		k = uint32(len(r.classes))
+		r.classes = append(r.classes, c)
+		r.index[c] = k
 	}
-	s.frames = append(s.frames, placed{side: side, class: k})
+	r.frames = append(r.frames, placed{at: uint32(at), side: side, class: k, slot: int32(slot)})
 }
 
-// class returns the class of frame i.
+// turnFrames are the frames of one turn.
+type turnFrames struct {
+	*frameIndex
+	frames []placed
+}
+
+// class returns the class of frame i of the turn.
 func (s *turnFrames) class(i int) class { return s.classes[s.frames[i].class] }
 
-// value returns frame i of the turnFrames, decoded.
+// value returns frame i of the turn, decoded.
 func (s *turnFrames) value(i int) (any, error) {
+	at := int(s.frames[i].at)
 	if s.values != nil {
-		return s.values[i], nil
+		return s.values[at], nil
 	}
-	f, err := s.lines.Line(s.start + i)
+	f, err := s.lines.Line(at)
 	if err != nil {
 		return nil, err
 	}
@@ -669,6 +769,13 @@ func (n *Normalizer) strict(lines lane.Lines, emit func(any) json.RawMessage) ([
 			return nil, err
 		}
 		v := parseLine(f.Data)
+		if f.Lane == lane.Editor && n.omitEditor {
+			// Its request id is numbered as the editor sent it.
+			if m, ok := v.(map[string]any); ok && m["method"] != nil && m["id"] != nil {
+				n.rpcID(0, m["id"])
+			}
+			continue
+		}
 		if n.coalesce {
 			if c, ok := n.startChunk(f.Lane, v); ok {
 				if group != nil && group.key == c.key {

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -42,10 +43,12 @@ type agentConfig struct {
 
 // agentRun is what happened when the agent ran.
 type agentRun struct {
-	// live is every line the agent wrote on stdout, in order, each whole,
-	// spooled; compared are those of them that take part in the
-	// comparison (see compared), by index. The caller closes live.
-	live     *spool
+	// live is every line the agent wrote on stdout and every frame the
+	// driver wrote to the agent, in order (a frame of the driver's before
+	// anything the agent wrote after reading it), each whole, spooled;
+	// compared are those of them that take part in the comparison (see
+	// compared), by index. The caller closes live.
+	live     *frameSpool
 	compared []int
 	// kept are the lines of live in memory, with agentConfig.keep.
 	kept [][]byte
@@ -73,10 +76,11 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	live, err := newSpool()
+	spooled, err := newSpool()
 	if err != nil {
 		return nil, err
 	}
+	live := &frameSpool{spool: spooled}
 	run := &agentRun{live: live}
 	out := newLiveOutput(cfg, run)
 	// The agent's stderr reaches stderr line by line, masked, from
@@ -113,7 +117,7 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	lines := make(chan []byte)
 	stop := make(chan struct{})
 	go out.queue.feed(lines, stop)
-	run.drive, run.driveErr = drv.Run(ctx, stdinW, lines)
+	run.drive, run.driveErr = drv.Run(ctx, editorFrames{out, stdinW}, lines)
 	close(stop)
 	stdinW.Close()
 	<-exited
@@ -136,8 +140,11 @@ type liveOutput struct {
 	showErr bool      // the agent's stderr goes to stderr from here
 	mask    func([]byte) []byte
 	keep    bool
-	run     *agentRun
 	queue   *lineQueue
+	// mu guards run's live and compared, which the agent's stdout pump
+	// and the driver's writes add to.
+	mu  sync.Mutex
+	run *agentRun
 	// join joins the pieces of a stdout line longer than maxLine, as the
 	// store's reader joins a recording's.
 	join func(store.Event) error
@@ -183,16 +190,37 @@ func (o *liveOutput) line(l stdiotap.Line) {
 // stdoutLine takes one whole line of the agent's stdout.
 func (o *liveOutput) stdoutLine(data []byte) {
 	data = o.mask(data)
-	if compared(data) {
-		o.run.compared = append(o.run.compared, o.run.live.len())
-	}
 	// A buffered write to a file, which does not wait on the driver: the
 	// pipe from the agent holds what comes meanwhile.
-	o.run.live.add(data)
+	o.spool(lane.Agent, data)
 	if o.keep {
 		o.run.kept = append(o.run.kept, data)
 	}
 	o.queue.push(data)
+}
+
+// spool adds a frame to the run's live frames.
+func (o *liveOutput) spool(l lane.Lane, data []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if compared(data) {
+		o.run.compared = append(o.run.compared, o.run.live.Len())
+	}
+	o.run.live.add(l, data)
+}
+
+// editorFrames is the agent's stdin as the driver writes it: each frame
+// is spooled among the agent's lines before the agent can read it, so
+// that the comparison sees which request each answer answers.
+type editorFrames struct {
+	out *liveOutput
+	w   io.Writer
+}
+
+// Write takes one frame and its newline, as the driver writes them.
+func (e editorFrames) Write(b []byte) (int, error) {
+	e.out.spool(lane.Editor, bytes.TrimSuffix(b, []byte("\n")))
+	return e.w.Write(b)
 }
 
 // lineQueue passes the agent's lines from stdiotap's callback, which must

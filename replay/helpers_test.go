@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acptap/acptap/lane"
-
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/testing/testagent"
 	"github.com/acptap/acptap/internal/testing/testeditor"
@@ -155,17 +153,6 @@ func recordSession(t testing.TB, st *store.Store, name string, s session) []stri
 		t.Fatal(err)
 	}
 	return argv
-}
-
-// agentFrames returns the agent frames of a recorded session.
-func agentFrames(frames []lane.Line) [][]byte {
-	var out [][]byte
-	for _, f := range frames {
-		if f.Lane == lane.Agent {
-			out = append(out, f.Data)
-		}
-	}
-	return out
 }
 
 // fakeLLM is an OpenAI Chat Completions upstream answering every request

@@ -12,8 +12,11 @@ import (
 
 // evidence is what a replay's verdict is drawn from.
 type evidence struct {
-	// recorded and live are the agent's stdout lines in the recording
-	// and in the replay, blank lines left out.
+	// recorded and live are the frames in the recording and in the
+	// replay, blank lines left out: the agent's stdout lines, and the
+	// editor's, which the comparison reads to know which request each of
+	// the agent's answers and to which session it belongs (see
+	// normalize.Options.OmitEditor).
 	recorded, live lane.Lines
 	// keep asks for the normalized streams in the verdict, whether they
 	// differ or not; without, they are compared on digests first and

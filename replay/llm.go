@@ -36,6 +36,7 @@ func newNormalizers(rec *recording, sb *sandbox, opts *Options) normalizers {
 		Tmp:        nonEmpty(rec.meta.Tmp, sb.tmp),
 		Rules:      append(slices.Clip(opts.Rules), rec.rules...),
 		NoCoalesce: opts.NoCoalesce,
+		OmitEditor: true,
 		Order:      opts.Order,
 	}
 	return normalizersOf(o)

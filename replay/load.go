@@ -24,10 +24,11 @@ import (
 type recording struct {
 	meta store.Recording
 	// frames are the editor and agent frames in recorded order, Continued
-	// pieces joined, spooled; agent are the agent frames among them that
-	// take part in the comparison (see compared), by index.
-	frames  *frameSpool
-	agent   []int
+	// pieces joined, spooled; compared are the frames among them that take
+	// part in the comparison (see compared), by index: the agent's, and
+	// the editor's, which say what the agent's answer.
+	frames   *frameSpool
+	compared []int
 	editors int      // how many of frames are the editor's
 	cwds    []string // the cwds of the editor's session/new and session/load requests
 	// exchanges are the complete LLM exchanges, in recorded order: their
@@ -68,11 +69,11 @@ func load(st *store.Store, name string) (*recording, error) {
 			// are masked so, and an editor frame plays the mask.
 			data = redact.Members(data)
 			l := lane.Editor
+			if compared(data) {
+				rec.compared = append(rec.compared, rec.frames.Len())
+			}
 			if e.Lane == store.LaneAgent {
 				l = lane.Agent
-				if compared(data) {
-					rec.agent = append(rec.agent, rec.frames.Len())
-				}
 			} else {
 				rec.editors++
 				rec.cwds = addSessionCwd(rec.cwds, data)
@@ -138,10 +139,9 @@ func (rec *recording) load(r llmserver.Recorded) (*exchange.Exchange, error) {
 	return x, nil
 }
 
-// agentLines returns the recorded agent lines that take part in the
-// comparison.
-func (rec *recording) agentLines() lane.Lines {
-	return spooledLines{s: rec.frames.spool, index: rec.agent}
+// acpLines returns the recorded frames that take part in the comparison.
+func (rec *recording) acpLines() lane.Lines {
+	return spooledLines{s: rec.frames, index: rec.compared}
 }
 
 // command returns the agent command to replay rec with: override, else

@@ -70,17 +70,17 @@ func TestLoad(t *testing.T) {
 	if !slices.Equal(frames, wantFrames) {
 		t.Errorf("frames:\ngot  %q\nwant %q", frames, wantFrames)
 	}
-	var compared [][]byte
-	lines := rec.agentLines()
+	var compared []string
+	lines := rec.acpLines()
 	for i := range lines.Len() {
 		f, err := lines.Line(i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		compared = append(compared, f.Data)
+		compared = append(compared, f.Lane.String()+" "+string(f.Data))
 	}
-	if got := agentFrames(recFrames); !slices.EqualFunc(got, compared, slices.Equal) {
-		t.Errorf("agent lines compared %q, want the agent frames, %q", compared, got)
+	if !slices.Equal(compared, frames) {
+		t.Errorf("frames compared %q, want every frame, %q", compared, frames)
 	}
 	if rec.editors != 1 || !slices.Equal(rec.cwds, nil) {
 		t.Errorf("%d editor frames, session cwds %q; want 1 and none", rec.editors, rec.cwds)

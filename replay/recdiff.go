@@ -77,10 +77,11 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 		Tmp:        nonEmpty(ra.meta.Tmp, rb.meta.Tmp),
 		Rules:      rules,
 		NoCoalesce: opts.NoCoalesce,
+		OmitEditor: true,
 		Order:      opts.Order,
 	})
 	res := &DiffResult{A: a, B: b}
-	c, err := compareOutput(norms.new, ra.agentLines(), rb.agentLines(), true)
+	c, err := compareOutput(norms.new, ra.acpLines(), rb.acpLines(), true)
 	if err != nil {
 		return nil, err
 	}

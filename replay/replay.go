@@ -269,7 +269,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	}
 	run.drive = driver.Result{}
 	v, err := judge(evidence{
-		recorded:   rec.agentLines(),
+		recorded:   rec.acpLines(),
 		live:       spooledLines{s: run.live, index: run.compared},
 		keep:       !opts.Discard,
 		driveErr:   run.driveErr,

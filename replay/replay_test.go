@@ -54,8 +54,8 @@ func TestRunEqual(t *testing.T) {
 		t.Errorf("Result: name %q, %d frames, %v, diff %q, warnings %v; want typo, %d frames, exit status 0, no diff, no warning",
 			res.Name, res.Frames, res.Exit, res.Diff, res.Warnings, rec.frames.Len())
 	}
-	if len(res.Live) != len(rec.agent) || len(res.Expected) != len(res.Actual) {
-		t.Errorf("%d live lines for %d recorded; %d normalized expected, %d actual", len(res.Live), len(rec.agent), len(res.Expected), len(res.Actual))
+	if len(res.Live) != agentCount(t, rec) || len(res.Expected) != len(res.Actual) {
+		t.Errorf("%d live lines for %d recorded; %d normalized expected, %d actual", len(res.Live), agentCount(t, rec), len(res.Expected), len(res.Actual))
 	}
 	lines := 0
 	for _, s := range res.Timeline {

@@ -96,8 +96,9 @@ func (s *spool) close() {
 	}
 }
 
-// frameSpool is a recording's editor and agent frames, in recorded order,
-// as the driver reads them (a lane.Lines).
+// frameSpool is editor and agent frames in order: a recording's, as the
+// driver reads them, or a replay's, as the comparison does (a
+// lane.Lines).
 type frameSpool struct {
 	*spool
 	lanes []lane.Lane // each frame's lane
@@ -177,22 +178,19 @@ func (s spooledExchanges) Head(n int) llmserver.Recorded { return s.heads[n-1] }
 
 func (s spooledExchanges) Load(n int) (*exchange.Exchange, error) { return s.spool.load(n) }
 
-// spooledLines are some lines of a spool of the agent's, as the
-// comparison reads the agent's output (a lane.Lines).
+// spooledLines are some of the frames of a frameSpool, as the comparison
+// reads them (a lane.Lines).
 type spooledLines struct {
-	s     *spool
-	index []int // the lines, by their index in s
+	s     *frameSpool
+	index []int // the frames, by their index in s
 }
 
 func (l spooledLines) Len() int { return len(l.index) }
 
-func (l spooledLines) Line(i int) (lane.Line, error) {
-	line, err := l.s.line(l.index[i])
-	return lane.Line{Lane: lane.Agent, Data: line}, err
-}
+func (l spooledLines) Line(i int) (lane.Line, error) { return l.s.Line(l.index[i]) }
 
-// compared reports whether an agent line takes part in the comparison:
-// blank lines carry nothing, and agents differ in emitting them.
+// compared reports whether a line takes part in the comparison: blank
+// lines carry nothing, and agents differ in emitting them.
 func compared(line []byte) bool { return len(bytes.TrimSpace(line)) > 0 }
 
 // memLines are agent lines in memory, as the comparison reads them (a

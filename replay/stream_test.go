@@ -74,7 +74,7 @@ func TestDiscardBigRecording(t *testing.T) {
 		t.Fatal(err)
 	}
 	size := rec.frames.end
-	frames, agent := rec.frames.Len(), len(rec.agent)
+	frames, agent := rec.frames.Len(), agentCount(t, rec)
 	rec.close()
 	if size < 2<<20 {
 		t.Fatalf("the recording has %d bytes of frames, want a few MiB", size)

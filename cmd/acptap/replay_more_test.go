@@ -151,3 +151,33 @@ func TestReplayNoAgentCommand(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing and %q", code, out, errOut, ExitUsage, want)
 	}
 }
+
+// TestReplaySessions records two sessions whose turns are in flight
+// together, each with a tool call behind a permission request, and
+// replays them: green every time, whatever order the agent's frames of
+// the two sessions come in; and a changed answer in the second session is
+// reported in that session's turn.
+func TestReplaySessions(t *testing.T) {
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	args := []string{"--sessions", "2", "--prompt", "read it", "--prompt", "again", "--",
+		"acptap", "record", "--store", db, "--name", "two", "--",
+		"testagent", "--read", "notes.txt", "--chunk-size", "3", "--chunk-delay", "2ms"}
+	if out, err := runEditor(dir, args...); err != nil {
+		t.Fatalf("recording two sessions: %v\n%s", err, out)
+	}
+	for i := range 5 {
+		out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "two")
+		if code != 0 {
+			t.Fatalf("replay #%d of two sessions: exit %d\n%s%s", i, code, out, errOut)
+		}
+	}
+	out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "two", "--",
+		"testagent", "--read", "notes.txt", "--chunk-size", "3", "--chunk-delay", "2ms", "--plant", "second-session")
+	if code != ExitDiverged {
+		t.Fatalf("replay with the second session's answer changed: exit %d, want %d\n%s%s", code, ExitDiverged, out, errOut)
+	}
+	if want := "in turn 1, agent message of <sessionId:2>"; !strings.Contains(out, want) {
+		t.Errorf("the report does not say %q:\n%s", want, out)
+	}
+}

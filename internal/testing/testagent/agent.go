@@ -378,8 +378,9 @@ type agent struct {
 
 // session is one ACP session.
 type session struct {
-	id  string
-	cwd string
+	id     string
+	cwd    string
+	number int // from 1, in the order of the session/new requests
 
 	mu     sync.Mutex         // guards cancel, promptID and requestCancelled
 	cancel context.CancelFunc // ends the running turn; nil when idle
@@ -549,6 +550,7 @@ func (a *agent) newSession(m *acp.Envelope) {
 	}
 	s := &session{id: "sess_" + randHex(12), cwd: filepath.Clean(p.Cwd)}
 	a.mu.Lock()
+	s.number = len(a.sessions) + 1
 	a.sessions[s.id] = s
 	a.mu.Unlock()
 	a.answerSessionNew(s, func() { a.c.reply(m.ID, map[string]any{"sessionId": s.id}) })

@@ -86,23 +86,25 @@ func parseRaceOrder(s string) (raceOrder, error) {
 type plant uint8
 
 const (
-	plantNone         plant = iota
-	plantSwapChunks         // the answer's first two chunks swapped (scripted mode)
-	plantProgressLast       // a tool call's in_progress update after its completed one
-	plantStatusFailed       // a tool call's final update with status failed instead of completed
+	plantNone          plant = iota
+	plantSwapChunks          // the answer's first two chunks swapped (scripted mode)
+	plantProgressLast        // a tool call's in_progress update after its completed one
+	plantStatusFailed        // a tool call's final update with status failed instead of completed
+	plantSecondSession       // the second session's answers worded otherwise (scripted mode)
 )
 
 var plantNames = map[string]plant{
-	"swap-chunks":   plantSwapChunks,
-	"progress-last": plantProgressLast,
-	"status-failed": plantStatusFailed,
+	"swap-chunks":    plantSwapChunks,
+	"progress-last":  plantProgressLast,
+	"status-failed":  plantStatusFailed,
+	"second-session": plantSecondSession,
 }
 
 func parsePlant(s string) (plant, error) {
 	if p, ok := plantNames[s]; ok {
 		return p, nil
 	}
-	return plantNone, fmt.Errorf("--plant %q: want swap-chunks, progress-last or status-failed", s)
+	return plantNone, fmt.Errorf("--plant %q: want swap-chunks, progress-last, status-failed or second-session", s)
 }
 
 // raceState is a session's state of --concurrent-updates.
@@ -276,4 +278,5 @@ var plantUsage = "behave differently in one way, for tests that a replay catches
 	"swap-chunks (the answer's first two chunks swapped, scripted mode)",
 	"progress-last (a tool call's in_progress update after its completed one)",
 	"status-failed (a tool call's final update says failed)",
+	"second-session (the second session's answers are worded otherwise, scripted mode)",
 }, ", ")

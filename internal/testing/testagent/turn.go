@@ -60,6 +60,9 @@ func (a *agent) scriptedTurn(ctx context.Context, s *session, prompt string) str
 		a.c.send(fmt.Appendf(nil, "testagent log: turn line %d of %d (not JSON-RPC)\n", i+1, a.cfg.junkLines))
 	}
 	text := "You said: " + prompt
+	if a.cfg.plant == plantSecondSession && s.number == 2 {
+		text = "In session 2 you said: " + prompt
+	}
 	if a.cfg.message != nil {
 		text = *a.cfg.message
 	}
