@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -180,4 +181,69 @@ func TestReplaySessions(t *testing.T) {
 	if want := "in turn 1, agent message of <sessionId:2>"; !strings.Contains(out, want) {
 		t.Errorf("the report does not say %q:\n%s", want, out)
 	}
+}
+
+// TestReplayZedSession records what a Zed-like editor sends to an agent
+// with every feature of a real editor session (two sessions at once,
+// modes, models, session/list, terminals, elicitation, vendor methods
+// both ways, session/close and session/load with history) and replays it
+// 20 times green; then each planted change is caught with its own report,
+// and a permission option renamed still passes, by kind.
+func TestReplayZedSession(t *testing.T) {
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	agent := []string{"testagent", "--read", "notes.txt", "--features", "load,modes,models,terminal,elicit,vendor", "--chunk-size", "4", "--chunk-delay", "1ms"}
+	args := append([]string{"--zed", "--prompt", "read it", "--prompt", "again", "--",
+		"acptap", "record", "--store", db, "--name", "zed", "--"}, agent...)
+	if out, err := runEditor(dir, args...); err != nil {
+		t.Fatalf("recording the Zed session: %v\n%s", err, out)
+	}
+	out, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "zed")
+	for _, method := range []string{"session/set_mode", "session/set_model", "session/list", "session/close", "session/load",
+		"terminal/create", "elicitation/create", "_testagent/status", "_testagent/progress"} {
+		if !strings.Contains(out, method) {
+			t.Errorf("show does not list %s:\n%s", method, out)
+		}
+	}
+	for i := range 20 {
+		out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "zed")
+		if code != 0 {
+			t.Fatalf("replay #%d of the Zed session: exit %d\n%s%s", i, code, out, errOut)
+		}
+	}
+	replayWith := func(extra ...string) (string, int) {
+		t.Helper()
+		argv := append([]string{"replay", "--store", db, "zed", "--"}, append(slices.Clone(agent), extra...)...)
+		out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), argv...)
+		return out + errOut, code
+	}
+	if out, code := replayWith("--permission-options", "allow_once=proceed_once,reject_once=deny"); code != 0 {
+		t.Errorf("permission options renamed: exit %d, want 0 (answered by kind)\n%s", code, out)
+	}
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		want  string
+	}{
+		{"a turn of session 2 changed", []string{"--plant", "second-session"}, "agent message of <sessionId:2>"},
+		{"a mode that no longer changes the answer", []string{"--plant", "mode-ignored"}, "[code mode]"},
+		{"a history notification missing", []string{"--plant", "history-drop"}, "in turn 3, agent message"},
+		{"the allow kind removed", []string{"--permission-options", "reject_once=reject"}, "allow_once"},
+	} {
+		out, code := replayWith(tc.extra...)
+		t.Logf("%s: %s", tc.name, firstLine(out))
+		if code != ExitDiverged || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: exit %d, want %d and a report saying %q\n%s", tc.name, code, ExitDiverged, tc.want, out)
+		}
+	}
+}
+
+// firstLine returns the first line of s that says something.
+func firstLine(s string) string {
+	for line := range strings.Lines(s) {
+		if line = strings.TrimSpace(line); line != "" {
+			return line
+		}
+	}
+	return ""
 }

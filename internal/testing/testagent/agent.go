@@ -64,6 +64,7 @@ type config struct {
 	racing            racing        // --racing
 	plant             plant         // --plant
 	secrets           secrets       // --api-key, --header, --query, --echo-env (see secrets.go)
+	features          features      // --features (see sessions.go)
 }
 
 const usage = `usage: testagent [flags]
@@ -120,6 +121,10 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	cfg.racing = racing{commands: true, tool: true, usage: true}
 	fs.Func("racing", "with --concurrent-updates, which updates race: a comma-separated `LIST` of commands, tool and usage (default all three; the others are sent early)", func(v string) (err error) {
 		cfg.racing, err = parseRacing(v)
+		return err
+	})
+	fs.Func("features", featuresUsage, func(v string) (err error) {
+		cfg.features, err = parseFeatures(v)
 		return err
 	})
 	fs.Func("plant", plantUsage, func(v string) (err error) {
@@ -379,8 +384,16 @@ type agent struct {
 // session is one ACP session.
 type session struct {
 	id     string
-	cwd    string
 	number int // from 1, in the order of the session/new requests
+
+	// Under --features (see sessions.go), s.mu guards these too: cwd
+	// (which session/load may change), the session's mode and model,
+	// whether it is closed, and its past exchanges, for session/load.
+	cwd    string
+	mode   string
+	model  string
+	closed bool
+	past   []exchange
 
 	mu     sync.Mutex         // guards cancel, promptID and requestCancelled
 	cancel context.CancelFunc // ends the running turn; nil when idle
@@ -480,6 +493,10 @@ func (a *agent) dispatch(m *acp.Envelope) {
 		a.cancelRequest(m)
 	case "authenticate":
 		a.authenticate(m)
+	case "session/load", "session/resume", "session/list", "session/close", "session/set_mode", "session/set_model":
+		if !a.sessionMethod(m) && m.ID != nil {
+			a.c.replyError(m.ID, acp.CodeMethodNotFound, "method not found: %s", m.Method)
+		}
 	default:
 		if m.ID != nil {
 			a.c.replyError(m.ID, acp.CodeMethodNotFound, "method not found: %s", m.Method)
@@ -527,6 +544,7 @@ func (a *agent) initialize(m *acp.Envelope) {
 		},
 		"authMethods": []any{},
 	}
+	a.cfg.features.capabilities(res["agentCapabilities"].(map[string]any))
 	if meta := a.echoMeta(); meta != nil {
 		res["_meta"] = meta
 	}
@@ -548,12 +566,13 @@ func (a *agent) newSession(m *acp.Envelope) {
 		a.c.replyError(m.ID, acp.CodeInvalidParams, "invalid params for session/new: cwd %q is not an absolute path", p.Cwd)
 		return
 	}
-	s := &session{id: "sess_" + randHex(12), cwd: filepath.Clean(p.Cwd)}
+	s := &session{id: "sess_" + randHex(12), cwd: filepath.Clean(p.Cwd), mode: sessionModes[0]["id"], model: sessionModels[0]["modelId"]}
 	a.mu.Lock()
 	s.number = len(a.sessions) + 1
 	a.sessions[s.id] = s
 	a.mu.Unlock()
-	a.answerSessionNew(s, func() { a.c.reply(m.ID, map[string]any{"sessionId": s.id}) })
+	answer := a.sessionState(s, map[string]any{"sessionId": s.id})
+	a.answerSessionNew(s, func() { a.c.reply(m.ID, answer) })
 }
 
 func (a *agent) session(id string) *session {
@@ -608,6 +627,13 @@ func (a *agent) prompt(m *acp.Envelope) {
 	// session/cancel read right after the prompt finds it.
 	ctx, cancel := context.WithCancel(a.ctx)
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel()
+		a.turns.Done()
+		a.c.replyError(m.ID, acp.CodeInvalidRequest, "session %s is closed", s.id)
+		return
+	}
 	busy := s.cancel != nil
 	if !busy {
 		s.cancel, s.promptID, s.requestCancelled = cancel, acp.IDKey(m.ID), false

@@ -91,6 +91,8 @@ const (
 	plantProgressLast        // a tool call's in_progress update after its completed one
 	plantStatusFailed        // a tool call's final update with status failed instead of completed
 	plantSecondSession       // the second session's answers worded otherwise (scripted mode)
+	plantHistoryDrop         // session/load's history lacks the last answer
+	plantModeIgnored         // the session's mode does not change the answer or the prompt
 )
 
 var plantNames = map[string]plant{
@@ -98,13 +100,15 @@ var plantNames = map[string]plant{
 	"progress-last":  plantProgressLast,
 	"status-failed":  plantStatusFailed,
 	"second-session": plantSecondSession,
+	"history-drop":   plantHistoryDrop,
+	"mode-ignored":   plantModeIgnored,
 }
 
 func parsePlant(s string) (plant, error) {
 	if p, ok := plantNames[s]; ok {
 		return p, nil
 	}
-	return plantNone, fmt.Errorf("--plant %q: want swap-chunks, progress-last, status-failed or second-session", s)
+	return plantNone, fmt.Errorf("--plant %q: want swap-chunks, progress-last, status-failed, second-session, history-drop or mode-ignored", s)
 }
 
 // raceState is a session's state of --concurrent-updates.
@@ -279,4 +283,6 @@ var plantUsage = "behave differently in one way, for tests that a replay catches
 	"progress-last (a tool call's in_progress update after its completed one)",
 	"status-failed (a tool call's final update says failed)",
 	"second-session (the second session's answers are worded otherwise, scripted mode)",
+	"history-drop (session/load's history lacks the last answer)",
+	"mode-ignored (the session's mode changes nothing)",
 }, ", ")

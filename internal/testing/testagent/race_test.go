@@ -128,7 +128,7 @@ func TestRaceUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--concurrent-updates", "sometimes"}, `--concurrent-updates "sometimes": want timed, late or early`},
-		{[]string{"--plant", "bug"}, `--plant "bug": want swap-chunks, progress-last, status-failed or second-session`},
+		{[]string{"--plant", "bug"}, `--plant "bug": want swap-chunks, progress-last, status-failed, second-session, history-drop or mode-ignored`},
 		{[]string{"--racing", "tool,plan"}, `--racing "tool,plan": want a comma-separated list of commands, tool and usage`},
 	} {
 		var stdout, stderr bytes.Buffer

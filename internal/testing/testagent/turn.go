@@ -55,6 +55,13 @@ func (a *agent) scriptedTurn(ctx context.Context, s *session, prompt string) str
 			return stopCancelled
 		}
 	}
+	rounds, err := a.featureRounds(ctx, s)
+	if errors.Is(err, errCancelled) {
+		return stopCancelled
+	}
+	if err != nil {
+		rounds = "error: " + err.Error() + "\n"
+	}
 	for i := range a.cfg.junkLines {
 		// Log lines on stdout, as some agents print them mid-session.
 		a.c.send(fmt.Appendf(nil, "testagent log: turn line %d of %d (not JSON-RPC)\n", i+1, a.cfg.junkLines))
@@ -66,6 +73,12 @@ func (a *agent) scriptedTurn(ctx context.Context, s *session, prompt string) str
 	if a.cfg.message != nil {
 		text = *a.cfg.message
 	}
+	text = rounds + a.modeWords(s) + text
+	defer func() {
+		s.mu.Lock()
+		s.past = append(s.past, exchange{prompt: prompt, said: text})
+		s.mu.Unlock()
+	}()
 	for i, chunk := range a.answerChunks(chunks(text, a.cfg.chunkSize)) {
 		if i > 0 && a.cfg.chunkDelay > 0 && !sleep(ctx, a.cfg.chunkDelay) {
 			return stopCancelled

@@ -78,6 +78,18 @@ type Options struct {
 	// StringIDs makes the editor's request ids UUID strings instead of
 	// numbers counting from 0.
 	StringIDs bool
+	// Zed makes the editor behave as Zed 1.x does: UUID string ids;
+	// terminal and elicitation capabilities, whose requests it serves
+	// (commands run in the session's cwd; every form field filled in);
+	// Sessions sessions (at least 2) opened with concurrent session/new
+	// requests; in each, session/set_mode to the second mode and
+	// session/set_model to the second model when the agent offers them;
+	// session/list when the agent advertises it; every prompt to every
+	// session at once, as Sessions does; then, when the agent can load
+	// (else resume) sessions, the first session closed (when it
+	// advertises session/close), loaded again with its history, and
+	// prompted once more. It does not combine with the cancel options.
+	Zed bool
 	// ExitWait is how long to wait for the agent to exit once its stdin is
 	// closed before sending SIGTERM; zero means DefaultExitWait.
 	ExitWait time.Duration
@@ -196,6 +208,9 @@ func Run(ctx context.Context, opts Options) (*Transcript, error) {
 		termWait = exitWait
 	}
 
+	if opts.Zed {
+		opts.StringIDs = true
+	}
 	e := &editor{opts: opts, tr: tr}
 	if err := e.start(); err != nil {
 		return tr, err
@@ -210,6 +225,7 @@ func Run(ctx context.Context, opts Options) (*Transcript, error) {
 		err = fmt.Errorf("gave up waiting for %s: %w", waiting, context.Cause(ctx))
 	}
 	e.shutdown(exitWait, termWait)
+	e.releaseTerminals()
 	if errors.Is(err, errOutputClosed) {
 		if tr.Signal == "" {
 			err = fmt.Errorf("the agent exited with status %d while the editor waited for %s", tr.ExitCode, waiting)
@@ -243,6 +259,7 @@ type editor struct {
 	// turnOf is, with Options.Sessions, each session's running turn (its
 	// index in tr.Turns), by sessionId.
 	turnOf map[string]int
+	terms  terminals // the agent's terminals, in Zed mode
 }
 
 func (e *editor) start() error {
@@ -303,13 +320,18 @@ func (e *editor) converse(ctx context.Context, cwd string, prompts []string) err
 		"protocolVersion": 1,
 		"clientCapabilities": map[string]any{
 			"fs":       map[string]any{"readTextFile": true, "writeTextFile": true},
-			"terminal": false,
+			"terminal": e.opts.Zed,
 		},
+	}
+	if e.opts.Zed {
+		init["clientCapabilities"].(map[string]any)["elicitation"] = map[string]any{"form": map[string]any{}}
+		init["clientInfo"] = map[string]any{"name": "zed", "version": "1.0.0"}
 	}
 	if e.opts.InitializeMeta != nil {
 		init["_meta"] = e.opts.InitializeMeta
 	}
-	err := e.call(ctx, "initialize", "the initialize response", init, &struct{}{})
+	var caps agentCaps
+	err := e.call(ctx, "initialize", "the initialize response", init, &caps)
 	if err != nil {
 		return err
 	}
@@ -319,6 +341,9 @@ func (e *editor) converse(ctx context.Context, cwd string, prompts []string) err
 		}
 	}
 
+	if e.opts.Zed {
+		return e.converseZed(ctx, cwd, prompts, caps)
+	}
 	if e.opts.Sessions > 1 {
 		return e.converseSessions(ctx, cwd, prompts)
 	}
@@ -388,6 +413,13 @@ func (e *editor) converseSessions(ctx context.Context, cwd string, prompts []str
 		ids[k] = sess.SessionID
 	}
 	e.tr.SessionID = ids[0]
+	return e.promptAll(ctx, ids, prompts)
+}
+
+// promptAll sends each prompt to every session of ids at once, and waits
+// for all their answers before the next prompt.
+func (e *editor) promptAll(ctx context.Context, ids []string, prompts []string) error {
+	n := len(ids)
 	e.turnOf = make(map[string]int, n)
 	for i, p := range prompts {
 		turns := make([]request, n)
@@ -661,6 +693,14 @@ func (e *editor) serve(m *acp.Envelope) (any, *acp.ResponseError) {
 		return readTextFile(m)
 	case "fs/write_text_file":
 		return writeTextFile(m)
+	case "terminal/create", "terminal/output", "terminal/wait_for_exit", "terminal/release", "terminal/kill":
+		if e.opts.Zed {
+			return e.serveTerminal(m)
+		}
+	case "elicitation/create":
+		if e.opts.Zed {
+			return elicit(m)
+		}
 	}
 	return nil, &acp.ResponseError{Code: acp.CodeMethodNotFound, Message: "method not found: " + m.Method}
 }

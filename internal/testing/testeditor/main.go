@@ -116,6 +116,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 	exitWait := fs.Duration("exit-wait", DefaultExitWait, "how long to wait for the agent to exit after closing its stdin")
 	termWait := fs.Duration("term-wait", 0, "how long to wait for the agent to exit after SIGTERM (default: --exit-wait)")
 	stringIDs := fs.Bool("string-ids", false, "use UUID strings as request ids")
+	zed := fs.Bool("zed", false, "behave as Zed 1.x: UUID ids, two sessions at once, modes, models, session/list, terminals, elicitation, then session/close and session/load of the first session")
 	transcript := fs.String("transcript", "", "write the transcript to `FILE` as NDJSON")
 	initMeta := fs.String("initialize-meta", "", "send `JSON` as initialize's _meta")
 	authenticate := fs.String("authenticate", "", "send an authenticate request with `JSON` as its params after initialize")
@@ -129,8 +130,8 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 		fmt.Fprintln(stderr, "testeditor: no agent command; usage: testeditor [flags] -- AGENT [ARGS...]")
 		return nil, 2
 	}
-	if *sessions > 1 && (*cancelAfter > 0 || *cancelAfterText > 0) {
-		fmt.Fprintln(stderr, "testeditor: --sessions does not combine with --cancel-after or --cancel-after-text")
+	if (*sessions > 1 || *zed) && (*cancelAfter > 0 || *cancelAfterText > 0) {
+		fmt.Fprintln(stderr, "testeditor: --sessions and --zed do not combine with --cancel-after or --cancel-after-text")
 		return nil, 2
 	}
 	if *cancelAfter < 0 || *cancelAfterText < 0 || *timeout < 0 || *exitWait < 0 || *termWait < 0 {
@@ -163,6 +164,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 			CancelRequest:   *cancelRequest,
 			Sessions:        *sessions,
 			StringIDs:       *stringIDs,
+			Zed:             *zed,
 			ExitWait:        *exitWait,
 			TermWait:        *termWait,
 			InitializeMeta:  rawJSON[0],

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -446,7 +447,73 @@ func TestMainSessions(t *testing.T) {
 	if strings.Join(order, " ") != "new new answer answer" {
 		t.Errorf("session/new requests and answers in the order %v, want both requests first", order)
 	}
-	if code, _, stderr := runMain(t, "", "--sessions", "2", "--cancel-after", "1", "--", self(t)); code != 2 || !strings.Contains(stderr, "--sessions does not combine") {
+	if code, _, stderr := runMain(t, "", "--sessions", "2", "--cancel-after", "1", "--", self(t)); code != 2 || !strings.Contains(stderr, "do not combine with --cancel-after") {
 		t.Errorf("--sessions with --cancel-after: exit %d, stderr %q; want 2 and why", code, stderr)
+	}
+}
+
+// TestMainZed: --zed against an agent with every feature of a real editor
+// session: UUID ids, two sessions at once, set_mode and set_model,
+// session/list, a terminal round and an elicitation in each turn, an
+// unknown agent request answered method-not-found, then session/close,
+// session/load with the history, and one more prompt.
+func TestMainZed(t *testing.T) {
+	asAgent(t)
+	dir := t.TempDir()
+	transcript := filepath.Join(t.TempDir(), "transcript.ndjson")
+	code, stdout, stderr := runMain(t, "", "--zed", "--prompt", "one", "--cwd", dir, "--transcript", transcript,
+		"--", self(t), "--features", "load,modes,models,terminal,elicit,vendor")
+	if code != 0 {
+		t.Fatalf("Main = %d, want 0; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"status: error -32601; elicitation: accept hello from the editor; terminal: terminal round\n[code mode] You said: one (session 1)",
+		"[code mode] You said: one (session 2)",
+		"[code mode] You said: and once more (session 1)",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	b, err := os.ReadFile(transcript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var methods []string
+	history := 0
+	for line := range strings.Lines(string(b)) {
+		var m struct {
+			Dir string `json:"dir"`
+			Msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+				Params struct {
+					Update struct {
+						SessionUpdate string `json:"sessionUpdate"`
+					} `json:"update"`
+				} `json:"params"`
+			} `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &m) != nil || m.Msg.Method == "" {
+			continue
+		}
+		if m.Dir == "send" && !strings.HasPrefix(string(m.Msg.ID), `"`) {
+			t.Errorf("the editor's %s has id %s, want a UUID string", m.Msg.Method, m.Msg.ID)
+		}
+		if m.Msg.Params.Update.SessionUpdate == "user_message_chunk" {
+			history++
+		}
+		if !slices.Contains(methods, m.Msg.Method) {
+			methods = append(methods, m.Msg.Method)
+		}
+	}
+	for _, want := range []string{"session/set_mode", "session/set_model", "session/list", "_testagent/status", "_testagent/progress",
+		"elicitation/create", "terminal/create", "terminal/wait_for_exit", "terminal/output", "terminal/release", "session/close", "session/load"} {
+		if !slices.Contains(methods, want) {
+			t.Errorf("no %s in the session; methods: %v", want, methods)
+		}
+	}
+	if history != 1 {
+		t.Errorf("session/load replayed %d user messages, want the 1 of the first session", history)
 	}
 }
