@@ -158,3 +158,33 @@ func (n *Normalizer) body(b []byte, r *Requests) any {
 	}
 	return n.str(strings.ToValidUTF8(string(b), "\uFFFD"), fromWire)
 }
+
+// Conversation returns the conversation of a request normalized by
+// Request: its system prompt, when the request has one apart from its
+// messages (system, systemInstruction, instructions), then each of its
+// messages (messages for Chat Completions and Anthropic, input for
+// Responses, contents for Gemini), in order, each as canonical JSON; nil
+// if the request has none of these. Two requests of one conversation
+// share what came before: a request continues the conversation of an
+// earlier one if the earlier one's conversation is a prefix of its own.
+func Conversation(request any) []string {
+	req, _ := request.(map[string]any)
+	body, _ := req["body"].(map[string]any)
+	var out []string
+	for _, key := range []string{"system", "systemInstruction", "instructions"} {
+		if v, ok := body[key]; ok && v != nil {
+			out = append(out, string(encode(v)))
+		}
+	}
+	for _, key := range []string{"messages", "input", "contents"} {
+		switch v := body[key].(type) {
+		case []any:
+			for _, m := range v {
+				out = append(out, string(encode(m)))
+			}
+		case string:
+			out = append(out, string(encode(v)))
+		}
+	}
+	return out
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -245,5 +246,35 @@ func TestRequestQueryValues(t *testing.T) {
 	}
 	if c := url(New(Options{}), "https://registry.test/pkg?name=right-pad&ts=1718000000000"); c == url(New(Options{}), "https://registry.test/pkg?name=left-pad&ts=1718000000000") {
 		t.Errorf("a different name normalizes alike: %q", c)
+	}
+}
+
+// TestConversation checks that Conversation lists a request's system
+// prompt and messages in each wire format, and that two turns of one
+// conversation share the earlier turn's messages as a prefix.
+func TestConversation(t *testing.T) {
+	req := func(body string) any {
+		return New(Options{Cwd: []string{"/w"}}).Request("POST", "/v1/x", nil, []byte(body))
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       int
+	}{
+		{"chat", `{"model":"m","messages":[{"role":"system","content":"in /w"},{"role":"user","content":"hi"}]}`, 2},
+		{"anthropic", `{"model":"m","system":"s","messages":[{"role":"user","content":"hi"}]}`, 2},
+		{"responses", `{"model":"m","instructions":"s","input":[{"role":"user","content":"hi"},{"type":"function_call_output","output":"x"}]}`, 3},
+		{"responses, text input", `{"model":"m","input":"hi"}`, 1},
+		{"gemini", `{"systemInstruction":{"parts":[{"text":"s"}]},"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, 2},
+		{"no conversation", `{"model":"m"}`, 0},
+		{"not JSON", `hello`, 0},
+	} {
+		if got := Conversation(req(tc.body)); len(got) != tc.want {
+			t.Errorf("%s: %d parts %q, want %d", tc.name, len(got), got, tc.want)
+		}
+	}
+	first := Conversation(req(`{"messages":[{"role":"system","content":"in /w"},{"role":"user","content":"hi"}]}`))
+	next := Conversation(req(`{"messages":[{"role":"system","content":"in /w"},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"more"}]}`))
+	if len(next) != 4 || !slices.Equal(next[:2], first) || !strings.Contains(first[0], "<cwd>") {
+		t.Errorf("the second turn %q does not continue the first %q, normalized", next, first)
 	}
 }

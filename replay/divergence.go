@@ -40,6 +40,10 @@ const (
 	// HTTPUnrequested: a recorded http exchange was never requested.
 	// Nothing, and a divergence under Options.StrictHTTP.
 	HTTPUnrequested
+	// RequestAmbiguous: with several sessions, an LLM request continued
+	// two recorded conversations alike, and the replay could not tell
+	// which exchange answers it (see llmserver's Matching).
+	RequestAmbiguous
 )
 
 var kindNames = [...]string{
@@ -50,6 +54,7 @@ var kindNames = [...]string{
 	RequestDrift:        "request-drift",
 	HTTPUnanswered:      "http-unanswered",
 	HTTPUnrequested:     "http-unrequested",
+	RequestAmbiguous:    "request-ambiguous",
 }
 
 // String returns the kind's name, such as "output-differs", a word a
@@ -292,6 +297,12 @@ func exchangeUnrequested(r llmserver.Recorded) Divergence {
 		Kind: ExchangeUnrequested, Lane: store.LaneLLM, Exchange: r.Number,
 		Message: fmt.Sprintf("llm #%d (%s %s) was recorded but never requested", r.Number, x.Method, redact.New(nil).URL(x.URL)),
 	}
+}
+
+// requestAmbiguous is the divergence of a request that continued two
+// recorded conversations alike.
+func requestAmbiguous(a llmserver.Ambiguity) Divergence {
+	return Divergence{Kind: RequestAmbiguous, Lane: store.LaneLLM, Exchange: a.Numbers[0], Message: a.String()}
 }
 
 // requestDrift is the divergence, or the warning, of an LLM request that

@@ -39,7 +39,8 @@ type verdict struct {
 	// divergences are, in this order: the agent's output
 	// (OutputDiffers), the editor side's errors, the LLM requests the
 	// recording could not answer, the recorded exchanges never
-	// requested, and request drift under RequestsFail.
+	// requested, the requests that continued two recorded conversations
+	// alike, and request drift under RequestsFail.
 	divergences []Divergence
 	// warnings are request drift under RequestsWarn.
 	warnings []Divergence
@@ -73,6 +74,9 @@ func judge(ev evidence) (verdict, error) {
 	}
 	for _, u := range ev.llm.Unrequested {
 		v.divergences = append(v.divergences, exchangeUnrequested(u))
+	}
+	for _, a := range ev.llm.Ambiguous {
+		v.divergences = append(v.divergences, requestAmbiguous(a))
 	}
 	for _, d := range ev.llm.Drift {
 		if ev.requests == RequestsFail {

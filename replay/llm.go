@@ -51,6 +51,12 @@ func normalizersOf(o normalize.Options) normalizers {
 // Normalizer, so each of two things compared gets its own.
 func (n normalizers) new() *normalize.Normalizer { return normalize.New(n.opts) }
 
+// conversation is an llmserver.Options.Conversation: the conversation of
+// a request, normalized.
+func (n normalizers) conversation(x *exchange.Exchange) []string {
+	return normalize.Conversation(n.reqs.Request(x.Method, x.URL, x.RequestHeaders, x.RequestBody))
+}
+
 // compareRequests is an llmserver.Options.Compare: the first difference of
 // the two requests, normalized, and the number of the others.
 func (n normalizers) compareRequests(_ int, recorded, live *exchange.Exchange) (llmserver.Drift, bool) {
@@ -126,9 +132,11 @@ type llmSide struct {
 // startLLM starts the LLM side of a replay of rec for the agent command
 // argv and the sandbox's environment env. compare, if not nil, compares
 // each request with its recorded twin (see llmserver.Options.Compare);
-// httpKey, if not nil, keys the http exchanges (llmserver.Options.HTTPKey).
+// httpKey, if not nil, keys the http exchanges (llmserver.Options.HTTPKey);
+// conversation, if not nil, matches requests by the conversation they
+// continue (llmserver.Options.Conversation).
 // The caller closes it.
-func startLLM(rec *recording, argv, env []string, opts *Options, compare func(number int, recorded, live *exchange.Exchange) (llmserver.Drift, bool), httpKey func(method, rawURL string) string) (*llmSide, error) {
+func startLLM(rec *recording, argv, env []string, opts *Options, compare func(number int, recorded, live *exchange.Exchange) (llmserver.Drift, bool), httpKey func(method, rawURL string) string, conversation func(*exchange.Exchange) []string) (*llmSide, error) {
 	secret := proxy.NewSecret()
 	// The agent's variables that look secret are replay's dummies, which
 	// the recording has masked by name as it masked the real keys: the
@@ -137,12 +145,22 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(nu
 	if compare != nil {
 		compare = maskingSecret(compare, secrets)
 	}
+	if conversation != nil {
+		unmasked := conversation
+		conversation = func(x *exchange.Exchange) []string {
+			masked := *x
+			masked.Chunks = slices.Clone(x.Chunks)
+			secrets.Exchange(&masked)
+			return unmasked(&masked)
+		}
+	}
 	server, err := llmserver.New(llmserver.Options{
-		Exchanges: rec.recorded(),
-		Speed:     opts.Speed,
-		Faults:    opts.Faults,
-		Compare:   compare,
-		HTTPKey:   httpKey,
+		Exchanges:    rec.recorded(),
+		Speed:        opts.Speed,
+		Faults:       opts.Faults,
+		Compare:      compare,
+		HTTPKey:      httpKey,
+		Conversation: conversation,
 	})
 	if err != nil {
 		return nil, err

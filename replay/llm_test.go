@@ -63,7 +63,7 @@ func TestStartLLMBaseURL(t *testing.T) {
 		return llmserver.Drift{}, false
 	}
 	opts := &Options{CA: testCA(t)}
-	llm, err := startLLM(rec, []string{"agent", "--base=${OPENAI_BASE_URL}", "${OTHER}"}, []string{"HOME=/sb/home", "A=1"}, opts, compare, nil)
+	llm, err := startLLM(rec, []string{"agent", "--base=${OPENAI_BASE_URL}", "${OTHER}"}, []string{"HOME=/sb/home", "A=1"}, opts, compare, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestStartLLMBaseURL(t *testing.T) {
 
 func TestStartLLMProxyEnv(t *testing.T) {
 	rec, _ := chatRecording(t, true)
-	llm, err := startLLM(rec, []string{"agent"}, []string{"HOME=/sb/home", "HTTPS_PROXY=http://elsewhere:1"}, &Options{CA: testCA(t)}, nil, nil)
+	llm, err := startLLM(rec, []string{"agent"}, []string{"HOME=/sb/home", "HTTPS_PROXY=http://elsewhere:1"}, &Options{CA: testCA(t)}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestStartLLMProxyEnv(t *testing.T) {
 // another process's, which lack it, without consuming the recording.
 func TestStartLLMOnlyTheAgent(t *testing.T) {
 	rec, stream := chatRecording(t, true)
-	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t)}, nil, nil)
+	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t)}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestStartLLMLoopback(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec, _ := chatRecording(t, true)
 			rec.meta.LoopbackDirect = tt.loopbackDirect
-			llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Loopback: tt.mode}, nil, nil)
+			llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Loopback: tt.mode}, nil, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +233,7 @@ func TestStartLLMFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{1: fault}}, nil, nil)
+	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{1: fault}}, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestStartLLMFaults(t *testing.T) {
 	}
 
 	// A fault for an exchange the recording does not have.
-	if llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{2: fault}}, nil, nil); !errors.Is(err, llmserver.ErrInvalidOptions) {
+	if llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t), Faults: map[int]llmserver.Fault{2: fault}}, nil, nil, nil); !errors.Is(err, llmserver.ErrInvalidOptions) {
 		if err == nil {
 			llm.close()
 		}

@@ -29,8 +29,9 @@ type recording struct {
 	// the editor's, which say what the agent's answer.
 	frames   *frameSpool
 	compared []int
-	editors int      // how many of frames are the editor's
-	cwds    []string // the cwds of the editor's session/new and session/load requests
+	editors  int      // how many of frames are the editor's
+	cwds     []string // the cwds of the editor's session/new, session/load and session/resume requests
+	sessions int      // how many sessions the editor made, loaded or resumed
 	// exchanges are the complete LLM exchanges, in recorded order: their
 	// heads, whose whole exchanges llm has, or, for a recording made up
 	// by a test, with llm nil, the whole exchanges.
@@ -76,7 +77,7 @@ func load(st *store.Store, name string) (*recording, error) {
 				l = lane.Agent
 			} else {
 				rec.editors++
-				rec.cwds = addSessionCwd(rec.cwds, data)
+				rec.addSession(data)
 			}
 			rec.frames.add(l, data)
 		case store.LaneLLM:
@@ -183,20 +184,40 @@ func (rec *recording) startError(argv []string, override bool, err error) error 
 	return nf
 }
 
-// addSessionCwd adds to cwds the cwd of an editor frame that is a
-// session/new (or session/load) request, if it is absolute and new.
-func addSessionCwd(cwds []string, frame []byte) []string {
+// addSession takes an editor frame: a session/new, session/load or
+// session/resume request counts a session, and its cwd is added to
+// rec.cwds.
+func (rec *recording) addSession(frame []byte) {
+	if sessionRequest(frame) != nil {
+		rec.sessions++
+		rec.cwds = addSessionCwd(rec.cwds, frame)
+	}
+}
+
+// sessionRequest returns the params of an editor frame that is a
+// session/new, session/load or session/resume request, nil for another.
+func sessionRequest(frame []byte) json.RawMessage {
 	if !bytes.Contains(frame, []byte(`"session/`)) {
-		return cwds // not worth decoding
+		return nil // not worth decoding
 	}
 	m := acp.Parse(frame)
-	if m.Kind != acp.Request || (m.Method != "session/new" && m.Method != "session/load") {
-		return cwds
+	if m.Kind != acp.Request || (m.Method != "session/new" && m.Method != "session/load" && m.Method != "session/resume") {
+		return nil
 	}
+	if m.Params == nil {
+		return json.RawMessage("null")
+	}
+	return m.Params
+}
+
+// addSessionCwd adds to cwds the cwd of an editor frame that is a
+// session/new, session/load or session/resume request, if it is absolute
+// and new.
+func addSessionCwd(cwds []string, frame []byte) []string {
 	var p struct {
 		Cwd string `json:"cwd"`
 	}
-	if json.Unmarshal(m.Params, &p) == nil && filepath.IsAbs(p.Cwd) && !slices.Contains(cwds, p.Cwd) {
+	if params := sessionRequest(frame); params != nil && json.Unmarshal(params, &p) == nil && filepath.IsAbs(p.Cwd) && !slices.Contains(cwds, p.Cwd) {
 		cwds = append(cwds, p.Cwd)
 	}
 	return cwds

@@ -225,7 +225,13 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		kept = newRequestLog(norms, opts.Requests != RequestsIgnore)
 		compare = kept.compare
 	}
-	llm, err := startLLM(rec, argv, sb.env, &opts, compare, norms.httpKey)
+	// Several sessions may call one model at once: their requests are
+	// matched by the conversation they continue.
+	var conversation func(*exchange.Exchange) []string
+	if rec.sessions > 1 {
+		conversation = norms.conversation
+	}
+	llm, err := startLLM(rec, argv, sb.env, &opts, compare, norms.httpKey, conversation)
 	if err != nil {
 		return nil, err
 	}

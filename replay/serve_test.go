@@ -91,7 +91,7 @@ func TestServeTimeFailure(t *testing.T) {
 		}
 		defer rec.close()
 		breakIt(rec.llm)
-		llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t)}, nil, nil)
+		llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t)}, nil, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func TestRequestLogLoaded(t *testing.T) {
 	}
 	defer rec.close()
 	kept := newRequestLog(normalizersOf(normalize.Options{}), true)
-	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t)}, kept.compare, nil)
+	llm, err := startLLM(rec, []string{"agent"}, nil, &Options{CA: testCA(t)}, kept.compare, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

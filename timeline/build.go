@@ -53,8 +53,9 @@ func info(r store.Recording) []string {
 
 // builder turns store events into rows.
 type builder struct {
-	events []Event
-	number int // complete LLM exchanges so far
+	events   []Event
+	number   int          // complete LLM exchanges so far
+	sessions acp.Sessions // the session of each row
 }
 
 func newBuilder() *builder {
@@ -64,10 +65,16 @@ func newBuilder() *builder {
 // add is a store.Lines callback.
 func (b *builder) add(e store.Event) error {
 	if e.Lane == store.LaneLLM {
-		b.events = append(b.events, b.exchangeEvent(e))
+		ev := b.exchangeEvent(e)
+		_, ev.Session = b.sessions.Prompting()
+		b.events = append(b.events, ev)
 		return nil
 	}
-	b.events = append(b.events, lineEvent(e.Seq, e.Offset, e.Lane, e.Data))
+	ev := lineEvent(e.Seq, e.Offset, e.Lane, e.Data)
+	if e.Lane == store.LaneEditor || e.Lane == store.LaneAgent {
+		_, ev.Session = b.sessions.Of(e.Lane == store.LaneEditor, acp.Parse(e.Data))
+	}
+	b.events = append(b.events, ev)
 	return nil
 }
 

@@ -34,6 +34,9 @@ type Page struct {
 	// Timed says whether Events have times (a replay's rows have only
 	// their order).
 	Timed bool `json:"timed,omitempty"`
+	// Sessions is how many ACP sessions Events have (their greatest
+	// Event.Session).
+	Sessions int `json:"sessions,omitempty"`
 	// Turns, Tools and Groups are the causal structure of Events.
 	Turns  []Turn  `json:"turns,omitempty"`
 	Tools  []Tool  `json:"tools,omitempty"`
@@ -71,6 +74,12 @@ type Event struct {
 	// Turn is the prompt turn the event belongs to, from 1; 0 outside a
 	// turn.
 	Turn int `json:"turn,omitempty"`
+	// Session is the number of the ACP session the event belongs to, from
+	// 1 in the order the sessions were first named (acp.Sessions): of a
+	// line, the session it names or answers for; of an LLM exchange, the
+	// session whose prompt turn was the one in flight, if only one was.
+	// 0 for none.
+	Session int `json:"session,omitempty"`
 	// Pair is the index in Events, plus 1, of the request a response
 	// answers or the response a request got; 0 if none.
 	Pair int `json:"pair,omitempty"`

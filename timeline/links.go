@@ -14,6 +14,9 @@ func (b *builder) finish(p *Page) {
 	if p.Events == nil {
 		p.Events = []Event{}
 	}
+	for _, e := range p.Events {
+		p.Sessions = max(p.Sessions, e.Session)
+	}
 	l := &linker{page: p, tools: map[toolKey]int{}, terminals: map[string]int{}}
 	l.pairs()
 	l.turns()

@@ -79,7 +79,7 @@
   }
 
   // ---- the sequence view
-  var state = {lanes: {editor: true, agent: true, llm: true, stderr: true}, kind: 'all', text: '', open: {}, sel: -1, rel: {}};
+  var state = {lanes: {editor: true, agent: true, llm: true, stderr: true}, kind: 'all', text: '', open: {}, sel: -1, rel: {}, session: 0};
   var rows = [];
   var list, spacer, detail, countEl;
   var hay = null; // lower-cased text of each event, made on the first text filter
@@ -100,6 +100,13 @@
     var sel = h('select', {id: 'kind'}, kinds.map(function (k) { return '<option value="' + esc(k[0]) + '">' + esc(k[1]) + '</option>'; }).join(''));
     sel.onchange = function () { state.kind = sel.value; refilter(); };
     bar.appendChild(sel);
+    if (D.sessions > 1) {
+      var sessions = [['0', 'every session']];
+      for (var n = 1; n <= D.sessions; n++) sessions.push([String(n), 'session ' + n]);
+      var ss = h('select', {id: 'session'}, sessions.map(function (k) { return '<option value="' + k[0] + '">' + k[1] + '</option>'; }).join(''));
+      ss.onchange = function () { state.session = +ss.value; refilter(); };
+      bar.appendChild(ss);
+    }
     var q = h('input', {type: 'search', id: 'filter', placeholder: 'filter text'});
     var timer = 0;
     // Typing waits for a pause; clearing the filter is at once.
@@ -116,7 +123,7 @@
 
     var split = root.appendChild(h('div', {class: 'split'}));
     var seq = split.appendChild(h('div', {class: 'seq'}));
-    seq.appendChild(h('div', {class: 'cols'}, '<span>seq</span><span>' + (D.timed ? 'time' : 'step') + '</span><span>turn</span>' +
+    seq.appendChild(h('div', {class: 'cols'}, '<span>seq</span><span>' + (D.timed ? 'time' : 'step') + '</span><span>' + (D.sessions > 1 ? 'session' : 'turn') + '</span>' +
       LANES.map(function (l) { return '<span class="l-' + l + '">' + laneLabel(l) + '</span>'; }).join('')));
     list = seq.appendChild(h('div', {id: 'list'}));
     spacer = list.appendChild(h('div', {id: 'spacer'}));
@@ -137,6 +144,7 @@
   function matches(i) {
     var e = E[i];
     if (!state.lanes[e.lane]) return false;
+    if (state.session && e.session !== state.session) return false;
     var k = state.kind;
     if (k === 'err' ? !e.err : k.indexOf('update:') === 0 ? e.update !== k.slice(7) : k !== 'all' && e.kind !== k) return false;
     if (state.text) {
@@ -186,7 +194,7 @@
     // edge: a sequence view, with nothing cut at a column's width.
     var cells = '<span class="c" style="grid-column:' + (4 + LANES.indexOf(e.lane)) + '/-1">' + cellHTML(row, e) + '</span>';
     return '<div class="' + cls + '" data-r="' + r + '" data-i="' + row.i + '" data-lane="' + e.lane + '" style="top:' + r * H + 'px">' +
-      '<span class="n">' + e.seq + '</span><span class="t">' + (D.timed ? fmtT(e.t) : '#' + (row.i + 1)) + '</span><span class="tn">' + (e.turn ? 'T' + e.turn : '') + '</span>' + cells + '</div>';
+      '<span class="n">' + e.seq + '</span><span class="t">' + (D.timed ? fmtT(e.t) : '#' + (row.i + 1)) + '</span><span class="tn">' + (D.sessions > 1 && e.session ? 's' + e.session + ' ' : '') + (e.turn ? 'T' + e.turn : '') + '</span>' + cells + '</div>';
   }
 
   function title(e) {

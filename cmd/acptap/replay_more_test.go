@@ -1,10 +1,15 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acptap/acptap/store"
 )
@@ -246,4 +251,60 @@ func firstLine(s string) string {
 		}
 	}
 	return ""
+}
+
+// echoUpstream is a Chat Completions upstream that answers each request
+// with the last user message, echoed in a few chunks: two sessions'
+// answers differ, so that a request answered with the other session's
+// exchange shows in the agent's output.
+func echoUpstream(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if json.NewDecoder(r.Body).Decode(&req) != nil || len(req.Messages) == 0 {
+			http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		text := "Echo: " + req.Messages[len(req.Messages)-1].Content
+		for _, part := range []string{text[:len(text)/2], text[len(text)/2:]} {
+			b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": part}}}})
+			fmt.Fprintf(w, "data: %s\n\n", b)
+			w.(http.Flusher).Flush()
+			time.Sleep(5 * time.Millisecond)
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestReplaySessionsLLM records two sessions whose turns call the same
+// model at once, and replays them with the first session's calls delayed,
+// so that the second session's request comes first: each request is
+// answered from the exchange of the conversation it continues, and the
+// replay is green under --requests fail; by position alone each session
+// would get the other's answer.
+func TestReplaySessionsLLM(t *testing.T) {
+	upstream := echoUpstream(t)
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	args := []string{"--sessions", "2", "--prompt", "one", "--prompt", "two", "--",
+		"acptap", "record", "--store", db, "--name", "llm2", "--no-proxy-env", "--base-url", "OPENAI_BASE_URL=" + upstream.URL + "/v1", "--",
+		"testagent"}
+	if out, err := runEditor(dir, args...); err != nil {
+		t.Fatalf("recording two sessions: %v\n%s", err, out)
+	}
+	for i := range 3 {
+		out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--requests", "fail", "llm2", "--",
+			"testagent", "--llm-delay", "1=150ms")
+		if code != 0 {
+			t.Fatalf("replay #%d with session 1's calls delayed: exit %d\n%s%s", i, code, out, errOut)
+		}
+	}
 }

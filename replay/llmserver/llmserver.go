@@ -29,6 +29,19 @@
 // whose message starts "acptap replay: no recorded exchange for", and it
 // is listed in Report.Unanswered.
 //
+// # Matching
+//
+// With Options.Conversation, as for a recording of several sessions whose
+// turns may call the same model at once, the n-th request of a queue is
+// not simply given the n-th exchange: of the first few exchanges of its
+// queue not yet served (up to 8, in recorded order), it gets the one whose
+// recorded request has the same conversation as it (its system prompt and
+// messages, normalized), else the one whose conversation it shares the
+// longest beginning with, else, if it shares nothing with any, the first.
+// A request that shares the same longest beginning with two exchanges whose
+// conversations go on otherwise cannot tell them apart: it gets the first,
+// and the choice is listed in Report.Ambiguous with both.
+//
 // # Classes
 //
 // Each exchange has a class (wire.Class), the recorded ones and the
@@ -109,6 +122,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"maps"
 	"math"
@@ -231,6 +245,15 @@ type Options struct {
 	// set (the Server sets Number), and true. It is called concurrently,
 	// and must not change its arguments.
 	Compare func(number int, recorded, live *exchange.Exchange) (Drift, bool)
+
+	// Conversation, if not nil, returns the conversation of an LLM
+	// request, each message as a string that compares equal when the
+	// messages are alike (normalize.Conversation of the normalized
+	// request), given the recorded exchanges and the live requests as
+	// Compare is. With it, a request is matched by the conversation it
+	// continues rather than by position alone: see Matching. It is
+	// called concurrently, and must not change its argument.
+	Conversation func(x *exchange.Exchange) []string
 }
 
 // A Server answers LLM requests from recorded exchanges. Its methods are
@@ -238,6 +261,8 @@ type Options struct {
 type Server struct {
 	speed     float64
 	compare   func(number int, recorded, live *exchange.Exchange) (Drift, bool)
+	converse  func(x *exchange.Exchange) []string
+	seed      maphash.Seed
 	exchanges Exchanges
 	entries   []*entry // in recorded order
 	httpKey   func(method, rawURL string) string
@@ -255,6 +280,7 @@ type Server struct {
 	drift      []Drift
 	faulted    []int // Numbers, in order of application
 	loadErrs   []*LoadError
+	ambiguous  []Ambiguity
 }
 
 // queue is the recorded exchanges of one request key and its cursor. An
@@ -275,6 +301,10 @@ type entry struct {
 	faultApplied bool // guarded by Server.mu
 	served       bool // guarded by Server.mu: consumed by a request
 	drifted      bool // guarded by Server.mu: a Drift is reported
+	// conversation is its request's conversation, hashed, once matching
+	// needed it (see Matching); guarded by Server.mu.
+	conversation []uint64
+	conversed    bool
 }
 
 // New returns a Server answering from opts.Exchanges.
@@ -285,6 +315,8 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		speed:     opts.Speed,
 		compare:   opts.Compare,
+		converse:  opts.Conversation,
+		seed:      maphash.MakeSeed(),
 		exchanges: opts.Exchanges,
 		httpKey:   opts.HTTPKey,
 		queues:    make(map[string]*queue),
@@ -393,6 +425,19 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 	model, structured := requestFacts(format, req.URL.String(), body)
 	key := requestKey(req.Method, req.URL.Path, model, structured)
 
+	live := &exchange.Exchange{
+		Method:          req.Method,
+		URL:             req.URL.String(),
+		Proto:           req.Proto,
+		RequestHeaders:  req.Header.Clone(),
+		RequestBody:     body,
+		RequestEncoding: encoding,
+	}
+	var matched *entry
+	if s.converse != nil {
+		matched = s.match(key, live)
+	}
+
 	s.mu.Lock()
 	q := s.queues[key]
 	if q == nil {
@@ -413,6 +458,9 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		return errorResponse(req, format, http.StatusBadRequest, "acptap_replay", msg, http.Header{markHeader: {"unanswered"}}), nil
 	}
 	e := q.entries[q.next]
+	if matched != nil && !matched.served {
+		e = matched
+	}
 	fault := s.take(q, e)
 	s.mu.Unlock()
 	var x *exchange.Exchange
@@ -426,14 +474,6 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		// Off the response path: normalizing a request that carries a
 		// whole conversation takes milliseconds, and the agent should
 		// not wait for it. Report waits for every comparison.
-		live := &exchange.Exchange{
-			Method:          req.Method,
-			URL:             req.URL.String(),
-			Proto:           req.Proto,
-			RequestHeaders:  req.Header.Clone(),
-			RequestBody:     body,
-			RequestEncoding: encoding,
-		}
 		s.comparing.Go(func() { s.checkDrift(e, x, live) })
 	}
 	return s.answer(req, start, format, e, x, fault)
@@ -468,12 +508,17 @@ func (s *Server) take(q *queue, e *entry) *Fault {
 		s.faulted = append(s.faulted, e.Number)
 	}
 	if fault == nil || fault.Kind == FaultMalformed {
-		if q.next < len(q.entries)-1 || e.class != wire.ClassHTTP {
-			q.next++
-		}
 		if !e.served {
 			e.served = true
 			s.served++
+		}
+		if e.class == wire.ClassHTTP {
+			q.next = min(q.next+1, len(q.entries)-1)
+		}
+		// An LLM request may have been matched past the cursor (see
+		// Matching): the cursor is the first exchange not served.
+		for e.class != wire.ClassHTTP && q.next < len(q.entries) && q.entries[q.next].served {
+			q.next++
 		}
 	}
 	return fault
@@ -689,6 +734,9 @@ type Report struct {
 	// when a request came for them, in the order they came: the replay
 	// could not serve its recording.
 	LoadErrors []*LoadError
+	// Ambiguous are the requests that continued two recorded
+	// conversations alike (see Matching), in the order they came.
+	Ambiguous []Ambiguity
 }
 
 // Request is a request the recording could not answer.
@@ -749,6 +797,7 @@ func (s *Server) Report() Report {
 		Drift:          slices.SortedFunc(slices.Values(s.drift), func(a, b Drift) int { return a.Number - b.Number }),
 		Faulted:        slices.Clone(s.faulted),
 		LoadErrors:     slices.Clone(s.loadErrs),
+		Ambiguous:      slices.Clone(s.ambiguous),
 	}
 	for _, e := range s.entries {
 		switch {

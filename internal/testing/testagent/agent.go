@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +66,9 @@ type config struct {
 	plant             plant         // --plant
 	secrets           secrets       // --api-key, --header, --query, --echo-env (see secrets.go)
 	features          features      // --features (see sessions.go)
+	// llmDelay is how long to wait before each LLM call of a session, by
+	// the session's number (--llm-delay).
+	llmDelay map[int]time.Duration
 }
 
 const usage = `usage: testagent [flags]
@@ -122,6 +126,22 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.Func("racing", "with --concurrent-updates, which updates race: a comma-separated `LIST` of commands, tool and usage (default all three; the others are sent early)", func(v string) (err error) {
 		cfg.racing, err = parseRacing(v)
 		return err
+	})
+	fs.Func("llm-delay", "wait before each LLM call of one session: `K=DURATION` for the K-th session made; repeatable", func(v string) error {
+		k, d, ok := strings.Cut(v, "=")
+		n, err := strconv.Atoi(k)
+		if !ok || err != nil || n < 1 {
+			return fmt.Errorf("--llm-delay %q: want K=DURATION, K a session number from 1", v)
+		}
+		dur, err := time.ParseDuration(d)
+		if err != nil {
+			return fmt.Errorf("--llm-delay %q: %w", v, err)
+		}
+		if cfg.llmDelay == nil {
+			cfg.llmDelay = map[int]time.Duration{}
+		}
+		cfg.llmDelay[n] = dur
+		return nil
 	})
 	fs.Func("features", featuresUsage, func(v string) (err error) {
 		cfg.features, err = parseFeatures(v)

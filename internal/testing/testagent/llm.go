@@ -429,6 +429,9 @@ func (a *agent) llmTurn(ctx context.Context, s *session, prompt string) string {
 		if a.noise != nil {
 			req.Metadata = map[string]string{"run": a.noise.token}
 		}
+		if d := a.cfg.llmDelay[s.number]; d > 0 && !sleep(ctx, d) {
+			return stopCancelled
+		}
 		comp, err := a.llm.stream(ctx, req, func(text string) { a.messageChunk(s, text) })
 		a.chunksSent(s)
 		if ctx.Err() != nil {
