@@ -4,11 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/acptap/acptap/internal/testing/browsertest"
+	"github.com/acptap/acptap/store"
 )
 
 func TestMain(m *testing.M) {
@@ -147,3 +150,93 @@ func TestRecordingPageInBrowser(t *testing.T) {
 }
 
 func rowSel(i int) string { return `#spacer .row[data-i="` + itoa(i) + `"]` }
+
+// TestSessionsPageInBrowser opens the page of a Zed-like recording with
+// two sessions: every method of a real editor session has a row, each row
+// its session, and the session filter shows one session's rows only.
+func TestSessionsPageInBrowser(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	w, err := st.Create(store.Recording{Name: "zed", Created: sampleCreated, Argv: []string{"my-agent"}, Cwd: "/w"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Duration(0)
+	line := func(lane store.Lane, s string) {
+		at += time.Millisecond
+		w.Append(store.Event{Kind: store.KindFrame, Lane: lane, Offset: at, Data: []byte(s)})
+	}
+	ed, ag := store.LaneEditor, store.LaneAgent
+	methods := []string{"initialize", "session/new", "session/set_mode", "session/set_model", "session/list", "session/prompt",
+		"elicitation/create", "terminal/create", "terminal/wait_for_exit", "terminal/release", "_vendor/status", "_vendor/progress",
+		"$/cancel_request", "session/close", "session/load", "session/resume"}
+	line(ed, `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":1}}`)
+	line(ag, `{"jsonrpc":"2.0","id":"i","result":{"protocolVersion":1}}`)
+	line(ed, `{"jsonrpc":"2.0","id":"n1","method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
+	line(ed, `{"jsonrpc":"2.0","id":"n2","method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`)
+	line(ag, `{"jsonrpc":"2.0","id":"n2","result":{"sessionId":"s-two"}}`)
+	line(ag, `{"jsonrpc":"2.0","id":"n1","result":{"sessionId":"s-one"}}`)
+	for _, s := range []string{"s-one", "s-two"} {
+		line(ed, `{"jsonrpc":"2.0","id":"m-`+s+`","method":"session/set_mode","params":{"sessionId":"`+s+`","modeId":"code"}}`)
+		line(ag, `{"jsonrpc":"2.0","id":"m-`+s+`","result":{}}`)
+	}
+	line(ed, `{"jsonrpc":"2.0","id":"sm","method":"session/set_model","params":{"sessionId":"s-two","modelId":"big"}}`)
+	line(ag, `{"jsonrpc":"2.0","id":"sm","result":{}}`)
+	line(ed, `{"jsonrpc":"2.0","id":"l","method":"session/list","params":{}}`)
+	line(ag, `{"jsonrpc":"2.0","id":"l","result":{"sessions":[]}}`)
+	line(ed, `{"jsonrpc":"2.0","id":"p1","method":"session/prompt","params":{"sessionId":"s-one","prompt":[{"type":"text","text":"one"}]}}`)
+	line(ed, `{"jsonrpc":"2.0","id":"p2","method":"session/prompt","params":{"sessionId":"s-two","prompt":[{"type":"text","text":"two"}]}}`)
+	line(ag, `{"jsonrpc":"2.0","id":0,"method":"elicitation/create","params":{"sessionId":"s-two","mode":"form","message":"Greeting?"}}`)
+	line(ed, `{"jsonrpc":"2.0","id":0,"result":{"action":"accept","content":{"greeting":"hi"}}}`)
+	line(ag, `{"jsonrpc":"2.0","id":1,"method":"terminal/create","params":{"sessionId":"s-one","command":"echo"}}`)
+	line(ed, `{"jsonrpc":"2.0","id":1,"result":{"terminalId":"t1"}}`)
+	line(ag, `{"jsonrpc":"2.0","id":2,"method":"terminal/wait_for_exit","params":{"sessionId":"s-one","terminalId":"t1"}}`)
+	line(ed, `{"jsonrpc":"2.0","id":2,"result":{"exitCode":0}}`)
+	line(ag, `{"jsonrpc":"2.0","id":3,"method":"terminal/release","params":{"sessionId":"s-one","terminalId":"t1"}}`)
+	line(ed, `{"jsonrpc":"2.0","id":3,"result":{}}`)
+	line(ag, `{"jsonrpc":"2.0","id":4,"method":"_vendor/status","params":{"sessionId":"s-two"}}`)
+	line(ed, `{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"method not found"}}`)
+	line(ag, `{"jsonrpc":"2.0","method":"_vendor/progress","params":{"sessionId":"s-two"}}`)
+	line(ag, `{"jsonrpc":"2.0","id":"p1","result":{"stopReason":"end_turn"}}`)
+	line(ed, `{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"p2"}}`)
+	line(ag, `{"jsonrpc":"2.0","id":"p2","error":{"code":-32800,"message":"request cancelled"}}`)
+	line(ed, `{"jsonrpc":"2.0","id":"c","method":"session/close","params":{"sessionId":"s-one"}}`)
+	line(ag, `{"jsonrpc":"2.0","id":"c","result":{}}`)
+	line(ed, `{"jsonrpc":"2.0","id":"ld","method":"session/load","params":{"sessionId":"s-one","cwd":"/w","mcpServers":[]}}`)
+	line(ag, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s-one","update":{"sessionUpdate":"user_message_chunk","content":{"type":"text","text":"one"}}}}`)
+	line(ag, `{"jsonrpc":"2.0","id":"ld","result":{}}`)
+	line(ed, `{"jsonrpc":"2.0","id":"r","method":"session/resume","params":{"sessionId":"s-two","cwd":"/w","mcpServers":[]}}`)
+	line(ag, `{"jsonrpc":"2.0","id":"r","result":{}}`)
+	w.Update(func(r *store.Recording) { r.Done, r.Duration = true, at })
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Recording(st, "zed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Sessions != 2 {
+		t.Fatalf("the page has %d sessions, want 2", p.Sessions)
+	}
+	pg := browsertest.Open(t, writePage(t, p))
+	text := browsertest.Eval[string](pg, `document.querySelector('#list').innerText`)
+	for _, m := range methods {
+		if !contains(text, m) {
+			t.Errorf("no row shows %s:\n%s", m, text)
+		}
+	}
+	all := browsertest.Eval[int](pg, `document.querySelectorAll('#spacer .row').length`)
+	browsertest.Eval[bool](pg, `(() => { const s = document.querySelector('#session'); s.value = '2'; s.dispatchEvent(new Event('change')); return true; })()`)
+	labels := browsertest.Eval[[]string](pg, `[...document.querySelectorAll('#spacer .row .tn')].map(c => c.textContent)`)
+	if len(labels) == 0 || len(labels) >= all {
+		t.Fatalf("session 2 shows %d rows of %d", len(labels), all)
+	}
+	for _, l := range labels {
+		if !strings.HasPrefix(l, "s2") {
+			t.Errorf("session 2's filter shows a row of session %q", l)
+		}
+	}
+}

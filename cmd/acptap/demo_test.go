@@ -14,7 +14,7 @@ func TestDemo(t *testing.T) {
 	}
 	for _, want := range []string{
 		`agent:  "Fixed the typo`,
-		"llm     POST http://127.0.0.1:",
+		"llm     s1   POST http://127.0.0.1:",
 		`tool: read_file{"path":"notes.txt"}`,
 		"PASS fix-typo",
 		`FAIL fix-typo: agent output differs in turn 1, requests and responses, message 3: expected session/request_permission request, got fs/read_text_file request`,

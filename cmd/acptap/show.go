@@ -33,6 +33,9 @@ type showOptions struct {
 	Follow    bool
 	HTML      bool   // write the recording's page (package timeline)
 	Output    string // write the page to this file instead of stdout
+	// Session, if not "", shows only the events of one ACP session: its
+	// number, as the session column shows it, or its sessionId.
+	Session string
 }
 
 func showCommand(stdio *IO) *cli.Command {
@@ -46,6 +49,7 @@ func showCommand(stdio *IO) *cli.Command {
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "print a recording being recorded as it grows, until it ends"},
 			&cli.BoolFlag{Name: "html", Usage: "write the recording as one self-contained HTML page"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --html, write the page to `FILE` instead of stdout"},
+			&cli.StringFlag{Name: "session", Usage: "show only the events of one ACP session: its `N` as the session column shows it (s2 is 2), or its sessionId"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 1 {
@@ -63,6 +67,7 @@ func showCommand(stdio *IO) *cli.Command {
 				Color:     colorFor(stdio.Out),
 				HTML:      c.Bool("html"),
 				Output:    c.String("output"),
+				Session:   c.String("session"),
 			})
 		},
 	}
@@ -71,6 +76,12 @@ func showCommand(stdio *IO) *cli.Command {
 func runShow(opts *showOptions) error {
 	if err := checkHTMLFlags(opts); err != nil {
 		return err
+	}
+	switch {
+	case opts.Session != "" && opts.HTML:
+		return usageErrorf("--session does not combine with --html, whose page has a session filter of its own")
+	case opts.Session != "" && opts.Name == "":
+		return usageErrorf("--session needs the NAME of a recording; usage: acptap show --session N NAME")
 	}
 	var names []string // of a directory, the recordings to load: every one without a name
 	if opts.Name != "" {
@@ -101,15 +112,24 @@ func runShow(opts *showOptions) error {
 	if opts.HTML {
 		return showHTML(st, opts)
 	}
+	sessions := &sessionColumn{only: strings.TrimPrefix(opts.Session, "s")}
 	var emit func(store.Event) error
 	if opts.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetEscapeHTML(false)
 		emit = func(e store.Event) error {
-			if e.Lane == store.LaneLLM {
-				return enc.Encode(llmEventJSONLine(e))
+			id, _, ok := sessions.of(e)
+			if !ok {
+				return nil
 			}
-			return enc.Encode(eventJSON(e))
+			if e.Lane == store.LaneLLM {
+				line := llmEventJSONLine(e)
+				line.Session = id
+				return enc.Encode(line)
+			}
+			line := eventJSON(e)
+			line.Session = id
+			return enc.Encode(line)
 		}
 	} else {
 		writeHeader(out, rec)
@@ -125,7 +145,11 @@ func runShow(opts *showOptions) error {
 		}
 		writeRules(out, rules)
 		emit = func(e store.Event) error {
-			_, err := io.WriteString(out, timelineLine(e, opts.Color))
+			_, n, ok := sessions.of(e)
+			if !ok {
+				return nil
+			}
+			_, err := io.WriteString(out, timelineLine(e, n, opts.Color))
 			return err
 		}
 	}
@@ -143,7 +167,7 @@ func runShow(opts *showOptions) error {
 	if err != nil {
 		return recordingError(err, opts.StorePath)
 	}
-	return nil
+	return sessions.check(opts.Name, opts.Session)
 }
 
 // recordingJSON is one line of `show --json` without a name.
@@ -354,10 +378,11 @@ type eventJSONLine struct {
 	Kind      string          `json:"kind,omitempty"`      // ACP envelope: request, notification, response, error, junk
 	Method    string          `json:"method,omitempty"`
 	ID        json.RawMessage `json:"id,omitempty"`
-	Update    string          `json:"update,omitempty"` // sessionUpdate of session/update
+	Update    string          `json:"update,omitempty"`  // sessionUpdate of session/update
+	Session   string          `json:"session,omitempty"` // the sessionId of the ACP session the frame belongs to
 }
 
-func eventJSON(e store.Event) any {
+func eventJSON(e store.Event) eventJSONLine {
 	line := eventJSONLine{Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String()}
 	if utf8.Valid(e.Data) {
 		s := string(e.Data)
@@ -380,8 +405,46 @@ func eventJSON(e store.Event) any {
 	return line
 }
 
-// timelineLine renders one event as a line of the human timeline.
-func timelineLine(e store.Event, color bool) string {
+// sessionColumn follows the ACP sessions of a recording's events, for
+// the session column and --session.
+type sessionColumn struct {
+	sessions acp.Sessions
+	only     string // the session to show, by number or id; "" for all
+	shown    bool   // an event of only was shown
+}
+
+// of returns the session of an event, its id and number (those of the
+// session whose prompt turn is in flight, for an LLM exchange, if only
+// one is), and whether --session shows it.
+func (c *sessionColumn) of(e store.Event) (id string, number int, show bool) {
+	switch e.Lane {
+	case store.LaneEditor, store.LaneAgent:
+		id, number = c.sessions.Of(e.Lane == store.LaneEditor, acp.Parse(e.Data))
+	case store.LaneLLM:
+		id, number = c.sessions.Prompting()
+	}
+	show = c.only == "" || c.only == id || c.only == strconv.Itoa(number)
+	c.shown = c.shown || show
+	return id, number, show
+}
+
+// check fails, once every event is read, if --session named no session
+// of the recording.
+func (c *sessionColumn) check(name, flag string) error {
+	if c.only == "" || c.shown {
+		return nil
+	}
+	n := c.sessions.Count()
+	if n == 0 {
+		return usageErrorf("--session %s: recording %s names no ACP session; show it without --session", flag, name)
+	}
+	return usageErrorf("--session %s: recording %s has no such session; it has %d: give a number from 1 to %d (as the session column shows them, s1 is 1) or a sessionId", flag, name, n, n)
+}
+
+// timelineLine renders one event as a line of the human timeline: the
+// session column says the number of the event's ACP session (s2), blank
+// for none.
+func timelineLine(e store.Event, session int, color bool) string {
 	paint := painter(color).paint
 	var laneColor string
 	switch e.Lane {
@@ -416,7 +479,11 @@ func timelineLine(e store.Event, color bool) string {
 	if len(notes) > 0 {
 		desc += " " + paint(colorDim, "["+strings.Join(notes, ", ")+"]")
 	}
-	return fmt.Sprintf("%6d %10s  %s  %s\n", e.Seq, fmtOffset(e.Offset), paint(laneColor, fmt.Sprintf("%-6s", e.Lane)), desc)
+	label := ""
+	if session > 0 {
+		label = "s" + strconv.Itoa(session)
+	}
+	return fmt.Sprintf("%6d %10s  %s  %-3s  %s\n", e.Seq, fmtOffset(e.Offset), paint(laneColor, fmt.Sprintf("%-6s", e.Lane)), label, desc)
 }
 
 func describeACP(line []byte, paint func(string, string) string) string {

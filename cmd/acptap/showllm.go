@@ -42,6 +42,7 @@ type llmEventJSON struct {
 	Incomplete      bool          `json:"incomplete,omitempty"` // the exchange was still in flight when the recording stopped
 	Format          string        `json:"format"`
 	Message         *wire.Message `json:"message,omitempty"` // the response reassembled: text, reasoning, tool calls, usage
+	Session         string        `json:"session,omitempty"` // the sessionId of the ACP session whose prompt turn was the one in flight, if only one was
 }
 
 // decodeExchange reads an LLM event; a broken one is shown, not fatal.
@@ -65,7 +66,7 @@ func reassemble(ex *exchange.Exchange) (wire.Format, *wire.Message) {
 	return f, &m
 }
 
-func llmEventJSONLine(e store.Event) any {
+func llmEventJSONLine(e store.Event) llmEventJSON {
 	ex, err := decodeExchange(e)
 	if err != nil {
 		return llmEventJSON{Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String(), Error: err.Error()}

@@ -83,6 +83,9 @@ func (s *Sessions) Of(fromEditor bool, m Message) (id string, number int) {
 	return id, n
 }
 
+// Count returns how many sessions have been named so far.
+func (s *Sessions) Count() int { return len(s.numbers) }
+
 // Prompting returns the session whose session/prompt request is the one
 // in flight, and its number, when exactly one session has one; "" and 0
 // otherwise. An LLM call then belongs to that session's turn.
