@@ -61,6 +61,8 @@ func newClaudeLab(t *testing.T) *lab {
 // A claudeScenario is what the editor does and how Claude Code is
 // configured.
 type claudeScenario struct {
+	// editor holds more testeditor flags, such as --zed.
+	editor []string
 	prompts     []string
 	cancelAfter int // testeditor --cancel-after
 	// model is ANTHROPIC_MODEL; empty for claudeModel.
@@ -194,6 +196,7 @@ func (l *lab) recordClaude(name string, r route, sc claudeScenario, opts fakeant
 		route:       r,
 		prompts:     sc.prompts,
 		cancelAfter: sc.cancelAfter,
+		editor:      sc.editor,
 		recordFlags: append([]string{"--snapshot"}, r.recordFlags(fake.URL, fake.CAFile, claudeBaseURLVar)...),
 		agent:       sc.agent(r, fake.URL),
 		setup:       func(s *session) error { return sc.workspace(s.ws) },
@@ -546,5 +549,42 @@ func TestClaudeRunsNormalizeEqual(t *testing.T) {
 				t.Errorf("request %d (turn %v): the normalized requests of two runs differ at %s: %s vs %s", i+1, turn, path, brief(va), brief(vb))
 			}
 		}
+	}
+}
+
+// TestClaudeZedSessions: a Zed-like editor with claude-agent-acp: two
+// sessions opened at once and prompted at once, their turns (and their
+// title calls) in flight together on one model, the modes and models it
+// offers set, then the first session closed and loaded again with its
+// history and prompted once more; recorded by both routes and replayed 5
+// times green under --requests fail, each request answered from the
+// conversation it continues.
+func TestClaudeZedSessions(t *testing.T) {
+	t.Parallel()
+	for _, r := range routes {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			l := newClaudeLab(t)
+			sc := claudeScenario{prompts: []string{claudeHello}, editor: []string{"--zed"}}
+			s := l.recordClaude("zed", r, sc, fakeanthropic.Options{})
+			for _, want := range []string{fakellm.Answer(claudeHello + " (session 1)"), fakellm.Answer(claudeHello + " (session 2)")} {
+				if !strings.Contains(s.answers, want) {
+					t.Errorf("the editor got the answers %q, want %q among them", s.answers, want)
+				}
+			}
+			var methods []string
+			for _, m := range s.transcript {
+				var env struct{ Method string }
+				json.Unmarshal(m.Msg, &env)
+				if env.Method != "" && !slices.Contains(methods, env.Method) {
+					methods = append(methods, env.Method)
+				}
+			}
+			t.Logf("methods of the session: %q", methods)
+			if !slices.Contains(methods, "session/load") && !slices.Contains(methods, "session/resume") {
+				t.Errorf("the editor neither loaded nor resumed the first session; methods %q", methods)
+			}
+			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
+		})
 	}
 }
