@@ -62,7 +62,7 @@ func newClaudeLab(t *testing.T) *lab {
 // configured.
 type claudeScenario struct {
 	// editor holds more testeditor flags, such as --zed.
-	editor []string
+	editor      []string
 	prompts     []string
 	cancelAfter int // testeditor --cancel-after
 	// model is ANTHROPIC_MODEL; empty for claudeModel.
