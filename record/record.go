@@ -28,6 +28,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -375,6 +376,7 @@ func (p *Plan) startAgent(w *store.Writer, seqr *sequencer, clock *stamp.Clock, 
 		bound = DefaultMaxBacklog
 	}
 	storeBound := bound / 16
+	var logins atomic.Bool // the agent's terminal logins are kept
 	return stdiotap.Start(stdiotap.Config{
 		Argv:           proxy.ExpandBaseURLs(opts.Argv, local),
 		Env:            childEnv,
@@ -391,6 +393,14 @@ func (p *Plan) startAgent(w *store.Writer, seqr *sequencer, clock *stamp.Clock, 
 			// in HTTP, by the names of JSON members and by the values
 			// of the agent's variables. What was forwarded is as sent.
 			l.Data = p.secrets.Bytes(redact.Members(l.Data))
+			if l.Stream == stdiotap.Stdout && !logins.Load() {
+				if found := terminalLogins(l.Data); found != nil {
+					// Kept, for a terminal login's command to be told
+					// apart from a session (see TerminalLogin).
+					logins.Store(true)
+					w.Update(func(r *store.Recording) { r.TerminalLogins = found })
+				}
+			}
 			seqr.frame(l)
 			// The store's queue is part of the bound: framing waits
 			// while a commit has yet to take it, and forwarding once

@@ -128,6 +128,12 @@ type Recording struct {
 	// or an acptap before it looked).
 	Loopback *Loopback `json:"loopback,omitempty"`
 
+	// TerminalLogins are the terminal logins the agent advertised in its
+	// answer to initialize (authMethods of type "terminal"): an editor
+	// runs the agent's command again with their Args for the user to log
+	// in, and record runs such a command without recording it.
+	TerminalLogins []TerminalLogin `json:"terminal_logins,omitempty"`
+
 	// Set when the recording ends. While Done is false the recording is
 	// either still being written or was interrupted (acptap was killed),
 	// which Live tells apart; everything committed so far is readable
@@ -162,6 +168,15 @@ type Recording struct {
 	// neither Done nor Live was interrupted: its recorder died; what it
 	// committed is readable all the same.
 	Live bool `json:"-"`
+}
+
+// TerminalLogin is an authentication method of type "terminal" an agent
+// advertised: an interactive login that an editor starts by running the
+// agent's command with Args.
+type TerminalLogin struct {
+	ID   string   `json:"id"`
+	Name string   `json:"name,omitempty"`
+	Args []string `json:"args,omitempty"`
 }
 
 // Loopback is the agent's TCP traffic to loopback ports that record saw

@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -223,6 +226,14 @@ func runRecord(opts *recordOptions) error {
 		return err
 	}
 	defer st.Close()
+	login, isLogin, err := plan.TerminalLogin(st)
+	if err != nil {
+		return usageErrorf("%w", err)
+	}
+	if isLogin {
+		ro.Logf("%s", login)
+		return runTerminalLogin(ro)
+	}
 	res, err := plan.Run(context.Background(), st)
 	if err != nil {
 		return recordError(err, ro)
@@ -308,4 +319,44 @@ func recordError(err error, opts record.Options) error {
 		return usageErrorf("%v; what was committed before the failure is kept", err)
 	}
 	return usageErrorf("%v", err)
+}
+
+// runTerminalLogin runs a terminal login's command (see
+// record.TerminalLogin) as it is, on record's own stdio, the terminal the
+// editor opened for it, and returns its exit status; SIGINT and SIGTERM
+// reach it.
+func runTerminalLogin(ro record.Options) error {
+	cmd := exec.Command(ro.Argv[0], ro.Argv[1:]...)
+	cmd.Env = ro.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = ro.Stdin, ro.Stdout, ro.Stderr
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	if err := cmd.Start(); err != nil {
+		return usageErrorf("the terminal login %q: %v", strings.Join(ro.Argv, " "), err)
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-signals:
+				cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return exitCode(128 + int(ws.Signal()))
+		}
+		return exitCode(exit.ExitCode())
+	case err != nil:
+		return usageErrorf("the terminal login %q: %v", strings.Join(ro.Argv, " "), err)
+	}
+	return exitCode(0)
 }

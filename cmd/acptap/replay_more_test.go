@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -191,29 +193,40 @@ func TestReplaySessions(t *testing.T) {
 // TestReplayZedSession records what a Zed-like editor sends to an agent
 // with every feature of a real editor session (two sessions at once,
 // modes, models, session/list, terminals, elicitation, vendor methods
-// both ways, session/close and session/load with history) and replays it
-// 20 times green; then each planted change is caught with its own report,
-// and a permission option renamed still passes, by kind.
+// both ways, session/close and session/load with history) 20 times, each
+// passed through byte for byte and replayed green; then each planted
+// change is caught with its own report, and a permission option renamed
+// still passes, by kind.
 func TestReplayZedSession(t *testing.T) {
 	dir := workspace(t)
 	db := filepath.Join(dir, "s.db")
 	agent := []string{"testagent", "--read", "notes.txt", "--features", "load,modes,models,terminal,elicit,vendor", "--chunk-size", "4", "--chunk-delay", "1ms"}
-	args := append([]string{"--zed", "--prompt", "read it", "--prompt", "again", "--",
+	transcript := filepath.Join(t.TempDir(), "transcript.ndjson")
+	args := append([]string{"--zed", "--prompt", "read it", "--prompt", "again", "--transcript", transcript, "--",
 		"acptap", "record", "--store", db, "--name", "zed", "--"}, agent...)
 	if out, err := runEditor(dir, args...); err != nil {
 		t.Fatalf("recording the Zed session: %v\n%s", err, out)
 	}
+	checkPassedThrough(t, db, "zed", transcript)
 	out, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "zed")
 	for _, method := range []string{"session/set_mode", "session/set_model", "session/list", "session/close", "session/load",
-		"terminal/create", "elicitation/create", "_testagent/status", "_testagent/progress"} {
+		"terminal/create", "elicitation/create", "_testagent/status", "_testagent/progress", "mcp/message"} {
 		if !strings.Contains(out, method) {
 			t.Errorf("show does not list %s:\n%s", method, out)
 		}
 	}
 	for i := range 20 {
-		out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "zed")
+		name := fmt.Sprintf("zed-%d", i)
+		transcript := filepath.Join(t.TempDir(), "transcript.ndjson")
+		args := append([]string{"--zed", "--prompt", "read it", "--prompt", "again", "--transcript", transcript, "--",
+			"acptap", "record", "--store", db, "--name", name, "--"}, agent...)
+		if out, err := runEditor(dir, args...); err != nil {
+			t.Fatalf("recording the Zed session %s: %v\n%s", name, err, out)
+		}
+		checkPassedThrough(t, db, name, transcript)
+		out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, name)
 		if code != 0 {
-			t.Fatalf("replay #%d of the Zed session: exit %d\n%s%s", i, code, out, errOut)
+			t.Fatalf("replay of the Zed session %s: exit %d\n%s%s", name, code, out, errOut)
 		}
 	}
 	replayWith := func(extra ...string) (string, int) {
@@ -306,5 +319,64 @@ func TestReplaySessionsLLM(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("replay #%d with session 1's calls delayed: exit %d\n%s%s", i, code, out, errOut)
 		}
+	}
+}
+
+// checkPassedThrough checks that what the editor sent and got (its
+// transcript) is what the recording holds, byte for byte, in order: the
+// editor's lines as the editor lane, the agent's as the agent lane.
+func checkPassedThrough(t *testing.T, db, name, transcript string) {
+	t.Helper()
+	b, err := os.ReadFile(transcript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent, got []string
+	for line := range strings.Lines(string(b)) {
+		var m struct {
+			Dir string          `json:"dir"`
+			Msg json.RawMessage `json:"msg"`
+			Raw string          `json:"raw"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil || m.Dir == "" {
+			continue
+		}
+		text := m.Raw
+		if m.Msg != nil {
+			text = string(m.Msg)
+		}
+		if m.Dir == "send" {
+			sent = append(sent, text)
+		} else {
+			got = append(got, text)
+		}
+	}
+	out, err := exec.Command("acptap", "show", "--store", db, "--json", name).Output()
+	if err != nil {
+		t.Fatalf("show --json %s: %v", name, err)
+	}
+	var editor, agent []string
+	for line := range strings.Lines(string(out)) {
+		var e struct {
+			Lane string `json:"lane"`
+			Raw  string `json:"raw"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		switch e.Lane {
+		case "editor":
+			editor = append(editor, e.Raw)
+		case "agent":
+			if strings.TrimSpace(e.Raw) != "" {
+				agent = append(agent, e.Raw)
+			}
+		}
+	}
+	if len(sent) < 20 || !slices.Equal(sent, editor) {
+		t.Errorf("the editor sent %d lines, the recording's editor lane holds %d, not the same bytes", len(sent), len(editor))
+	}
+	if len(got) < 20 || !slices.Equal(got, agent) {
+		t.Errorf("the editor got %d lines, the recording's agent lane holds %d, not the same bytes", len(got), len(agent))
 	}
 }

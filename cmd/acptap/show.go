@@ -194,6 +194,8 @@ type recordingJSON struct {
 	// ports around the tap: other programs' (ports, each with the
 	// variable naming it) and its own servers' (own).
 	Loopback *store.Loopback `json:"loopback,omitempty"`
+	// TerminalLogins are the terminal logins the agent advertised.
+	TerminalLogins []store.TerminalLogin `json:"terminal_logins,omitempty"`
 }
 
 func listJSON(w io.Writer, recs []store.Recording) error {
@@ -205,7 +207,7 @@ func listJSON(w io.Writer, recs []store.Recording) error {
 			Frames: r.Frames, Exchanges: r.Exchanges, DurationMs: r.Duration.Milliseconds(),
 			Done: r.Done, State: state(r), ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
 			Version: r.Version, Format: r.Format, Snapshot: r.Snapshot, Updated: r.Updated,
-			Damage: damageOf(r), Salvaged: r.Salvaged, Loopback: r.Loopback,
+			Damage: damageOf(r), Salvaged: r.Salvaged, Loopback: r.Loopback, TerminalLogins: r.TerminalLogins,
 		}); err != nil {
 			return err
 		}
@@ -342,6 +344,9 @@ func writeHeader(w io.Writer, r store.Recording) {
 	}
 	if !r.Updated.IsZero() {
 		fmt.Fprintf(w, "  expected agent stream updated by acptap replay --update on %s\n", r.Updated.Local().Format("2006-01-02 15:04:05"))
+	}
+	for _, l := range r.TerminalLogins {
+		fmt.Fprintf(w, "  terminal login %s: the agent's command with %s, run by acptap record without recording\n", shownText(l.ID), shownText(strings.Join(l.Args, " ")))
 	}
 }
 

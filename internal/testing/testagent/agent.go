@@ -66,6 +66,8 @@ type config struct {
 	plant             plant         // --plant
 	secrets           secrets       // --api-key, --header, --query, --echo-env (see secrets.go)
 	features          features      // --features (see sessions.go)
+	terminalLogin     bool          // advertise a terminal login (authMethods) running this agent with --login
+	login             bool          // be that login: print a line and exit, no ACP
 	// llmDelay is how long to wait before each LLM call of a session, by
 	// the session's number (--llm-delay).
 	llmDelay map[int]time.Duration
@@ -143,6 +145,8 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 		cfg.llmDelay[n] = dur
 		return nil
 	})
+	fs.BoolVar(&cfg.terminalLogin, "terminal-login", false, "advertise a terminal login in initialize's authMethods: this command with --login after it")
+	fs.BoolVar(&cfg.login, "login", false, "be the terminal login: print that the user logged in and exit, speaking no ACP")
 	fs.Func("features", featuresUsage, func(v string) (err error) {
 		cfg.features, err = parseFeatures(v)
 		return err
@@ -284,6 +288,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 	if cfg.exit >= 0 {
 		logger.Printf("exiting with status %d as asked", cfg.exit)
 		return cfg.exit
+	}
+	if cfg.login {
+		// The interactive login an editor runs in a terminal: no ACP.
+		fmt.Fprintln(stdout, "Logged in to the test LLM as test-user.")
+		return 0
 	}
 
 	sigs := make(chan os.Signal, 1)
@@ -563,6 +572,9 @@ func (a *agent) initialize(m *acp.Envelope) {
 			},
 		},
 		"authMethods": []any{},
+	}
+	if a.cfg.terminalLogin {
+		res["authMethods"] = []any{map[string]any{"id": "login", "name": "Log in", "description": "Log in to the test LLM in a terminal", "type": "terminal", "args": []string{"--login"}}}
 	}
 	a.cfg.features.capabilities(res["agentCapabilities"].(map[string]any))
 	if meta := a.echoMeta(); meta != nil {
