@@ -16,6 +16,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/acptap/acptap/internal/testing/testagent"
+	"github.com/acptap/acptap/internal/testing/testmcp"
 	"github.com/acptap/acptap/internal/testing/testeditor"
 	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/store"
@@ -43,6 +44,9 @@ func TestMain(m *testing.M) {
 		},
 		"testeditor": func() {
 			os.Exit(testeditor.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
+		"testmcp": func() {
+			os.Exit(testmcp.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 		"rawagent":  rawAgent,
 		"leakagent": leakAgent,

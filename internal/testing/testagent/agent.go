@@ -67,6 +67,7 @@ type config struct {
 	secrets           secrets       // --api-key, --header, --query, --echo-env (see secrets.go)
 	features          features      // --features (see sessions.go)
 	terminalLogin     bool          // advertise a terminal login (authMethods) running this agent with --login
+	mcpCalls          []mcpCall     // --mcp-call: MCP tools called in each scripted turn
 	login             bool          // be that login: print a line and exit, no ACP
 	// llmDelay is how long to wait before each LLM call of a session, by
 	// the session's number (--llm-delay).
@@ -143,6 +144,14 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 			cfg.llmDelay = map[int]time.Duration{}
 		}
 		cfg.llmDelay[n] = dur
+		return nil
+	})
+	fs.Func("mcp-call", "call an MCP tool of the session's MCP servers in each turn (scripted mode): `TOOL=JSON`, JSON its arguments; repeatable", func(v string) error {
+		tool, args, ok := strings.Cut(v, "=")
+		if !ok || tool == "" || !json.Valid([]byte(args)) {
+			return fmt.Errorf("--mcp-call %q: want TOOL=JSON", v)
+		}
+		cfg.mcpCalls = append(cfg.mcpCalls, mcpCall{tool: tool, args: json.RawMessage(args)})
 		return nil
 	})
 	fs.BoolVar(&cfg.terminalLogin, "terminal-login", false, "advertise a terminal login in initialize's authMethods: this command with --login after it")
@@ -337,6 +346,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	a.ctx = ctx
+	defer a.closeMCP()
 	return a.serve(stdin, sigs, stop)
 }
 
@@ -423,6 +433,11 @@ type session struct {
 	model  string
 	closed bool
 	past   []exchange
+
+	// mcp are the session's MCP servers, connected when it was made;
+	// mcpErrs why others could not be. Set before the session is known.
+	mcp     []*mcpClient
+	mcpErrs []error
 
 	mu     sync.Mutex         // guards cancel, promptID and requestCancelled
 	cancel context.CancelFunc // ends the running turn; nil when idle
@@ -576,7 +591,9 @@ func (a *agent) initialize(m *acp.Envelope) {
 	if a.cfg.terminalLogin {
 		res["authMethods"] = []any{map[string]any{"id": "login", "name": "Log in", "description": "Log in to the test LLM in a terminal", "type": "terminal", "args": []string{"--login"}}}
 	}
-	a.cfg.features.capabilities(res["agentCapabilities"].(map[string]any))
+	caps := res["agentCapabilities"].(map[string]any)
+	caps["mcpCapabilities"] = map[string]any{"http": true, "sse": false}
+	a.cfg.features.capabilities(caps)
 	if meta := a.echoMeta(); meta != nil {
 		res["_meta"] = meta
 	}
@@ -589,7 +606,7 @@ func (a *agent) newSession(m *acp.Envelope) {
 	}
 	var p struct {
 		Cwd        string            `json:"cwd"`
-		MCPServers []json.RawMessage `json:"mcpServers"`
+		MCPServers []mcpServerConfig `json:"mcpServers"`
 	}
 	if !a.decodeParams(m, &p) {
 		return
@@ -599,6 +616,12 @@ func (a *agent) newSession(m *acp.Envelope) {
 		return
 	}
 	s := &session{id: "sess_" + randHex(12), cwd: filepath.Clean(p.Cwd), mode: sessionModes[0]["id"], model: sessionModels[0]["modelId"]}
+	if len(p.MCPServers) > 0 {
+		s.mcp, s.mcpErrs = a.connectMCP(a.ctx, p.MCPServers)
+		for _, err := range s.mcpErrs {
+			a.log.Print(err)
+		}
+	}
 	a.mu.Lock()
 	s.number = len(a.sessions) + 1
 	a.sessions[s.id] = s

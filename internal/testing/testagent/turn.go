@@ -62,6 +62,11 @@ func (a *agent) scriptedTurn(ctx context.Context, s *session, prompt string) str
 	if err != nil {
 		rounds = "error: " + err.Error() + "\n"
 	}
+	mcpSaid, err := a.mcpRounds(ctx, s)
+	if errors.Is(err, errCancelled) {
+		return stopCancelled
+	}
+	rounds += mcpSaid
 	for i := range a.cfg.junkLines {
 		// Log lines on stdout, as some agents print them mid-session.
 		a.c.send(fmt.Appendf(nil, "testagent log: turn line %d of %d (not JSON-RPC)\n", i+1, a.cfg.junkLines))

@@ -78,6 +78,9 @@ type Options struct {
 	// StringIDs makes the editor's request ids UUID strings instead of
 	// numbers counting from 0.
 	StringIDs bool
+	// MCPServers, if not nil, is the mcpServers array of session/new and
+	// session/load (JSON); nil sends an empty one.
+	MCPServers json.RawMessage
 	// Zed makes the editor behave as Zed 1.x does: UUID string ids;
 	// terminal and elicitation capabilities, whose requests it serves
 	// (commands run in the session's cwd; every form field filled in);
@@ -352,7 +355,7 @@ func (e *editor) converse(ctx context.Context, cwd string, prompts []string) err
 	}
 	err = e.call(ctx, "session/new", "the session/new response", map[string]any{
 		"cwd":        cwd,
-		"mcpServers": []any{},
+		"mcpServers": e.mcpServers(),
 	}, &sess)
 	if err != nil {
 		return err
@@ -396,7 +399,7 @@ func (e *editor) converseSessions(ctx context.Context, cwd string, prompts []str
 	n := e.opts.Sessions
 	news := make([]request, n)
 	for k := range news {
-		news[k] = request{method: "session/new", params: map[string]any{"cwd": cwd, "mcpServers": []any{}}}
+		news[k] = request{method: "session/new", params: map[string]any{"cwd": cwd, "mcpServers": e.mcpServers()}}
 	}
 	results, err := e.callAll(ctx, news)
 	if err != nil {
@@ -911,4 +914,12 @@ func newUUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// mcpServers returns the mcpServers of session/new and session/load.
+func (e *editor) mcpServers() any {
+	if e.opts.MCPServers == nil {
+		return []any{}
+	}
+	return e.opts.MCPServers
 }

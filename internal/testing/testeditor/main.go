@@ -116,6 +116,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 	exitWait := fs.Duration("exit-wait", DefaultExitWait, "how long to wait for the agent to exit after closing its stdin")
 	termWait := fs.Duration("term-wait", 0, "how long to wait for the agent to exit after SIGTERM (default: --exit-wait)")
 	stringIDs := fs.Bool("string-ids", false, "use UUID strings as request ids")
+	mcpServers := fs.String("mcp-servers", "", "send `JSON`, an array, as the mcpServers of session/new and session/load")
 	zed := fs.Bool("zed", false, "behave as Zed 1.x: UUID ids, two sessions at once, modes, models, session/list, terminals, elicitation, then session/close and session/load of the first session")
 	transcript := fs.String("transcript", "", "write the transcript to `FILE` as NDJSON")
 	initMeta := fs.String("initialize-meta", "", "send `JSON` as initialize's _meta")
@@ -138,8 +139,8 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 		fmt.Fprintln(stderr, "testeditor: --cancel-after, --cancel-after-text, --timeout, --exit-wait and --term-wait must not be negative")
 		return nil, 2
 	}
-	var rawJSON [2]json.RawMessage
-	for i, v := range []struct{ flag, value string }{{"--initialize-meta", *initMeta}, {"--authenticate", *authenticate}} {
+	var rawJSON [3]json.RawMessage
+	for i, v := range []struct{ flag, value string }{{"--initialize-meta", *initMeta}, {"--authenticate", *authenticate}, {"--mcp-servers", *mcpServers}} {
 		if v.value == "" {
 			continue
 		}
@@ -169,6 +170,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 			TermWait:        *termWait,
 			InitializeMeta:  rawJSON[0],
 			Authenticate:    rawJSON[1],
+			MCPServers:      rawJSON[2],
 		},
 		timeout:    *timeout,
 		transcript: *transcript,

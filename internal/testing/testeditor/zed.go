@@ -48,7 +48,7 @@ func (e *editor) converseZed(ctx context.Context, cwd string, prompts []string, 
 	n := max(e.opts.Sessions, 2)
 	news := make([]request, n)
 	for k := range news {
-		news[k] = request{method: "session/new", params: map[string]any{"cwd": cwd, "mcpServers": []any{}}}
+		news[k] = request{method: "session/new", params: map[string]any{"cwd": cwd, "mcpServers": e.mcpServers()}}
 	}
 	results, err := e.callAll(ctx, news)
 	if err != nil {
@@ -102,7 +102,7 @@ func (e *editor) converseZed(ctx context.Context, cwd string, prompts []string, 
 			return err
 		}
 	}
-	if err := e.call(ctx, reopen, "the "+reopen+" response", map[string]any{"sessionId": ids[0], "cwd": cwd, "mcpServers": []any{}}, &json.RawMessage{}); err != nil {
+	if err := e.call(ctx, reopen, "the "+reopen+" response", map[string]any{"sessionId": ids[0], "cwd": cwd, "mcpServers": e.mcpServers()}, &json.RawMessage{}); err != nil {
 		return err
 	}
 	return e.promptAll(ctx, ids[:1], []string{"and once more"})
