@@ -16,9 +16,9 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/acptap/acptap/internal/testing/testagent"
-	"github.com/acptap/acptap/internal/testing/testmcp"
 	"github.com/acptap/acptap/internal/testing/testeditor"
 	"github.com/acptap/acptap/internal/testing/testkit"
+	"github.com/acptap/acptap/internal/testing/testmcp"
 	"github.com/acptap/acptap/store"
 )
 
