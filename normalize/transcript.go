@@ -227,6 +227,9 @@ func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, kee
 		if err != nil {
 			return nil, err
 		}
+		if f.Lane == lane.Editor && n.omitEditor && !mayBeRequest(f.Data) {
+			continue // only the editor's requests say anything here
+		}
 		v := parseLine(f.Data)
 		c := classify(v)
 		slot, answer := sessions.place(f.Lane, v, c)
@@ -368,6 +371,13 @@ func (turn *Turn) requests() ([]json.RawMessage, json.RawMessage) {
 
 // requests reports whether s is the requests and responses of its turn.
 func (s *Stream) requests() bool { return s.Name == RequestsStream && s.Session == "" }
+
+// mayBeRequest reports whether a line may be a JSON-RPC request: a line
+// for which it is false is not one.
+func mayBeRequest(line []byte) bool {
+	line = bytes.TrimSpace(line)
+	return len(line) > 0 && line[0] == '{' && bytes.Contains(line, []byte(`"method"`))
+}
 
 // frameIndex is where each frame of a stream goes, and the frames
 // decoded if they are kept, else where to read them again.
