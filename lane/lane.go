@@ -20,11 +20,15 @@ const (
 
 var names = [...]string{Editor: "editor", Agent: "agent", Stderr: "stderr", LLM: "llm"}
 
-// String returns the lane's name: "editor", "agent", "stderr" or "llm",
-// as `acptap show --json` writes it.
+// String returns the lane's name: "editor", "agent", "stderr", "llm" or
+// "mcp" for a lane of an MCP server (see MCP), as `acptap show --json`
+// writes it.
 func (l Lane) String() string {
 	if int(l) < len(names) && names[l] != "" {
 		return names[l]
+	}
+	if _, _, ok := l.MCP(); ok {
+		return "mcp"
 	}
 	return fmt.Sprintf("lane(%d)", uint8(l))
 }

@@ -18,3 +18,23 @@ func TestStringParse(t *testing.T) {
 		t.Errorf("Lane(0).String() = %q, want lane(0)", got)
 	}
 }
+
+func TestMCP(t *testing.T) {
+	seen := map[Lane]bool{Editor: true, Agent: true, Stderr: true, LLM: true}
+	for i := range MaxMCPServers {
+		for _, d := range []MCPDir{ToServer, FromServer, ServerStderr} {
+			l := MCP(i, d)
+			if seen[l] {
+				t.Fatalf("MCP(%d, %v) = %d, a lane taken", i, d, l)
+			}
+			seen[l] = true
+			gi, gd, ok := l.MCP()
+			if !ok || gi != i || gd != d || l.String() != "mcp" {
+				t.Errorf("MCP(%d, %v) = %d reads as %d, %v, %v, %q", i, d, l, gi, gd, ok, l)
+			}
+		}
+	}
+	if _, _, ok := LLM.MCP(); ok {
+		t.Error("LLM is an MCP lane")
+	}
+}

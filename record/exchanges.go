@@ -158,7 +158,20 @@ func (q *sequencer) exchange(st stamp.Stamp, x *exchange.Exchange, flags store.F
 		q.logf("not recording an exchange: %v", err)
 		return
 	}
-	e := store.Event{Kind: store.KindExchange, Lane: store.LaneLLM, Offset: q.offset(st.Time()), Flags: flags, Data: data}
+	q.place(st, store.Event{Kind: store.KindExchange, Lane: store.LaneLLM, Flags: flags, Data: data})
+}
+
+// event records an event that another process stamped st from the shared
+// clock as an exchange is (an MCP relay's line): in its place among the
+// frames, as the exchanges are placed.
+func (q *sequencer) event(st stamp.Stamp, e store.Event) { q.place(st, e) }
+
+// place records e, stamped st (an exchange's stamp: it counts it), under
+// its Seq if it has one, else once the frames before it are numbered. An
+// event without FlagIncomplete is the last under its Seq.
+func (q *sequencer) place(st stamp.Stamp, e store.Event) {
+	e.Offset = q.offset(st.Time())
+	flags := e.Flags
 	q.mu.Lock()
 	n := st.Exchanges(q.placed)
 	if n <= q.placed {

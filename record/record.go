@@ -108,6 +108,15 @@ type Options struct {
 	// when started with its Args. If nil, the tap runs in this process.
 	TapProcess *TapProcess
 
+	// MCPRelay, if not "", is the program the agent is to run in place of
+	// each stdio MCP server the editor passes it in session/new,
+	// session/load and session/resume, with mcprelay.Command and the
+	// server's command as its arguments: acptap itself, whose main calls
+	// mcprelay.Main for that command. The servers' stdio is then recorded
+	// as lanes of their own (see lane.MCP). If "", the servers are not
+	// recorded.
+	MCPRelay string
+
 	// MaxBacklog bounds the memory that the agent's stdio forwarded but
 	// not yet recorded takes when recording falls behind (a flood of
 	// output outpacing the store's compression and commits): half of it
@@ -276,6 +285,8 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 		return nil, abandon(w, err)
 	}
 	seqr := newSequencer(w, clock, start, opts.Logf)
+	// Before the tap process starts, which takes the clock's file.
+	mcp := p.startMCP(shared, seqr, w)
 	tapCfg := p.tap
 	tapCfg.Recorder = seqr
 	tapCfg.Redact = p.secrets.Exchange
@@ -283,11 +294,13 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	tapCfg.Logf = opts.Logf
 	tap, childEnv, local, err := p.startTap(tapCfg, shared)
 	if err != nil {
+		mcp.close(0)
 		return nil, abandon(w, err)
 	}
-	sess, err := p.startAgent(w, seqr, clock, childEnv, local)
+	sess, err := p.startAgent(w, seqr, clock, childEnv, local, mcp)
 	if err != nil {
 		tap.Close()
+		mcp.close(0)
 		seqr.flush()
 		return nil, abandon(w, classify(ErrAgent, "%w", err))
 	}
@@ -303,6 +316,7 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 	if err := tap.Close(); err != nil && !errors.Is(err, tapproc.ErrEnded) {
 		opts.Logf("closing the HTTP tap: %v", err)
 	}
+	mcp.close(opts.Grace)
 	seqr.flush()
 	w.Update(func(r *store.Recording) {
 		r.Done = true
@@ -369,7 +383,7 @@ func (p *Plan) create(st *store.Store) (*store.Writer, error) {
 // startAgent starts the agent with its environment childEnv and its
 // command's base URLs expanded to the tap's local ones, its stdio framed
 // into seqr, masked, within the backlog's bound.
-func (p *Plan) startAgent(w *store.Writer, seqr *sequencer, clock *stamp.Clock, childEnv []string, local map[string]string) (*stdiotap.Session, error) {
+func (p *Plan) startAgent(w *store.Writer, seqr *sequencer, clock *stamp.Clock, childEnv []string, local map[string]string, mcp *mcpTap) (*stdiotap.Session, error) {
 	opts := p.opts
 	bound := opts.MaxBacklog
 	if bound <= 0 {
@@ -386,6 +400,7 @@ func (p *Plan) startAgent(w *store.Writer, seqr *sequencer, clock *stamp.Clock, 
 		Grace:          opts.Grace,
 		ForwardSignals: opts.ForwardSignals,
 		Clock:          clock,
+		RewriteStdin:   mcp.rewriteStdin(),
 		OnLine: func(l stdiotap.Line) {
 			// Agents do print their keys (debug logs, echoed config)
 			// and editors send them (initialize's _meta,
@@ -438,7 +453,7 @@ func terminate(sess *stdiotap.Session, grace time.Duration) {
 // Options.TapProcess in memory that the tap process shares (shared),
 // else in this process's own.
 func (p *Plan) clock() (clock *stamp.Clock, shared *tapproc.SharedClock, err error) {
-	if p.opts.TapProcess == nil {
+	if p.opts.TapProcess == nil && p.opts.MCPRelay == "" {
 		return stamp.NewClock(), nil, nil
 	}
 	if shared, err = tapproc.NewSharedClock(); err != nil {

@@ -70,6 +70,7 @@ func makeDirs(name, seed string, archive []byte) (*sandbox, error) {
 	// to tell whether it is still needed.
 	stale.Remove(os.TempDir(), stale.ReplayPrefix)
 	stale.Remove(os.TempDir(), stale.TapPrefix)
+	stale.Remove(os.TempDir(), stale.MCPPrefix)
 	root, err := os.MkdirTemp("", stale.Dir(stale.ReplayPrefix))
 	if err != nil {
 		return nil, fmt.Errorf("creating the replay sandbox: %w", err)

@@ -3,6 +3,7 @@ package stdiotap
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -185,7 +186,16 @@ func (s *Session) startPumps(cfg Config) {
 		pump(s.stderrR, stderr, s.flows[Stderr], false)
 	}()
 	go func() {
-		pump(stdin, s.agentStdin, s.flows[Stdin], true)
+		var dst io.Writer = s.agentStdin
+		var rw *lineRewriter
+		if cfg.RewriteStdin != nil {
+			rw = &lineRewriter{w: s.agentStdin, rewrite: cfg.RewriteStdin}
+			dst = rw
+		}
+		pump(stdin, dst, s.flows[Stdin], true)
+		if rw != nil {
+			rw.flush()
+		}
 		s.closeAgentStdin()
 		s.stop()
 	}()

@@ -136,6 +136,14 @@ type Config struct {
 	// has returned.
 	OnBacklog func(Backlog)
 
+	// RewriteStdin, if not nil, is given each whole line of Stdin, without
+	// its newline, and returns the line to forward to the agent in its
+	// place: what is framed and handed to OnLine is the line as read. A
+	// line is forwarded once its newline has come (a last line without
+	// one, when Stdin ends); one longer than MaxRewrite is forwarded as
+	// it comes, unchanged. It is called from one goroutine.
+	RewriteStdin func(line []byte) []byte
+
 	// FrameAtOnce frames each chunk as soon as it is forwarded. By
 	// default a chunk that finds framing idle is framed up to a
 	// millisecond later, with whatever follows it by then, so that an

@@ -134,6 +134,11 @@ type Recording struct {
 	// in, and record runs such a command without recording it.
 	TerminalLogins []TerminalLogin `json:"terminal_logins,omitempty"`
 
+	// MCPServers are the stdio MCP servers the agent started through
+	// record's relay, in the order it started them: server i's lines are
+	// on the lanes lane.MCP(i, ...).
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
+
 	// Set when the recording ends. While Done is false the recording is
 	// either still being written or was interrupted (acptap was killed),
 	// which Live tells apart; everything committed so far is readable
@@ -168,6 +173,13 @@ type Recording struct {
 	// neither Done nor Live was interrupted: its recorder died; what it
 	// committed is readable all the same.
 	Live bool `json:"-"`
+}
+
+// MCPServer is a stdio MCP server of a recording: its name and command,
+// as the editor gave them in session/new or session/load.
+type MCPServer struct {
+	Name string   `json:"name"`
+	Argv []string `json:"argv"`
 }
 
 // TerminalLogin is an authentication method of type "terminal" an agent

@@ -11,6 +11,7 @@ import (
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/wire"
+	"github.com/acptap/acptap/lane"
 	"github.com/acptap/acptap/store"
 )
 
@@ -24,6 +25,7 @@ func Recording(st *store.Store, name string) (*Page, error) {
 		return nil, err
 	}
 	b := newBuilder()
+	b.servers = rec.MCPServers
 	if err := st.Lines(name, b.add); err != nil {
 		return nil, err
 	}
@@ -54,8 +56,9 @@ func info(r store.Recording) []string {
 // builder turns store events into rows.
 type builder struct {
 	events   []Event
-	number   int          // complete LLM exchanges so far
-	sessions acp.Sessions // the session of each row
+	number   int               // complete LLM exchanges so far
+	sessions acp.Sessions      // the session of each row
+	servers  []store.MCPServer // the recording's MCP servers, which name their lanes' rows
 }
 
 func newBuilder() *builder {
@@ -73,6 +76,20 @@ func (b *builder) add(e store.Event) error {
 	ev := lineEvent(e.Seq, e.Offset, e.Lane, e.Data)
 	if e.Lane == store.LaneEditor || e.Lane == store.LaneAgent {
 		_, ev.Session = b.sessions.Of(e.Lane == store.LaneEditor, acp.Parse(e.Data))
+	}
+	if i, dir, ok := e.Lane.MCP(); ok {
+		ev.Server, ev.Dir = fmt.Sprintf("mcp#%d", i), dir.String()
+		if i < len(b.servers) {
+			ev.Server = b.servers[i].Name
+		}
+		arrow := " → "
+		switch dir {
+		case lane.FromServer:
+			arrow = " ← "
+		case lane.ServerStderr:
+			ev.Kind, arrow = "line", " ! "
+		}
+		ev.Summary = ev.Server + arrow + ev.Summary
 	}
 	b.events = append(b.events, ev)
 	return nil

@@ -74,6 +74,11 @@ type Event struct {
 	// Turn is the prompt turn the event belongs to, from 1; 0 outside a
 	// turn.
 	Turn int `json:"turn,omitempty"`
+	// Server and Dir are, for a line of an MCP server (Lane "mcp"), the
+	// server's name and the line's stream: "in" (the agent's, to the
+	// server), "out" (the server's) or "stderr".
+	Server string `json:"server,omitempty"`
+	Dir    string `json:"dir,omitempty"`
 	// Session is the number of the ACP session the event belongs to, from
 	// 1 in the order the sessions were first named (acp.Sessions): of a
 	// line, the session it names or answers for; of an LLM exchange, the

@@ -10,6 +10,12 @@
   var T = D.tools || [];
   var TURNS = D.turns || [];
   var LANES = ['editor', 'agent', 'llm', 'stderr'];
+  // The MCP servers' lines, when the agent had any, have a column of
+  // their own.
+  if ((D.events || []).some(function (e) { return e.lane === 'mcp'; })) {
+    LANES.push('mcp');
+    document.body.classList.add('mcp');
+  }
   var H = 22; // the height of a row, px: rows are laid out by index
 
   function esc(s) {
@@ -84,7 +90,7 @@
   var list, spacer, detail, countEl;
   var hay = null; // lower-cased text of each event, made on the first text filter
 
-  function laneLabel(l) { return {editor: 'editor → agent', agent: 'agent → editor', llm: 'LLM', stderr: 'stderr'}[l]; }
+  function laneLabel(l) { return {editor: 'editor → agent', agent: 'agent → editor', llm: 'LLM', stderr: 'stderr', mcp: 'MCP servers'}[l]; }
 
   function buildTimeline(root) {
     var bar = root.appendChild(h('div', {class: 'toolbar'}));

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/acptap/acptap/record"
+	"github.com/acptap/acptap/record/mcprelay"
 	"github.com/acptap/acptap/store"
 )
 
@@ -234,6 +235,11 @@ func Main(args []string, stdio *IO) (code int) {
 	if len(args) == 2 && args[1] == tapProcessCommand {
 		// Started by acptap record (tapProcess), not by a user.
 		return record.TapMain()
+	}
+	if len(args) > 1 && args[1] == mcprelay.Command {
+		// Started by an agent, in place of an MCP server, as acptap
+		// record told it (mcpRelay).
+		return mcprelay.Main(args[2:], stdio.In, stdio.Out, stdio.Err)
 	}
 	defer func() {
 		if r := recover(); r != nil {

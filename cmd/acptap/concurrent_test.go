@@ -54,8 +54,8 @@ func numbered(name string, n int) []string {
 	return lines
 }
 
-// lane returns the data of the frames of one lane of show --json.
-func lane(t *testing.T, events []showEvent, name string) []string {
+// laneData returns the data of the frames of one lane of show --json.
+func laneData(t *testing.T, events []showEvent, name string) []string {
 	t.Helper()
 	var got []string
 	for _, e := range events {
@@ -122,7 +122,7 @@ func TestEightRecorders(t *testing.T) {
 		events := showJSON(t, db, name)
 		want := numbered(name, n)
 		for _, l := range []string{"editor", "agent"} {
-			if got := lane(t, events, l); !slices.Equal(got, want) {
+			if got := laneData(t, events, l); !slices.Equal(got, want) {
 				t.Errorf("%s: %s lane has %d frames, want the %d sent, in order", name, l, len(got), n)
 			}
 		}
@@ -162,7 +162,7 @@ func TestWhileRecording(t *testing.T) {
 	// frame at once, and every frame within milliseconds, but show may
 	// come first: read until it has them all.
 	for {
-		got := lane(t, showJSON(t, db, "holder"), "agent")
+		got := laneData(t, showJSON(t, db, "holder"), "agent")
 		if !slices.Equal(got, lines[:len(got)]) {
 			t.Fatalf("show --json holder while recording: agent frames %q are not a prefix of those sent", got)
 		}
@@ -205,7 +205,7 @@ func TestWhileRecording(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("states after = %v, want %v (done2 deleted, done1 kept by the refused rm)", got, want)
 	}
-	if got := lane(t, showJSON(t, db, "holder"), "editor"); !slices.Equal(got, lines) {
+	if got := laneData(t, showJSON(t, db, "holder"), "editor"); !slices.Equal(got, lines) {
 		t.Errorf("holder's editor lane after = %d frames, want the %d sent", len(got), len(lines))
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,7 +41,7 @@ func mcpServers(t *testing.T, dir string) (string, *httptest.Server) {
 func TestMCPClient(t *testing.T) {
 	dir := workspace(t)
 	servers, _ := mcpServers(t, dir)
-	agent := []string{"testagent", "--mcp-call", `lookup={"key":"answer"}`}
+	agent := []string{"testagent", "--mcp-call", `lookup={"topic":"answer"}`}
 	for _, via := range []string{"direct", "record"} {
 		args := []string{"--prompt", "look it up", "--prompt", "again", "--mcp-servers", servers, "--"}
 		if via == "record" {
@@ -72,7 +74,7 @@ func TestMCPSecretsMasked(t *testing.T) {
 	servers, _ := mcpServers(t, dir)
 	db := filepath.Join(dir, "s.db")
 	out, err := runEditor(dir, "--prompt", "look it up", "--mcp-servers", servers, "--",
-		"acptap", "record", "--store", db, "--name", "mcp", "--", "testagent", "--mcp-call", `lookup={"key":"answer"}`)
+		"acptap", "record", "--store", db, "--name", "mcp", "--", "testagent", "--mcp-call", `lookup={"topic":"answer"}`)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -87,5 +89,104 @@ func TestMCPSecretsMasked(t *testing.T) {
 	}
 	if !strings.Contains(shown, "NOTES_TOKEN") {
 		t.Errorf("the recording lost the env's names:\n%s", shown)
+	}
+}
+
+// TestMCPRecorded records a session whose agent starts a stdio MCP
+// server from session/new and calls its tool in each turn: the server's
+// stdio is recorded as lanes of its own, on the one timeline, each line
+// as the server got it and wrote it, a request before its answer and both
+// within the turn that made them; the recorded session/new is the
+// editor's; the relay's directory is gone once recording ends.
+func TestMCPRecorded(t *testing.T) {
+	dir := workspace(t)
+	tmp := t.TempDir()
+	db := filepath.Join(dir, "s.db")
+	servers := `[{"name":"notes","command":"testmcp","args":["--log",` + strconv.Quote(filepath.Join(dir, "notes.log")) + `],"env":[]}]`
+	cmd := exec.Command("testeditor", "--prompt", "look it up", "--prompt", "again", "--mcp-servers", servers, "--",
+		"acptap", "record", "--store", db, "--name", "mcp", "--", "testagent", "--mcp-call", `lookup={"topic":"answer"}`)
+	cmd.Dir = dir
+	cmd.Env = append(agentEnv(), "TMPDIR="+tmp)
+	if out, err := cmd.CombinedOutput(); err != nil || strings.Count(string(out), "mcp notes lookup: 42") != 2 {
+		t.Fatalf("recording: %v\n%s", err, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "acptap-mcp-*")); len(left) != 0 {
+		t.Errorf("left behind: %q", left)
+	}
+	events := showJSON(t, db, "mcp")
+	var in, out []showEvent
+	var prompt, answer []uint64 // the editor's prompts and the agent's answers
+	for _, e := range events {
+		switch {
+		case e.Lane == "mcp" && e.Server != "notes":
+			t.Errorf("an MCP line of server %q, want notes", e.Server)
+		case e.Lane == "mcp" && e.Dir == "in":
+			in = append(in, e)
+		case e.Lane == "mcp" && e.Dir == "out":
+			out = append(out, e)
+		case e.Lane == "editor" && e.Method == "session/prompt":
+			prompt = append(prompt, e.Seq)
+		case e.Lane == "agent" && strings.Contains(*e.Raw, `"stopReason"`):
+			answer = append(answer, e.Seq)
+		case e.Lane == "editor" && e.Method == "session/new" && strings.Contains(*e.Raw, "__mcp-relay"):
+			t.Errorf("the recorded session/new is the relay's, not the editor's: %s", *e.Raw)
+		}
+	}
+	// initialize, initialized, tools/list, and a tools/call per turn.
+	if len(in) != 5 || len(out) != 4 || len(prompt) != 2 || len(answer) != 2 {
+		t.Fatalf("%d lines to the server, %d from it, %d prompts, %d answers; want 5, 4, 2, 2", len(in), len(out), len(prompt), len(answer))
+	}
+	// What the server wrote is what it answers to what it got, byte for
+	// byte, each answer after its request.
+	server := testmcp.New(testmcp.Options{})
+	k := 0
+	for _, req := range in {
+		want := server.Handle([]byte(*req.Raw))
+		if want == nil {
+			continue
+		}
+		if got := *out[k].Raw; got != string(want) || out[k].Seq < req.Seq {
+			t.Errorf("answer %d: seq %d %s, want after seq %d: %s", k+1, out[k].Seq, got, req.Seq, want)
+		}
+		k++
+	}
+	for turn, call := range []showEvent{in[3], in[4]} {
+		if call.Method != "tools/call" || call.Seq < prompt[turn] || out[2+turn].Seq > answer[turn] {
+			t.Errorf("turn %d: the tools/call (seq %d, %s) and its answer (seq %d) are not between the prompt (seq %d) and the answer (seq %d)",
+				turn+1, call.Seq, call.Method, out[2+turn].Seq, prompt[turn], answer[turn])
+		}
+	}
+	list, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "--json")
+	if !strings.Contains(list, `"mcp_servers":[{"name":"notes","argv":["testmcp","--log",`) {
+		t.Errorf("the recording does not list its MCP server:\n%s", list)
+	}
+	shown, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "mcp")
+	for _, want := range []string{"mcp          notes → request  tools/call id=", `lookup {"topic":"answer"}`, `notes ← result   id=`, `→ "42"`} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("show lacks %q:\n%s", want, shown)
+		}
+	}
+}
+
+// TestMCPServerMissing: a stdio MCP server whose command does not exist
+// fails as it would without acptap: the agent reports it, the relay's
+// error line is recorded on the server's stderr lane, and nothing hangs.
+func TestMCPServerMissing(t *testing.T) {
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	servers := `[{"name":"ghost","command":"no-such-mcp-server","args":[],"env":[]}]`
+	out, err := runEditor(dir, "--prompt", "look it up", "--mcp-servers", servers, "--",
+		"acptap", "record", "--store", db, "--name", "ghost", "--", "testagent", "--mcp-call", `lookup={"topic":"answer"}`)
+	if err != nil || !strings.Contains(string(out), "mcp server ghost:") {
+		t.Fatalf("recording: %v\n%s", err, out)
+	}
+	stderrLine := false
+	for _, e := range showJSON(t, db, "ghost") {
+		if e.Lane == "mcp" && e.Dir == "stderr" && strings.Contains(*e.Raw, "no-such-mcp-server") {
+			stderrLine = true
+		}
+	}
+	if !stderrLine {
+		t.Error("the relay's error is not on the server's stderr lane")
 	}
 }

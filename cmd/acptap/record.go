@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -212,6 +213,7 @@ func runRecord(opts *recordOptions) error {
 	ro.Version = version()
 	ro.Logf = notices(opts.IO)
 	ro.TapProcess = tapProcess()
+	ro.MCPRelay = mcpRelay()
 	if len(ro.Argv) == 0 {
 		return usageErrorf("no agent command; usage: %s", recordUsage)
 	}
@@ -259,6 +261,22 @@ func tapProcess() *record.TapProcess {
 		return nil
 	}
 	return &record.TapProcess{Path: exe, Args: []string{"acptap", tapProcessCommand}}
+}
+
+// mcpRelay is the program acptap record has the agent run in place of an
+// MCP server (record.Options.MCPRelay): this program, by the path it was
+// started as, so that it starts under its own name (a test binary
+// standing in for acptap knows to run Main by it); "" where it cannot be
+// found, and the servers are not recorded.
+func mcpRelay() string {
+	path, err := exec.LookPath(os.Args[0])
+	if err != nil {
+		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return ""
 }
 
 // notices prints a library's notices on stderr, one line each, with the

@@ -29,6 +29,9 @@ type showEvent struct {
 	RawB64    string  `json:"raw_b64"`
 	Newline   *bool   `json:"newline"`
 	Continued bool    `json:"continued"`
+	Method    string  `json:"method"`
+	Server    string  `json:"server"` // of an MCP server's line
+	Dir       string  `json:"dir"`
 }
 
 func (e showEvent) bytes(t *testing.T) []byte {

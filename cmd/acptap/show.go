@@ -18,6 +18,7 @@ import (
 
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/bytesize"
+	"github.com/acptap/acptap/lane"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/replay"
@@ -113,6 +114,7 @@ func runShow(opts *showOptions) error {
 		return showHTML(st, opts)
 	}
 	sessions := &sessionColumn{only: strings.TrimPrefix(opts.Session, "s")}
+	servers := &mcpNames{st: st, rec: rec}
 	var emit func(store.Event) error
 	if opts.JSON {
 		enc := json.NewEncoder(out)
@@ -129,6 +131,9 @@ func runShow(opts *showOptions) error {
 			}
 			line := eventJSON(e)
 			line.Session = id
+			if i, dir, ok := e.Lane.MCP(); ok {
+				line.Server, line.Dir = servers.name(i), dir.String()
+			}
 			return enc.Encode(line)
 		}
 	} else {
@@ -149,7 +154,7 @@ func runShow(opts *showOptions) error {
 			if !ok {
 				return nil
 			}
-			_, err := io.WriteString(out, timelineLine(e, n, opts.Color))
+			_, err := io.WriteString(out, timelineLine(e, n, servers, opts.Color))
 			return err
 		}
 	}
@@ -196,6 +201,8 @@ type recordingJSON struct {
 	Loopback *store.Loopback `json:"loopback,omitempty"`
 	// TerminalLogins are the terminal logins the agent advertised.
 	TerminalLogins []store.TerminalLogin `json:"terminal_logins,omitempty"`
+	// MCPServers are the stdio MCP servers whose lines are recorded.
+	MCPServers []store.MCPServer `json:"mcp_servers,omitempty"`
 }
 
 func listJSON(w io.Writer, recs []store.Recording) error {
@@ -207,7 +214,7 @@ func listJSON(w io.Writer, recs []store.Recording) error {
 			Frames: r.Frames, Exchanges: r.Exchanges, DurationMs: r.Duration.Milliseconds(),
 			Done: r.Done, State: state(r), ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error,
 			Version: r.Version, Format: r.Format, Snapshot: r.Snapshot, Updated: r.Updated,
-			Damage: damageOf(r), Salvaged: r.Salvaged, Loopback: r.Loopback, TerminalLogins: r.TerminalLogins,
+			Damage: damageOf(r), Salvaged: r.Salvaged, Loopback: r.Loopback, TerminalLogins: r.TerminalLogins, MCPServers: r.MCPServers,
 		}); err != nil {
 			return err
 		}
@@ -345,6 +352,9 @@ func writeHeader(w io.Writer, r store.Recording) {
 	if !r.Updated.IsZero() {
 		fmt.Fprintf(w, "  expected agent stream updated by acptap replay --update on %s\n", r.Updated.Local().Format("2006-01-02 15:04:05"))
 	}
+	for _, s := range r.MCPServers {
+		fmt.Fprintf(w, "  MCP server %s: %s, its stdio recorded (lane mcp)\n", shownText(s.Name), shownText(strings.Join(s.Argv, " ")))
+	}
 	for _, l := range r.TerminalLogins {
 		fmt.Fprintf(w, "  terminal login %s: the agent's command with %s, run by acptap record without recording\n", shownText(l.ID), shownText(strings.Join(l.Args, " ")))
 	}
@@ -385,6 +395,8 @@ type eventJSONLine struct {
 	ID        json.RawMessage `json:"id,omitempty"`
 	Update    string          `json:"update,omitempty"`  // sessionUpdate of session/update
 	Session   string          `json:"session,omitempty"` // the sessionId of the ACP session the frame belongs to
+	Server    string          `json:"server,omitempty"`  // of an MCP server's line (lane mcp): the server's name
+	Dir       string          `json:"dir,omitempty"`     // and its stream: in (to the server), out (from it), stderr
 }
 
 func eventJSON(e store.Event) eventJSONLine {
@@ -400,7 +412,8 @@ func eventJSON(e store.Event) eventJSONLine {
 		line.Newline = &f
 	}
 	line.Continued = e.Flags&store.FlagContinued != 0
-	if e.Lane == store.LaneEditor || e.Lane == store.LaneAgent {
+	_, dir, mcp := e.Lane.MCP()
+	if e.Lane == store.LaneEditor || e.Lane == store.LaneAgent || mcp && dir != lane.ServerStderr {
 		m := acp.Parse(e.Data)
 		line.Kind = m.Kind.String()
 		line.Method = m.Method
@@ -449,7 +462,7 @@ func (c *sessionColumn) check(name, flag string) error {
 // timelineLine renders one event as a line of the human timeline: the
 // session column says the number of the event's ACP session (s2), blank
 // for none.
-func timelineLine(e store.Event, session int, color bool) string {
+func timelineLine(e store.Event, session int, servers *mcpNames, color bool) string {
 	paint := painter(color).paint
 	var laneColor string
 	switch e.Lane {
@@ -463,11 +476,22 @@ func timelineLine(e store.Event, session int, color bool) string {
 		laneColor = colorCyan
 	}
 	var desc string
-	switch e.Lane {
-	case store.LaneEditor, store.LaneAgent:
+	server, dir, mcp := e.Lane.MCP()
+	switch {
+	case e.Lane == store.LaneEditor, e.Lane == store.LaneAgent:
 		desc = describeACP(e.Data, paint)
-	case store.LaneLLM:
+	case e.Lane == store.LaneLLM:
 		desc = describeExchange(e, paint)
+	case mcp && dir == lane.ServerStderr:
+		desc = servers.name(server) + " ! " + quoteLine(e.Data, 100)
+		laneColor = colorYellow
+	case mcp:
+		arrow := " → "
+		if dir == lane.FromServer {
+			arrow = " ← "
+		}
+		desc = servers.name(server) + arrow + describeACP(e.Data, paint) + mcpHint(e.Data)
+		laneColor = colorCyan
 	default:
 		desc = quoteLine(e.Data, 100)
 	}
@@ -571,4 +595,61 @@ func truncate(s string, max int) string {
 		return s
 	}
 	return string([]rune(s)[:max-1]) + "…"
+}
+
+// mcpNames names a recording's MCP servers for its lines, reading the
+// recording's metadata again for a server it does not know yet: a
+// recording being made (show --follow) registers them as the agent
+// starts them.
+type mcpNames struct {
+	st  *store.Store
+	rec store.Recording
+}
+
+// name returns the name of server i, or "mcp#I" if the metadata has none.
+func (m *mcpNames) name(i int) string {
+	if i >= len(m.rec.MCPServers) {
+		if rec, err := m.st.Get(m.rec.Name); err == nil {
+			m.rec = rec
+		}
+	}
+	if i < len(m.rec.MCPServers) && m.rec.MCPServers[i].Name != "" {
+		return shownText(m.rec.MCPServers[i].Name)
+	}
+	return fmt.Sprintf("mcp#%d", i)
+}
+
+// mcpHint is what a line of an MCP server tells beyond its envelope: a
+// tools/call's tool and arguments, a tool result's text.
+func mcpHint(line []byte) string {
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"params"`
+		Result struct {
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+			IsError bool `json:"isError"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(line, &m) != nil {
+		return ""
+	}
+	if m.Method == "tools/call" {
+		return " " + m.Params.Name + " " + truncate(string(m.Params.Arguments), 60)
+	}
+	for _, c := range m.Result.Content {
+		if c.Type == "text" {
+			s := " → " + strconv.Quote(truncate(c.Text, 60))
+			if m.Result.IsError {
+				s += " (error)"
+			}
+			return s
+		}
+	}
+	return ""
 }

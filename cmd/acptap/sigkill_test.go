@@ -265,10 +265,10 @@ func TestRecordSIGKILLTrials(t *testing.T) {
 
 		// The kept recording: every line both ways, every exchange.
 		events := showJSON(t, db, kept.name)
-		if got := lane(t, events, "editor"); !slices.Equal(got, kept.sent) {
+		if got := laneData(t, events, "editor"); !slices.Equal(got, kept.sent) {
 			t.Errorf("trial %d: %s: editor lane has %d frames, sent %d", trial, kept.name, len(got), len(kept.sent))
 		}
-		if got := lane(t, events, "agent"); !slices.Equal(got, kept.echoes) {
+		if got := laneData(t, events, "agent"); !slices.Equal(got, kept.echoes) {
 			t.Errorf("trial %d: %s: agent lane has %d frames, the editor got %d", trial, kept.name, len(got), len(kept.echoes))
 		}
 		if got, want := laneCount(events, "llm"), requests(kept.name); got != want || got == 0 {
@@ -284,7 +284,7 @@ func TestRecordSIGKILLTrials(t *testing.T) {
 
 		// The killed one: a prefix of each lane, in seq order.
 		events = showJSON(t, db, killed.name)
-		editor, agent := lane(t, events, "editor"), lane(t, events, "agent")
+		editor, agent := laneData(t, events, "editor"), laneData(t, events, "agent")
 		if len(editor) > len(killed.sent) || !slices.Equal(editor, killed.sent[:len(editor)]) {
 			t.Errorf("trial %d: %s: the %d editor frames are not a prefix of the %d lines sent", trial, killed.name, len(editor), len(killed.sent))
 		}
@@ -453,12 +453,12 @@ func TestRecordSIGTERMCommitsAll(t *testing.T) {
 	}
 	for _, b := range []*busyRecording{stopped, other} {
 		events := showJSON(t, db, b.name)
-		if got := lane(t, events, "agent"); !slices.Equal(got, b.echoes) {
+		if got := laneData(t, events, "agent"); !slices.Equal(got, b.echoes) {
 			t.Errorf("%s: agent lane has %d frames, the editor got %d from the agent", b.name, len(got), len(b.echoes))
 		}
 		// The last frame of the editor's lane may be the part of a line
 		// acptap had read when the agent died.
-		editor := lane(t, events, "editor")
+		editor := laneData(t, events, "editor")
 		if n := len(editor); n > 0 && n <= len(b.sent) && editor[n-1] != b.sent[n-1] && strings.HasPrefix(b.sent[n-1], editor[n-1]) {
 			editor[n-1] = b.sent[n-1]
 		}

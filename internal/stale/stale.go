@@ -20,6 +20,9 @@ const (
 	TapPrefix = "acptap-tap-"
 	// ReplayPrefix starts a replay's sandbox, of package replay.
 	ReplayPrefix = "acptap-replay-"
+	// MCPPrefix starts the directory of a recording's MCP relay socket,
+	// of package record.
+	MCPPrefix = "acptap-mcp-"
 )
 
 // Dir returns the pattern of os.MkdirTemp for a directory of this

@@ -46,6 +46,22 @@ func NewSharedClock() (*SharedClock, error) {
 // Clock returns the clock.
 func (c *SharedClock) Clock() *stamp.Clock { return c.clock }
 
+// Dup returns a file of the clock of the caller's own, for another
+// process to map (OpenClock), which the caller closes. Take it before the
+// tap process starts, which closes the clock's file here.
+func (c *SharedClock) Dup() (*os.File, error) {
+	fd, err := syscall.Dup(int(c.file.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("sharing the clock: %w", err)
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "acptap-clock"), nil
+}
+
+// OpenClock maps the clock of f, a SharedClock's file another process
+// passed on, and closes f.
+func OpenClock(f *os.File) (*stamp.Clock, error) { return openClock(f) }
+
 // openClock maps the clock of file f, given by the parent, and closes f.
 func openClock(f *os.File) (*stamp.Clock, error) {
 	mem, err := mapWord(f)

@@ -98,7 +98,7 @@ func encode(id json.RawMessage, result any, rerr *rpcError) []byte {
 // tools are the server's tools, as tools/list lists them.
 var tools = []map[string]any{
 	{"name": "lookup", "description": "Look a key up in the table", "inputSchema": map[string]any{
-		"type": "object", "properties": map[string]any{"key": map[string]any{"type": "string"}}, "required": []string{"key"}}},
+		"type": "object", "properties": map[string]any{"topic": map[string]any{"type": "string"}}, "required": []string{"topic"}}},
 	{"name": "big", "description": "Answer a long text", "inputSchema": map[string]any{"type": "object"}},
 }
 
@@ -124,9 +124,9 @@ func (s *Server) answer(m message) (any, *rpcError) {
 		}
 		switch p.Name {
 		case "lookup":
-			v, ok := s.opts.Answers[p.Arguments["key"]]
+			v, ok := s.opts.Answers[p.Arguments["topic"]]
 			if !ok {
-				return toolResult("no such key: "+p.Arguments["key"], true), nil
+				return toolResult("no such key: "+p.Arguments["topic"], true), nil
 			}
 			return toolResult(v, false), nil
 		case "big":

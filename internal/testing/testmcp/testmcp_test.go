@@ -15,8 +15,8 @@ func TestStdio(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
-		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"lookup","arguments":{"key":"answer"}}}`,
-		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"lookup","arguments":{"key":"nope"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"lookup","arguments":{"topic":"answer"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"lookup","arguments":{"topic":"nope"}}}`,
 		`{"jsonrpc":"2.0","id":5,"method":"resources/list"}`,
 		`not json`,
 	}, "\n") + "\n"
@@ -71,7 +71,7 @@ func TestMainFlags(t *testing.T) {
 		t.Errorf("--answer bad: exit %d, stderr %q", code, errb.String())
 	}
 	out.Reset()
-	in := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup","arguments":{"key":"answer"}}}` + "\n"
+	in := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"lookup","arguments":{"topic":"answer"}}}` + "\n"
 	if code := Main([]string{"--answer", "answer=43"}, strings.NewReader(in), &out, &errb); code != 0 || !strings.Contains(out.String(), `"text":"43"`) {
 		t.Errorf("--answer answer=43: exit %d, stdout %q", code, out.String())
 	}
