@@ -2,8 +2,6 @@ package record
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/acptap/acptap/internal/mcpconf"
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/internal/stale"
 	"github.com/acptap/acptap/lane"
@@ -196,90 +195,15 @@ func (t *mcpTap) register(name string, argv []string) int {
 // rewrite is stdiotap.Config.RewriteStdin: an editor line that is a
 // session/new, session/load or session/resume request with stdio MCP
 // servers goes to the agent with each server's command run through the
-// relay; any other line, or one it cannot read, as it is.
+// relay, registered; any other line, or one it cannot read, as it is.
 func (t *mcpTap) rewrite(line []byte) []byte {
-	if !bytes.Contains(line, []byte(`"mcpServers"`)) || !bytes.Contains(line, []byte(`"command"`)) {
-		return line
-	}
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(line, &msg) != nil {
-		return line
-	}
-	var method string
-	json.Unmarshal(msg["method"], &method)
-	if method != "session/new" && method != "session/load" && method != "session/resume" {
-		return line
-	}
-	var params map[string]json.RawMessage
-	var servers []json.RawMessage
-	if json.Unmarshal(msg["params"], &params) != nil || json.Unmarshal(params["mcpServers"], &servers) != nil {
-		return line
-	}
-	changed := false
-	for i, raw := range servers {
-		if out, ok := t.relayed(raw); ok {
-			servers[i], changed = out, true
+	return mcpconf.Rewrite(line, func(name string, argv []string) ([]string, bool) {
+		index := t.register(name, argv)
+		if index < 0 {
+			return nil, false
 		}
-	}
-	if !changed {
-		return line
-	}
-	var err error
-	if params["mcpServers"], err = marshal(servers); err != nil {
-		return line
-	}
-	if msg["params"], err = marshal(params); err != nil {
-		return line
-	}
-	out, err := marshal(msg)
-	if err != nil {
-		return line
-	}
-	return out
-}
-
-// relayed returns a stdio server's entry with its command run through the
-// relay, registered; false for another entry.
-func (t *mcpTap) relayed(raw json.RawMessage) (json.RawMessage, bool) {
-	var server map[string]json.RawMessage
-	if json.Unmarshal(raw, &server) != nil {
-		return nil, false
-	}
-	var typ, name, command string
-	var args []string
-	json.Unmarshal(server["type"], &typ)
-	json.Unmarshal(server["name"], &name)
-	if (typ != "" && typ != "stdio") || json.Unmarshal(server["command"], &command) != nil || command == "" {
-		return nil, false
-	}
-	if server["args"] != nil && json.Unmarshal(server["args"], &args) != nil {
-		return nil, false
-	}
-	index := t.register(name, append([]string{command}, args...))
-	if index < 0 {
-		return nil, false
-	}
-	relayArgs := append([]string{mcprelay.Command, t.socket, strconv.Itoa(index), "--", command}, args...)
-	var err error
-	if server["command"], err = marshal(t.relay); err != nil {
-		return nil, false
-	}
-	if server["args"], err = marshal(relayArgs); err != nil {
-		return nil, false
-	}
-	out, err := marshal(server)
-	return out, err == nil
-}
-
-// marshal encodes v as compact JSON without escaping HTML characters.
-func marshal(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+		return append([]string{t.relay, mcprelay.Command, t.socket, strconv.Itoa(index), "--"}, argv...), true
+	})
 }
 
 // startMCP starts taking the agent's stdio MCP servers into the

@@ -17,9 +17,12 @@ import (
 
 // agentConfig says how to run the agent of a replay.
 type agentConfig struct {
-	argv []string
-	dir  string // its working directory, the sandbox's workspace
-	env  []string
+	// rewrite, if not nil, rewrites each editor frame on its way to the
+	// agent (the MCP servers' stand-ins); the frame kept is the played one.
+	rewrite func([]byte) []byte
+	argv    []string
+	dir     string // its working directory, the sandbox's workspace
+	env     []string
 	// stderr receives the agent's stderr, and a line if waiting for its
 	// exit fails. If nil, both are discarded.
 	stderr io.Writer
@@ -117,7 +120,7 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	lines := make(chan []byte)
 	stop := make(chan struct{})
 	go out.queue.feed(lines, stop)
-	run.drive, run.driveErr = drv.Run(ctx, editorFrames{out, stdinW}, lines)
+	run.drive, run.driveErr = drv.Run(ctx, editorFrames{out: out, w: stdinW, rewrite: cfg.rewrite}, lines)
 	close(stop)
 	stdinW.Close()
 	<-exited
@@ -213,13 +216,23 @@ func (o *liveOutput) spool(l lane.Lane, data []byte) {
 // is spooled among the agent's lines before the agent can read it, so
 // that the comparison sees which request each answer answers.
 type editorFrames struct {
-	out *liveOutput
-	w   io.Writer
+	out     *liveOutput
+	w       io.Writer
+	rewrite func([]byte) []byte // nil for none
 }
 
 // Write takes one frame and its newline, as the driver writes them.
 func (e editorFrames) Write(b []byte) (int, error) {
-	e.out.spool(lane.Editor, bytes.TrimSuffix(b, []byte("\n")))
+	frame := bytes.TrimSuffix(b, []byte("\n"))
+	e.out.spool(lane.Editor, frame)
+	if e.rewrite != nil {
+		if out := e.rewrite(frame); !bytes.Equal(out, frame) {
+			if _, err := e.w.Write(append(out, '\n')); err != nil {
+				return 0, err
+			}
+			return len(b), nil
+		}
+	}
 	return e.w.Write(b)
 }
 

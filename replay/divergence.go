@@ -44,6 +44,12 @@ const (
 	// two recorded conversations alike, and the replay could not tell
 	// which exchange answers it (see llmserver's Matching).
 	RequestAmbiguous
+	// MCPUnanswered: the agent made a request of an MCP server that the
+	// recording has no answer for (a tool call with other arguments, say);
+	// its stand-in answered an error.
+	MCPUnanswered
+	// MCPUnrequested: a recorded call of an MCP server was never made.
+	MCPUnrequested
 )
 
 var kindNames = [...]string{
@@ -55,6 +61,8 @@ var kindNames = [...]string{
 	HTTPUnanswered:      "http-unanswered",
 	HTTPUnrequested:     "http-unrequested",
 	RequestAmbiguous:    "request-ambiguous",
+	MCPUnanswered:       "mcp-unanswered",
+	MCPUnrequested:      "mcp-unrequested",
 }
 
 // String returns the kind's name, such as "output-differs", a word a
@@ -297,6 +305,16 @@ func exchangeUnrequested(r llmserver.Recorded) Divergence {
 		Kind: ExchangeUnrequested, Lane: store.LaneLLM, Exchange: r.Number,
 		Message: fmt.Sprintf("llm #%d (%s %s) was recorded but never requested", r.Number, x.Method, redact.New(nil).URL(x.URL)),
 	}
+}
+
+// mcpDivergence is the divergence of a request of MCP server server, as
+// its stand-in summarized it.
+func mcpDivergence(kind Kind, server, request string) Divergence {
+	msg := fmt.Sprintf("MCP server %s: the agent asked %s, which the recording has no answer for", server, request)
+	if kind == MCPUnrequested {
+		msg = fmt.Sprintf("MCP server %s: the recorded %s was never asked", server, request)
+	}
+	return Divergence{Kind: kind, Lane: store.LaneAgent, Message: msg}
 }
 
 // requestAmbiguous is the divergence of a request that continued two

@@ -8,6 +8,7 @@ import (
 
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/replay/mcpstandin"
 )
 
 // evidence is what a replay's verdict is drawn from.
@@ -32,6 +33,8 @@ type evidence struct {
 	strictHTTP bool
 	// normalizer returns a fresh Normalizer for each stream.
 	normalizer func() *normalize.Normalizer
+	// mcp are what the MCP servers' stand-ins saw, by server.
+	mcp []mcpstandin.Report
 }
 
 // verdict is the outcome of a replay's comparison.
@@ -77,6 +80,14 @@ func judge(ev evidence) (verdict, error) {
 	}
 	for _, a := range ev.llm.Ambiguous {
 		v.divergences = append(v.divergences, requestAmbiguous(a))
+	}
+	for _, r := range ev.mcp {
+		for _, u := range r.Unanswered {
+			v.divergences = append(v.divergences, mcpDivergence(MCPUnanswered, r.Server, u))
+		}
+		for _, u := range r.Unrequested {
+			v.divergences = append(v.divergences, mcpDivergence(MCPUnrequested, r.Server, u))
+		}
 	}
 	for _, d := range ev.llm.Drift {
 		if ev.requests == RequestsFail {

@@ -16,6 +16,7 @@ import (
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/replay/mcpstandin"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
@@ -32,6 +33,9 @@ type recording struct {
 	editors  int      // how many of frames are the editor's
 	cwds     []string // the cwds of the editor's session/new, session/load and session/resume requests
 	sessions int      // how many sessions the editor made, loaded or resumed
+	// mcp are the lines of each stdio MCP server, by its index in
+	// meta.MCPServers, in recorded order.
+	mcp [][]mcpstandin.PlanLine
 	// exchanges are the complete LLM exchanges, in recorded order: their
 	// heads, whose whole exchanges llm has, or, for a recording made up
 	// by a test, with llm nil, the whole exchanges.
@@ -62,6 +66,13 @@ func load(st *store.Store, name string) (*recording, error) {
 	rec := &recording{meta: meta, frames: &frameSpool{spool: frames}, llm: &exchangeSpool{spool: exchanges}}
 	number := 0
 	err = st.Lines(name, func(e store.Event) error {
+		if server, dir, ok := e.Lane.MCP(); ok {
+			for len(rec.mcp) <= server {
+				rec.mcp = append(rec.mcp, nil)
+			}
+			rec.mcp[server] = append(rec.mcp[server], mcpstandin.PlanLine{Dir: dir, Line: string(e.Data)})
+			return nil
+		}
 		switch e.Lane {
 		case store.LaneEditor, store.LaneAgent:
 			data := e.Data

@@ -131,6 +131,14 @@ type Options struct {
 	CA *proxy.CA
 	// Stderr receives the agent's stderr. If nil, it is discarded.
 	Stderr io.Writer
+	// MCPStandIn, if not "", is the program the agent is to run in place
+	// of each stdio MCP server of the recording (record.Options.MCPRelay
+	// recorded them), with mcpstandin.Command and its plan: acptap
+	// itself, whose main calls mcpstandin.Main for that command. The
+	// servers are then served from the recording, and a call it cannot
+	// answer, or a recorded call never made, is a divergence. If "", the
+	// agent starts the recorded servers' commands, as its frames say.
+	MCPStandIn string
 }
 
 // Result is the outcome of one replay.
@@ -237,7 +245,12 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	}
 	defer llm.close()
 
+	mcp, err := rec.standIns(sb, opts.MCPStandIn)
+	if err != nil {
+		return nil, err
+	}
 	run, err := runAgent(ctx, agentConfig{
+		rewrite: mcp.rewrite(),
 		argv:    llm.argv,
 		dir:     sb.work,
 		env:     llm.env,
@@ -274,7 +287,12 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		res.timeline(rec, sb, &run.drive)
 	}
 	run.drive = driver.Result{}
+	mcpReports, err := mcp.reports()
+	if err != nil {
+		return nil, err
+	}
 	v, err := judge(evidence{
+		mcp:        mcpReports,
 		recorded:   rec.acpLines(),
 		live:       spooledLines{s: run.live, index: run.compared},
 		keep:       !opts.Discard,

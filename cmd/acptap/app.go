@@ -14,6 +14,7 @@ import (
 
 	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/record/mcprelay"
+	"github.com/acptap/acptap/replay/mcpstandin"
 	"github.com/acptap/acptap/store"
 )
 
@@ -235,6 +236,11 @@ func Main(args []string, stdio *IO) (code int) {
 	if len(args) == 2 && args[1] == tapProcessCommand {
 		// Started by acptap record (tapProcess), not by a user.
 		return record.TapMain()
+	}
+	if len(args) > 1 && args[1] == mcpstandin.Command {
+		// Started by an agent in a replay, in place of an MCP server, as
+		// acptap replay told it.
+		return mcpstandin.Main(args[2:], stdio.In, stdio.Out, stdio.Err)
 	}
 	if len(args) > 1 && args[1] == mcprelay.Command {
 		// Started by an agent, in place of an MCP server, as acptap

@@ -190,3 +190,62 @@ func TestMCPServerMissing(t *testing.T) {
 		t.Error("the relay's error is not on the server's stderr lane")
 	}
 }
+
+// TestMCPReplay records a session whose agent calls a stdio MCP server's
+// tool in each turn, then replays it 20 times with the server's program
+// gone: each replay is green, served from the recording, and the server
+// logs no call. A changed call is reported, the call the recording has no
+// answer for and the recorded one never made; --live-mcp runs the real
+// server again.
+func TestMCPReplay(t *testing.T) {
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	// The server is a program of its own directory in PATH, which the
+	// replays go without.
+	bin := t.TempDir()
+	log := filepath.Join(dir, "notes.log")
+	server := filepath.Join(bin, "notes-server")
+	script := "#!/bin/sh\nexec testmcp --log " + strconv.Quote(log) + " \"$@\"\n"
+	if err := os.WriteFile(server, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := agentEnv()
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			env[i] = "PATH=" + bin + ":" + strings.TrimPrefix(kv, "PATH=")
+		}
+	}
+	servers := `[{"name":"notes","command":"notes-server","args":[],"env":[]}]`
+	rec := exec.Command("testeditor", "--prompt", "look it up", "--prompt", "again", "--mcp-servers", servers, "--",
+		"acptap", "record", "--store", db, "--name", "mcp", "--", "testagent", "--mcp-call", `lookup={"topic":"answer"}`)
+	rec.Dir, rec.Env = dir, env
+	if out, err := rec.CombinedOutput(); err != nil || strings.Count(string(out), "mcp notes lookup: 42") != 2 {
+		t.Fatalf("recording: %v\n%s", err, out)
+	}
+	calls := func() int {
+		b, _ := os.ReadFile(log)
+		return strings.Count(string(b), `"method":"tools/call"`)
+	}
+	for i := range 20 {
+		out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "mcp")
+		if code != 0 {
+			t.Fatalf("replay #%d with the MCP server gone: exit %d\n%s%s", i, code, out, errOut)
+		}
+	}
+	if n := calls(); n != 2 {
+		t.Errorf("the server logged %d tools/call, want the 2 recorded: the replays called it", n)
+	}
+
+	out2, _, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "mcp", "--", "testagent", "--mcp-call", `lookup={"topic":"weather"}`)
+	if code != ExitDiverged || !strings.Contains(out2, `MCP server notes: the agent asked tools/call lookup {"topic":"weather"}, which the recording has no answer for`) ||
+		!strings.Contains(out2, `MCP server notes: the recorded tools/call lookup {"topic":"answer"} was never asked`) {
+		t.Errorf("replay with another call: exit %d, want %d and both MCP divergences:\n%s", code, ExitDiverged, out2)
+	}
+
+	if out, errOut, code := runAcptap(t, t.TempDir(), env, "replay", "--store", db, "--live-mcp", "mcp"); code != 0 {
+		t.Errorf("replay --live-mcp: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := calls(); n != 4 {
+		t.Errorf("after --live-mcp the server logged %d tools/call, want 4", n)
+	}
+}

@@ -1,0 +1,312 @@
+// Package mcpstandin serves an MCP server to a replayed agent from the recording, in the server's place: the agent starts it over stdio as it started the server.
+//
+// A replay gives the agent, in place of a stdio MCP server's command in
+// session/new, `acptap __mcp-standin PLAN LOG`: PLAN holds the server's
+// recorded lines (see WritePlan), LOG is where the stand-in notes what it
+// served. It answers each request the agent sends with the recorded answer
+// of the same method: a tools/call with the recorded call of the same tool
+// and arguments (normalized, as replay normalizes: paths under the
+// recorded and the replay's directories alike), the first not served yet;
+// another method with its first recorded request not served yet, or its
+// last again. The answer takes the live request's id, and the server's
+// notifications recorded after it follow it. A request the recording
+// cannot answer gets an error, and both it and every recorded request
+// never asked are in the LOG, which Read turns into a Report.
+package mcpstandin
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/acptap/acptap/lane"
+	"github.com/acptap/acptap/normalize"
+)
+
+// Command is the stand-in's command, acptap's first argument.
+const Command = "__mcp-standin"
+
+// Plan is what a stand-in serves: one server's recorded lines and the
+// directories their paths are normalized under.
+type Plan struct {
+	Server string `json:"server"`
+	// Cwd, Home and Tmp are the roots of normalize.Options: the recorded
+	// directories and the replay's.
+	Cwd  []string `json:"cwd,omitempty"`
+	Home []string `json:"home,omitempty"`
+	Tmp  []string `json:"tmp,omitempty"`
+	// Lines are the server's lines in recorded order.
+	Lines []PlanLine `json:"lines"`
+}
+
+// PlanLine is one recorded line of the server.
+type PlanLine struct {
+	Dir  lane.MCPDir `json:"dir"`
+	Line string      `json:"line"`
+}
+
+// WritePlan writes p to path.
+func WritePlan(path string, p *Plan) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// envelope is a JSON-RPC message as the stand-in reads it.
+type envelope struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// entry is a recorded request and what the server sent for it.
+type entry struct {
+	n       int // its number among the recorded requests, from 1
+	method  string
+	params  json.RawMessage
+	answer  map[string]json.RawMessage // nil if the recording has none
+	after   [][]byte                   // the server's notifications recorded after the answer
+	served  bool
+	summary string
+}
+
+// server is a stand-in's state.
+type server struct {
+	plan    *Plan
+	entries []*entry
+	log     io.Writer
+}
+
+func newServer(p *Plan, log io.Writer) *server {
+	s := &server{plan: p, log: log}
+	byID := map[string]*entry{}
+	var last *entry
+	for _, l := range p.Lines {
+		var m envelope
+		if json.Unmarshal([]byte(l.Line), &m) != nil {
+			continue
+		}
+		switch {
+		case l.Dir == lane.ToServer && m.Method != "" && m.ID != nil:
+			e := &entry{n: len(s.entries) + 1, method: m.Method, params: m.Params, summary: summarize(m)}
+			s.entries = append(s.entries, e)
+			byID[string(m.ID)] = e
+		case l.Dir == lane.FromServer && m.Method == "" && m.ID != nil:
+			if e := byID[string(m.ID)]; e != nil && e.answer == nil {
+				var msg map[string]json.RawMessage
+				if json.Unmarshal([]byte(l.Line), &msg) == nil {
+					e.answer, last = msg, e
+				}
+			}
+		case l.Dir == lane.FromServer && m.Method != "" && m.ID == nil && last != nil:
+			last.after = append(last.after, []byte(l.Line))
+		}
+	}
+	return s
+}
+
+// summarize names a request as reports do: its method, and for a
+// tools/call its tool and arguments.
+func summarize(m envelope) string {
+	if m.Method != "tools/call" {
+		return m.Method
+	}
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	json.Unmarshal(m.Params, &p)
+	return "tools/call " + p.Name + " " + string(p.Arguments)
+}
+
+// match returns the recorded entry that answers m, nil if none does.
+func (s *server) match(m envelope) *entry {
+	var lastOfMethod *entry
+	for _, e := range s.entries {
+		if e.method != m.Method || e.answer == nil {
+			continue
+		}
+		if m.Method == "tools/call" && !s.sameCall(e.params, m.Params) {
+			continue
+		}
+		if !e.served {
+			return e
+		}
+		lastOfMethod = e
+	}
+	if m.Method == "tools/call" {
+		return nil // a call is answered once
+	}
+	return lastOfMethod
+}
+
+// sameCall reports whether two tools/call params name the same tool with
+// the same arguments, normalized.
+func (s *server) sameCall(recorded, live json.RawMessage) bool {
+	norm := func(raw json.RawMessage) json.RawMessage {
+		n := normalize.New(normalize.Options{Cwd: s.plan.Cwd, Home: s.plan.Home, Tmp: s.plan.Tmp})
+		return n.Frame(lane.Agent, raw)
+	}
+	return bytes.Equal(norm(recorded), norm(live))
+}
+
+// serve answers the agent's requests from r on w until r ends.
+func (s *server) serve(r io.Reader, w io.Writer) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	bw := bufio.NewWriter(w)
+	for {
+		line, err := br.ReadBytes('\n')
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			if werr := s.take(t, bw); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			s.note(logLine{End: true})
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// take answers one line of the agent's.
+func (s *server) take(line []byte, w *bufio.Writer) error {
+	var m envelope
+	if json.Unmarshal(line, &m) != nil || m.Method == "" || m.ID == nil {
+		return nil // a notification, a response or junk: nothing to answer
+	}
+	e := s.match(m)
+	var out []byte
+	if e == nil {
+		summary := summarize(m)
+		s.note(logLine{Unanswered: summary})
+		out, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{
+			"code": -32603, "message": "acptap replay: no recorded answer for " + summary + " of MCP server " + s.plan.Server,
+		}})
+	} else {
+		if !e.served {
+			e.served = true
+			s.note(logLine{Served: e.n})
+		}
+		answer := make(map[string]json.RawMessage, len(e.answer))
+		for k, v := range e.answer {
+			answer[k] = v
+		}
+		answer["id"] = m.ID
+		out, _ = json.Marshal(answer)
+	}
+	w.Write(append(out, '\n'))
+	if e != nil {
+		for _, n := range e.after {
+			w.Write(append(n, '\n'))
+		}
+	}
+	return w.Flush()
+}
+
+// logLine is one line of the LOG.
+type logLine struct {
+	Served     int    `json:"served,omitempty"`     // the recorded request answered, first time
+	Unanswered string `json:"unanswered,omitempty"` // a request the recording has no answer for
+	End        bool   `json:"end,omitempty"`        // the agent closed the stand-in's stdin
+}
+
+func (s *server) note(l logLine) {
+	b, _ := json.Marshal(l)
+	s.log.Write(append(b, '\n'))
+}
+
+// Main runs a stand-in: args are PLAN LOG. It returns 0 once the agent
+// closes its stdin, 2 for bad arguments or a plan it cannot read.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 2 {
+		fmt.Fprintf(stderr, "acptap %s: usage: acptap %s PLAN LOG (acptap replay runs it; it is not for people)\n", Command, Command)
+		return 2
+	}
+	b, err := os.ReadFile(args[0])
+	var p Plan
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "acptap %s: the plan %s: %v\n", Command, args[0], err)
+		return 2
+	}
+	log, err := os.OpenFile(args[1], os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		fmt.Fprintf(stderr, "acptap %s: %v\n", Command, err)
+		return 2
+	}
+	defer log.Close()
+	if err := newServer(&p, log).serve(stdin, stdout); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		fmt.Fprintf(stderr, "acptap %s: %v\n", Command, err)
+		return 1
+	}
+	return 0
+}
+
+// A Report is what the stand-ins of one server saw in a replay.
+type Report struct {
+	Server string
+	// Unanswered are the requests the recording had no answer for, as
+	// summarized (the method, a tools/call's tool and arguments).
+	Unanswered []string
+	// Unrequested are the recorded calls never made (tools/call,
+	// resources/read, prompts/get: what does something; a listing or a
+	// ping asked fewer times is not one), summarized.
+	Unrequested []string
+}
+
+// calls are the methods whose recorded requests must all be made again.
+var calls = map[string]bool{"tools/call": true, "resources/read": true, "prompts/get": true}
+
+// Read reads the LOG of a server's stand-ins, given the server's plan.
+func Read(plan *Plan, logPath string) (Report, error) {
+	r := Report{Server: plan.Server}
+	s := newServer(plan, io.Discard)
+	f, err := os.Open(logPath)
+	if errors.Is(err, os.ErrNotExist) {
+		f = nil
+	} else if err != nil {
+		return r, err
+	}
+	served := map[int]bool{}
+	if f != nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			var l logLine
+			if json.Unmarshal(sc.Bytes(), &l) != nil {
+				continue // cut by a kill
+			}
+			if l.Served > 0 {
+				served[l.Served] = true
+			}
+			if l.Unanswered != "" {
+				r.Unanswered = append(r.Unanswered, l.Unanswered)
+			}
+		}
+	}
+	for _, e := range s.entries {
+		if !served[e.n] && e.answer != nil && calls[e.method] {
+			r.Unrequested = append(r.Unrequested, e.summary)
+		}
+	}
+	return r, nil
+}
+
+// LogName is the file name of server i's LOG in a replay's directory.
+func LogName(i int) string { return "mcp-" + strconv.Itoa(i) + ".log" }
+
+// PlanName is the file name of server i's PLAN in a replay's directory.
+func PlanName(i int) string { return "mcp-" + strconv.Itoa(i) + ".json" }
