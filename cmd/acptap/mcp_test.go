@@ -249,3 +249,45 @@ func TestMCPReplay(t *testing.T) {
 		t.Errorf("after --live-mcp the server logged %d tools/call, want 4", n)
 	}
 }
+
+// TestMCPBadServers: a server that prints a line that is not JSON-RPC,
+// one whose tool answers 20 MB, and one that crashes mid-call are each
+// recorded with nothing lost and replayed green, served from the
+// recording; nothing hangs.
+func TestMCPBadServers(t *testing.T) {
+	for _, tc := range []struct {
+		name, call string
+		args       []string
+		said       string // in the agent's answers
+	}{
+		{"junk", `lookup={"topic":"answer"}`, []string{"--junk"}, "mcp notes lookup: 42"},
+		{"big", `big={}`, []string{"--big", strconv.Itoa(20 << 20)}, "(20971520 bytes)"},
+		{"crash", `lookup={"topic":"answer"}`, []string{"--crash-on", "lookup"}, "mcp notes lookup: error: tools/call: the server's output ended"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := workspace(t)
+			db := filepath.Join(dir, "s.db")
+			argv, _ := json.Marshal(tc.args)
+			servers := `[{"name":"notes","command":"testmcp","args":` + string(argv) + `,"env":[]}]`
+			out, err := runEditor(dir, "--prompt", "look it up", "--mcp-servers", servers, "--",
+				"acptap", "record", "--store", db, "--name", "bad", "--", "testagent", "--mcp-call", tc.call)
+			if err != nil || !strings.Contains(string(out), tc.said) {
+				t.Fatalf("recording: %v\n%s", err, out)
+			}
+			var bytesOut int
+			for _, e := range showJSON(t, db, "bad") {
+				if e.Lane == "mcp" && e.Dir == "out" {
+					bytesOut += len(e.bytes(t))
+				}
+			}
+			if tc.name == "big" && bytesOut < 20<<20 {
+				t.Errorf("the recording holds %d bytes of the server's output, want the 20 MB answer", bytesOut)
+			}
+			for i := range 3 {
+				if out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "bad"); code != 0 {
+					t.Fatalf("replay #%d: exit %d\n%s%s", i, code, out, errOut)
+				}
+			}
+		})
+	}
+}

@@ -130,7 +130,7 @@ func summarize(m envelope) string {
 func (s *server) match(m envelope) *entry {
 	var lastOfMethod *entry
 	for _, e := range s.entries {
-		if e.method != m.Method || e.answer == nil {
+		if e.method != m.Method {
 			continue
 		}
 		if m.Method == "tools/call" && !s.sameCall(e.params, m.Params) {
@@ -185,6 +185,14 @@ func (s *server) take(line []byte, w *bufio.Writer) error {
 		return nil // a notification, a response or junk: nothing to answer
 	}
 	e := s.match(m)
+	if e != nil && e.answer == nil {
+		// The server never answered it: it ended (crashed) instead.
+		if !e.served {
+			e.served = true
+			s.note(logLine{Served: e.n})
+		}
+		return errEnded
+	}
 	var out []byte
 	if e == nil {
 		summary := summarize(m)
@@ -212,6 +220,10 @@ func (s *server) take(line []byte, w *bufio.Writer) error {
 	}
 	return w.Flush()
 }
+
+// errEnded is a request the recorded server ended on instead of
+// answering it: the stand-in ends there too.
+var errEnded = errors.New("the recorded server ended on this request")
 
 // logLine is one line of the LOG.
 type logLine struct {
@@ -247,7 +259,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer log.Close()
-	if err := newServer(&p, log).serve(stdin, stdout); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+	err = newServer(&p, log).serve(stdin, stdout)
+	if errors.Is(err, errEnded) {
+		return 1
+	}
+	if err != nil && !errors.Is(err, io.ErrClosedPipe) {
 		fmt.Fprintf(stderr, "acptap %s: %v\n", Command, err)
 		return 1
 	}
@@ -298,7 +314,7 @@ func Read(plan *Plan, logPath string) (Report, error) {
 		}
 	}
 	for _, e := range s.entries {
-		if !served[e.n] && e.answer != nil && calls[e.method] {
+		if !served[e.n] && calls[e.method] {
 			r.Unrequested = append(r.Unrequested, e.summary)
 		}
 	}

@@ -23,6 +23,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	logPath := fs.String("log", "", "append a JSON line per message read to `FILE`")
 	name := fs.String("name", "testmcp", "the server's `NAME` in its initialize answer")
 	big := fs.Int("big", 1<<20, "bytes the big tool answers")
+	crashOn := fs.String("crash-on", "", "exit with status 3 when `TOOL` is called, before answering")
 	junk := fs.Bool("junk", false, "print a line that is not JSON-RPC on stdout at start-up (stdio)")
 	var answers []string
 	fs.Func("answer", "the lookup tool's answer for a key: `KEY=VALUE`; repeatable", func(v string) error {
@@ -40,7 +41,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "testmcp: %v\n", err)
 		return 2
 	}
-	opts := Options{Name: *name, Answers: table, BigResult: *big}
+	opts := Options{Name: *name, Answers: table, BigResult: *big, CrashOn: *crashOn}
 	if *logPath != "" {
 		f, err := os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {

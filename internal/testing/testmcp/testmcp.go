@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 )
@@ -33,6 +34,9 @@ type Options struct {
 	Log io.Writer
 	// BigResult, when positive, makes the big tool answer that many bytes.
 	BigResult int
+	// CrashOn, if not "", makes a call of that tool end the server (over
+	// stdio: exit status 3) before it answers.
+	CrashOn string
 }
 
 // Server answers MCP requests. Its methods are safe for concurrent use.
@@ -75,8 +79,18 @@ func (s *Server) Handle(line []byte) []byte {
 		return nil // a notification, or a response to nothing asked
 	}
 	result, rerr := s.answer(m)
+	if rerr == errCrash {
+		crash()
+	}
 	return encode(m.ID, result, rerr)
 }
+
+// errCrash is the answer of a tool that crashes the server.
+var errCrash = &rpcError{Code: -32603, Message: "crashed"}
+
+// crash ends the process, as a server that crashes mid-call does; tests
+// of the HTTP transport never ask for it.
+var crash = func() { os.Exit(3) }
 
 // rpcError is a JSON-RPC error.
 type rpcError struct {
@@ -121,6 +135,9 @@ func (s *Server) answer(m message) (any, *rpcError) {
 		}
 		if err := json.Unmarshal(m.Params, &p); err != nil {
 			return nil, &rpcError{Code: -32602, Message: "invalid params: " + err.Error()}
+		}
+		if p.Name == s.opts.CrashOn {
+			return nil, errCrash
 		}
 		switch p.Name {
 		case "lookup":
