@@ -68,6 +68,7 @@ type config struct {
 	features          features      // --features (see sessions.go)
 	terminalLogin     bool          // advertise a terminal login (authMethods) running this agent with --login
 	mcpCalls          []mcpCall     // --mcp-call: MCP tools called in each scripted turn
+	mcpBench          int           // --mcp-bench: timed lookup calls in each scripted turn
 	login             bool          // be that login: print a line and exit, no ACP
 	// llmDelay is how long to wait before each LLM call of a session, by
 	// the session's number (--llm-delay).
@@ -154,6 +155,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 		cfg.mcpCalls = append(cfg.mcpCalls, mcpCall{tool: tool, args: json.RawMessage(args)})
 		return nil
 	})
+	fs.IntVar(&cfg.mcpBench, "mcp-bench", 0, "call the lookup tool of the session's first MCP server `N` times in each turn (scripted mode), one after the other, and say the round trips' p50 and p99")
 	fs.BoolVar(&cfg.terminalLogin, "terminal-login", false, "advertise a terminal login in initialize's authMethods: this command with --login after it")
 	fs.BoolVar(&cfg.login, "login", false, "be the terminal login: print that the user logged in and exit, speaking no ACP")
 	fs.Func("features", featuresUsage, func(v string) (err error) {

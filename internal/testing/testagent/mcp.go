@@ -396,6 +396,19 @@ func (a *agent) mcpRounds(ctx context.Context, s *session) (string, error) {
 	for _, err := range s.mcpErrs {
 		said = append(said, err.Error())
 	}
+	if n := a.cfg.mcpBench; n > 0 && len(s.mcp) > 0 {
+		rtts := make([]time.Duration, 0, n)
+		args := json.RawMessage(`{"topic":"answer"}`)
+		for range n {
+			start := time.Now()
+			if _, _, err := s.mcp[0].callTool(ctx, "lookup", args); err != nil {
+				return "", err
+			}
+			rtts = append(rtts, time.Since(start))
+		}
+		slices.Sort(rtts)
+		said = append(said, fmt.Sprintf("mcp bench: %d calls, p50 %d ns, p99 %d ns", n, rtts[n/2], rtts[n*99/100]))
+	}
 	for _, c := range a.cfg.mcpCalls {
 		var servers []*mcpClient
 		for _, m := range s.mcp {
