@@ -50,6 +50,9 @@ const (
 	MCPUnanswered
 	// MCPUnrequested: a recorded call of an MCP server was never made.
 	MCPUnrequested
+	// MCPDrift: with Options.LiveMCP, an MCP server answered a request
+	// otherwise than recorded.
+	MCPDrift
 )
 
 var kindNames = [...]string{
@@ -63,6 +66,7 @@ var kindNames = [...]string{
 	RequestAmbiguous:    "request-ambiguous",
 	MCPUnanswered:       "mcp-unanswered",
 	MCPUnrequested:      "mcp-unrequested",
+	MCPDrift:            "mcp-drift",
 }
 
 // String returns the kind's name, such as "output-differs", a word a
@@ -311,8 +315,11 @@ func exchangeUnrequested(r llmserver.Recorded) Divergence {
 // its stand-in summarized it.
 func mcpDivergence(kind Kind, server, request string) Divergence {
 	msg := fmt.Sprintf("MCP server %s: the agent asked %s, which the recording has no answer for", server, request)
-	if kind == MCPUnrequested {
+	switch kind {
+	case MCPUnrequested:
 		msg = fmt.Sprintf("MCP server %s: the recorded %s was never asked", server, request)
+	case MCPDrift:
+		msg = fmt.Sprintf("MCP server %s: %s", server, request)
 	}
 	return Divergence{Kind: kind, Lane: store.LaneAgent, Message: msg}
 }

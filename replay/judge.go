@@ -88,6 +88,9 @@ func judge(ev evidence) (verdict, error) {
 		for _, u := range r.Unrequested {
 			v.divergences = append(v.divergences, mcpDivergence(MCPUnrequested, r.Server, u))
 		}
+		for _, d := range r.Drift {
+			v.divergences = append(v.divergences, mcpDivergence(MCPDrift, r.Server, d))
+		}
 	}
 	for _, d := range ev.llm.Drift {
 		if ev.requests == RequestsFail {

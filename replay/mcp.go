@@ -15,6 +15,7 @@ import (
 // rewrite of the editor's frames that starts them in the servers' place.
 type mcpStandIns struct {
 	program string
+	live    bool // the stand-ins run the servers and compare (Options.LiveMCP)
 	dir     string
 	plans   []*mcpstandin.Plan // by the server's index in the recording
 	// next is how many stdio servers the rewrite has seen: the editor's
@@ -25,11 +26,11 @@ type mcpStandIns struct {
 
 // standIns writes the plans of rec's MCP servers into the sandbox, for
 // the stand-in program; nil if rec has none or program is "".
-func (rec *recording) standIns(sb *sandbox, program string) (*mcpStandIns, error) {
+func (rec *recording) standIns(sb *sandbox, program string, live bool) (*mcpStandIns, error) {
 	if program == "" || len(rec.meta.MCPServers) == 0 {
 		return nil, nil
 	}
-	m := &mcpStandIns{program: program, dir: filepath.Join(sb.root, "mcp")}
+	m := &mcpStandIns{program: program, live: live, dir: filepath.Join(sb.root, "mcp")}
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: the MCP servers' plans: %v", ErrSpool, err)
 	}
@@ -59,13 +60,17 @@ func (m *mcpStandIns) rewrite() func([]byte) []byte {
 		return nil
 	}
 	return func(frame []byte) []byte {
-		return mcpconf.Rewrite(frame, func(string, []string) ([]string, bool) {
+		return mcpconf.Rewrite(frame, func(_ string, argv []string) ([]string, bool) {
 			i := m.next
 			m.next++
 			if i >= len(m.plans) {
 				return nil, false
 			}
-			return []string{m.program, mcpstandin.Command, filepath.Join(m.dir, mcpstandin.PlanName(i)), filepath.Join(m.dir, mcpstandin.LogName(i))}, true
+			standIn := []string{m.program, mcpstandin.Command, filepath.Join(m.dir, mcpstandin.PlanName(i)), filepath.Join(m.dir, mcpstandin.LogName(i))}
+			if m.live {
+				standIn = append(append(standIn, "--"), argv...)
+			}
+			return standIn, true
 		})
 	}
 }

@@ -139,6 +139,11 @@ type Options struct {
 	// answer, or a recorded call never made, is a divergence. If "", the
 	// agent starts the recorded servers' commands, as its frames say.
 	MCPStandIn string
+	// LiveMCP has the stand-ins run the recorded servers' own commands,
+	// pass their answers on, and compare each with the recorded one: an
+	// answer that differs is a divergence (MCPDrift). It needs
+	// MCPStandIn.
+	LiveMCP bool
 }
 
 // Result is the outcome of one replay.
@@ -245,7 +250,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	}
 	defer llm.close()
 
-	mcp, err := rec.standIns(sb, opts.MCPStandIn)
+	mcp, err := rec.standIns(sb, opts.MCPStandIn, opts.LiveMCP)
 	if err != nil {
 		return nil, err
 	}

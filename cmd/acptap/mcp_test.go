@@ -248,6 +248,18 @@ func TestMCPReplay(t *testing.T) {
 	if n := calls(); n != 4 {
 		t.Errorf("after --live-mcp the server logged %d tools/call, want 4", n)
 	}
+
+	// The server now answers otherwise: --live-mcp names the server, the
+	// call and the field.
+	changed := "#!/bin/sh\nexec testmcp --answer answer=43 --log " + strconv.Quote(log) + " \"$@\"\n"
+	if err := os.WriteFile(server, []byte(changed), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out3, _, code := runAcptap(t, t.TempDir(), env, "replay", "--store", db, "--live-mcp", "mcp")
+	want := `MCP server notes: tools/call lookup {"topic":"answer"}: the answer differs from the recording at $.result.content[0].text: recorded "42", live "43"`
+	if code != ExitDiverged || !strings.Contains(out3, want) {
+		t.Errorf("replay --live-mcp of a changed server: exit %d, want %d and\n%s\ngot:\n%s", code, ExitDiverged, want, out3)
+	}
 }
 
 // TestMCPBadServers: a server that prints a line that is not JSON-RPC,

@@ -68,7 +68,7 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; repeatable"},
 			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does, a `MODE`: ignore, warn or fail"},
 			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent's output is compared within a turn, a `MODE`: stream (each stream on its own: each tool call, the message, the thoughts, the plan, the state at the turn's end) or strict (the total order)"},
-			&cli.BoolFlag{Name: "live-mcp", Usage: "let the agent start the recorded stdio MCP servers themselves instead of serving them from the recording"},
+			&cli.BoolFlag{Name: "live-mcp", Usage: "run the recorded stdio MCP servers instead of serving them from the recording, and fail on an answer that differs from the recorded one"},
 			&cli.BoolFlag{Name: "strict-http", Usage: "fail the replay on an http request (not to the LLM) the recording has no answer for, and on a recorded one never requested; by default the first is a warning and the second nothing"},
 		}, append(runFlags(),
 			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
@@ -144,9 +144,8 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	opts.Replay.Faults = faults
 	opts.Replay.Requests = mode
 	opts.Replay.StrictHTTP = c.Bool("strict-http")
-	if !c.Bool("live-mcp") {
-		opts.Replay.MCPStandIn = mcpRelay()
-	}
+	opts.Replay.MCPStandIn = mcpRelay()
+	opts.Replay.LiveMCP = c.Bool("live-mcp")
 	opts.Replay.Order = order
 	opts.Replay.KeepRequests = opts.HTML != "" // for the pages' request drift
 	return opts, nil

@@ -25,6 +25,7 @@ import (
 	"strconv"
 
 	"github.com/acptap/acptap/lane"
+	"github.com/acptap/acptap/mismatch"
 	"github.com/acptap/acptap/normalize"
 )
 
@@ -230,6 +231,7 @@ type logLine struct {
 	Served     int    `json:"served,omitempty"`     // the recorded request answered, first time
 	Unanswered string `json:"unanswered,omitempty"` // a request the recording has no answer for
 	End        bool   `json:"end,omitempty"`        // the agent closed the stand-in's stdin
+	Drift      *drift `json:"drift,omitempty"`      // a live server's answer that differs from the recorded
 }
 
 func (s *server) note(l logLine) {
@@ -237,11 +239,18 @@ func (s *server) note(l logLine) {
 	s.log.Write(append(b, '\n'))
 }
 
-// Main runs a stand-in: args are PLAN LOG. It returns 0 once the agent
-// closes its stdin, 2 for bad arguments or a plan it cannot read.
+// Main runs a stand-in: args are PLAN LOG, or PLAN LOG -- COMMAND
+// [ARGS...] to run the server COMMAND and compare its answers with the
+// recorded ones (replay --live-mcp). It returns 0 once the agent closes
+// its stdin (with a server, the server's exit status), 2 for bad
+// arguments or a plan it cannot read.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var argv []string
+	if len(args) > 3 && args[2] == "--" {
+		args, argv = args[:2], args[3:]
+	}
 	if len(args) != 2 {
-		fmt.Fprintf(stderr, "acptap %s: usage: acptap %s PLAN LOG (acptap replay runs it; it is not for people)\n", Command, Command)
+		fmt.Fprintf(stderr, "acptap %s: usage: acptap %s PLAN LOG [-- COMMAND [ARGS...]] (acptap replay runs it; it is not for people)\n", Command, Command)
 		return 2
 	}
 	b, err := os.ReadFile(args[0])
@@ -259,6 +268,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer log.Close()
+	if argv != nil {
+		return newServer(&p, log).serveLive(argv, stdin, stdout, stderr)
+	}
 	err = newServer(&p, log).serve(stdin, stdout)
 	if errors.Is(err, errEnded) {
 		return 1
@@ -276,6 +288,9 @@ type Report struct {
 	// Unanswered are the requests the recording had no answer for, as
 	// summarized (the method, a tools/call's tool and arguments).
 	Unanswered []string
+	// Drift are, with the live server (replay --live-mcp), its answers
+	// that differ from the recorded ones, each the first difference.
+	Drift []string
 	// Unrequested are the recorded calls never made (tools/call,
 	// resources/read, prompts/get: what does something; a listing or a
 	// ping asked fewer times is not one), summarized.
@@ -311,6 +326,9 @@ func Read(plan *Plan, logPath string) (Report, error) {
 			if l.Unanswered != "" {
 				r.Unanswered = append(r.Unanswered, l.Unanswered)
 			}
+			if d := l.Drift; d != nil {
+				r.Drift = append(r.Drift, d.String())
+			}
 		}
 	}
 	for _, e := range s.entries {
@@ -326,3 +344,14 @@ func LogName(i int) string { return "mcp-" + strconv.Itoa(i) + ".log" }
 
 // PlanName is the file name of server i's PLAN in a replay's directory.
 func PlanName(i int) string { return "mcp-" + strconv.Itoa(i) + ".json" }
+
+// String says where the answer differs, as a drifted request is said:
+// "tools/call lookup {...}: the answer differs at $.result...: recorded
+// "42", live "43"".
+func (d *drift) String() string {
+	more := ""
+	if d.More > 0 {
+		more = fmt.Sprintf(" (and %d more differences)", d.More)
+	}
+	return fmt.Sprintf("%s: the answer differs from the recording at %s%s", d.Request, mismatch.Mismatch{Path: d.Path, Recorded: d.Recorded, Live: d.Live}, more)
+}

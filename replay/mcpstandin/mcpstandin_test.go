@@ -105,3 +105,32 @@ func TestMainErrors(t *testing.T) {
 		t.Errorf("a plan: exit %d, %q", code, out.String())
 	}
 }
+
+// TestLive: with the server's command, the stand-in passes the real
+// server's answers on and logs each that differs from the recorded one.
+func TestLive(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "plan.json")
+	if err := WritePlan(p, plan()); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "log")
+	// A server that answers every request with text "C": /bin/sh reading
+	// lines and echoing a canned answer with the request's id.
+	script := `while IFS= read -r line; do id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9"a-z]*\).*/\1/p'); [ -n "$id" ] && printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"C"}]}}\n' "$id"; done`
+	in := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lookup","arguments":{"path":"/sb/w/a.txt"}}}` + "\n"
+	var out, stderr bytes.Buffer
+	if code := Main([]string{p, logPath, "--", "/bin/sh", "-c", script}, strings.NewReader(in), &out, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(out.String(), `"text":"C"`) || !strings.Contains(out.String(), `"id":7`) {
+		t.Errorf("the agent got %q, want the live answer", out.String())
+	}
+	r, err := Read(plan(), logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Drift) != 1 || !strings.Contains(r.Drift[0], `tools/call lookup {"path":"/rec/w/a.txt"}: the answer differs from the recording at $.result.content[0].text: recorded "A", live "C"`) {
+		t.Errorf("drift %q", r.Drift)
+	}
+}
