@@ -61,6 +61,8 @@ func newClaudeLab(t *testing.T) *lab {
 // A claudeScenario is what the editor does and how Claude Code is
 // configured.
 type claudeScenario struct {
+	// env holds more variables for Claude Code (NAME=VALUE).
+	env []string
 	// editor holds more testeditor flags, such as --zed.
 	editor      []string
 	prompts     []string
@@ -138,6 +140,7 @@ func (sc claudeScenario) agent(r route, fakeURL string) []string {
 	if r.tls {
 		argv = append(argv, claudeBaseURLVar+"="+fakeURL)
 	}
+	argv = append(argv, sc.env...)
 	// claude.path is set once, by the first need.
 	return append(argv, claude.path)
 }
@@ -585,6 +588,55 @@ func TestClaudeZedSessions(t *testing.T) {
 				t.Errorf("the editor neither loaded nor resumed the first session; methods %q", methods)
 			}
 			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
+		})
+	}
+}
+
+// TestClaudeMCP: claude-agent-acp given a stdio MCP server in session/new
+// (the test MCP server), whose lookup tool the scripted model calls:
+// recorded by both routes, the server's lines on lanes of their own, and
+// replayed 5 times green under --requests fail with the server's program
+// gone, served from the recording, the server asked nothing.
+func TestClaudeMCP(t *testing.T) {
+	t.Parallel()
+	for _, r := range routes {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			l := newClaudeLab(t)
+			server := filepath.Join(l.dir, "notes-server")
+			b, err := os.ReadFile(filepath.Join(binDir, "testmcp"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(server, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			log := filepath.Join(l.dir, "notes.log")
+			servers, _ := json.Marshal([]map[string]any{{"name": "notes", "command": server, "args": []string{"--log", log}, "env": []any{}}})
+			// MCP tools offered to the model at once, not behind ToolSearch.
+			sc := claudeScenario{prompts: []string{"Please look the answer up"}, editor: []string{"--mcp-servers", string(servers)}, env: []string{"ENABLE_TOOL_SEARCH=false"}}
+			s := l.recordClaude("mcp", r, sc, fakeanthropic.Options{})
+			if want := fakeanthropic.LookupAnswer("42"); !strings.Contains(s.answers, want) {
+				t.Fatalf("the editor got %q, want %q in it (the fake answered %q)", s.answers, want, s.steps)
+			}
+			calls := func() int {
+				b, _ := os.ReadFile(log)
+				return strings.Count(string(b), `"method":"tools/call"`)
+			}
+			if n := calls(); n != 1 {
+				t.Fatalf("the server logged %d tools/call, want 1", n)
+			}
+			res := l.run(l.dir, l.env(""), filepath.Join(binDir, "acptap"), "show", "--store", l.store, "mcp")
+			if !strings.Contains(res.stdout, "notes → request  tools/call") || !strings.Contains(res.stdout, `← result`) {
+				t.Errorf("show lacks the MCP call:\n%s", clip(res.stdout, 8000))
+			}
+			if err := os.Remove(server); err != nil {
+				t.Fatal(err)
+			}
+			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
+			if n := calls(); n != 1 {
+				t.Errorf("after the replays the server logged %d tools/call, want the 1 recorded", n)
+			}
 		})
 	}
 }

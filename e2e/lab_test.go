@@ -38,7 +38,7 @@ const (
 )
 
 var (
-	binDir   string // acptap and testeditor, built by TestMain
+	binDir   string // acptap, testeditor and testmcp, built by TestMain
 	buildErr error
 )
 
@@ -65,7 +65,7 @@ func build(dir string) error {
 	if err != nil {
 		return fmt.Errorf("building the helper binaries: %w", err)
 	}
-	for name, pkg := range map[string]string{"acptap": "./cmd/acptap", "testeditor": "./internal/testing/testeditor/cmd/testeditor"} {
+	for name, pkg := range map[string]string{"acptap": "./cmd/acptap", "testeditor": "./internal/testing/testeditor/cmd/testeditor", "testmcp": "./internal/testing/testmcp/cmd/testmcp"} {
 		cmd := exec.Command(gobin, "build", "-o", filepath.Join(dir, name), pkg)
 		cmd.Dir = ".." // the module root
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -212,7 +212,16 @@ type block struct {
 var (
 	runWord    = regexp.MustCompile(`(?i)\brun\b`)
 	slowlyWord = regexp.MustCompile(`(?i)\bslowly\b`)
+	lookUpWord = regexp.MustCompile(`(?i)\blook\b.*\bup\b`)
 )
+
+// LookupArguments are the arguments of the MCP lookup call the fake asks
+// for when a prompt says "look ... up" and an MCP tool named lookup
+// (mcp__SERVER__lookup) is offered.
+const LookupArguments = `{"topic":"answer"}`
+
+// LookupAnswer is the answer after an MCP lookup's result.
+func LookupAnswer(result string) string { return "The lookup says: " + strings.TrimSpace(result) }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := Request{Request: fakellm.Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Step: "error"}}
@@ -310,6 +319,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 	}
 	prompt, toolOutput, isTool := lastUser(req.Messages)
 	switch {
+	case isTool && strings.HasSuffix(lastToolUse(req.Messages), "__lookup"):
+		rec.Step = "lookup-answer"
+		s.Keep(rec)
+		out.text(s.opts.Variant + LookupAnswer(toolOutput))
 	case isTool:
 		rec.Step = "tool-answer"
 		s.Keep(rec)
@@ -337,6 +350,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		rec.Step = "slow"
 		s.Keep(rec)
 		out.slow(r, s.Done(), s.opts.Delay)
+	case lookUpWord.MatchString(prompt) && lookupTool(rec.Tools) != "":
+		rec.Step = "lookup"
+		s.Keep(rec)
+		out.toolUse(s.opts.Variant+ToolPreamble, lookupTool(rec.Tools), LookupArguments)
 	case runWord.MatchString(prompt):
 		name := ""
 		for _, want := range shellTools {
@@ -737,4 +754,37 @@ func StartTLS(opts Options, dir string) (*Listener, error) {
 func (l *Listener) Close() {
 	l.Server.Close()
 	l.HTTP.Close()
+}
+
+// lookupTool returns the name of an MCP tool named lookup among tools
+// (Claude Code names MCP tools mcp__SERVER__TOOL), "" if none.
+func lookupTool(tools []string) string {
+	for _, t := range tools {
+		if strings.HasPrefix(t, "mcp__") && strings.HasSuffix(t, "__lookup") {
+			return t
+		}
+	}
+	return ""
+}
+
+// lastToolUse returns the name of the tool the last assistant message
+// called, "" if it called none.
+func lastToolUse(msgs []message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != "assistant" {
+			continue
+		}
+		var blocks []struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		json.Unmarshal(msgs[i].Content, &blocks)
+		for _, b := range blocks {
+			if b.Type == "tool_use" {
+				return b.Name
+			}
+		}
+		return ""
+	}
+	return ""
 }

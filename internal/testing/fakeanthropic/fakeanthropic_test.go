@@ -120,6 +120,10 @@ func events(t *testing.T, b []byte) []string {
 
 const toolResult = `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01x","content":[{"type":"text","text":"hello-from-claude\n"}]}]}`
 const toolResultString = `{"role":"user","content":[{"tool_use_id":"toolu_01x","type":"tool_result","content":"ls: cannot access 'x': No such file\nmore","is_error":true}]}`
+const lookupToolDef = `{"name":"mcp__notes__lookup","input_schema":{"type":"object","properties":{"topic":{"type":"string"}}}}`
+const assistantLookup = `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_02x","name":"mcp__notes__lookup","input":{"topic":"answer"}}]}`
+const lookupResult = `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_02x","content":[{"type":"text","text":"42"}]}]}`
+
 const assistantCall = `{"role":"assistant","content":[{"type":"text","text":"I'll run the command."},{"type":"tool_use","id":"toolu_01x","name":"Bash","input":{"command":"echo"}}]}`
 
 // textEvents are the events of a text answer streamed in n deltas.
@@ -185,6 +189,15 @@ func TestScript(t *testing.T) {
 		{
 			name: "failed tool result", body: body(true, bashTool, user("run it"), assistantCall, toolResultString),
 			step: "tool-answer", text: "The command did not print what I expected: ls: cannot access 'x': No such file", stop: "end_turn",
+		},
+		{
+			name: "mcp lookup", body: body(true, bashTool+","+lookupToolDef, user("Please look the answer up")),
+			step: "lookup", text: ToolPreamble, stop: "tool_use", events: toolEvents((len(LookupArguments) + 11) / 12),
+			call: &wire.ToolCall{Name: "mcp__notes__lookup", Arguments: LookupArguments},
+		},
+		{
+			name: "mcp lookup result", body: body(true, lookupToolDef, user("Please look the answer up"), assistantLookup, lookupResult),
+			step: "lookup-answer", text: LookupAnswer("42"), stop: "end_turn",
 		},
 		{
 			name: "not streamed", body: body(false, "", user("Say hi")),

@@ -124,6 +124,14 @@ func (s *Server) answer(m message) (any, *rpcError) {
 			"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
 			"serverInfo":      map[string]any{"name": s.opts.Name, "version": "1.0.0"},
 		}, nil
+	case "server/discover":
+		// The stateless revision's discovery (2026-07-28), which a client of
+		// that revision asks first.
+		return map[string]any{
+			"supportedVersions": []string{"2026-07-28", ProtocolVersion},
+			"capabilities":      map[string]any{"tools": map[string]any{"listChanged": false}},
+			"serverInfo":        map[string]any{"name": s.opts.Name, "version": "1.0.0"},
+		}, nil
 	case "ping":
 		return map[string]any{}, nil
 	case "tools/list":

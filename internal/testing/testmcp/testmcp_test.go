@@ -19,6 +19,7 @@ func TestStdio(t *testing.T) {
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"lookup","arguments":{"topic":"nope"}}}`,
 		`{"jsonrpc":"2.0","id":5,"method":"resources/list"}`,
 		`not json`,
+		`{"jsonrpc":"2.0","id":6,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
 	}, "\n") + "\n"
 	var out bytes.Buffer
 	if err := s.ServeStdio(strings.NewReader(in), &out); err != nil {
@@ -32,13 +33,14 @@ func TestStdio(t *testing.T) {
 		`"isError":true`,
 		`"code":-32601`,
 		`"code":-32700`,
+		`"supportedVersions":["2026-07-28","2025-06-18"]`,
 	} {
 		if i >= len(lines) || !strings.Contains(lines[i], want) {
 			t.Errorf("answer %d: %q lacks %s\nall: %s", i+1, lines[min(i, len(lines)-1)], want, out.String())
 		}
 	}
-	if n := strings.Count(log.String(), "\n"); n != 7 || !strings.Contains(log.String(), `"method":"tools/call"`) || !strings.Contains(log.String(), `"junk":"not json"`) {
-		t.Errorf("the log has %d lines, want 7, the call and the junk:\n%s", n, log.String())
+	if n := strings.Count(log.String(), "\n"); n != 8 || !strings.Contains(log.String(), `"method":"tools/call"`) || !strings.Contains(log.String(), `"junk":"not json"`) {
+		t.Errorf("the log has %d lines, want 8, the call and the junk:\n%s", n, log.String())
 	}
 }
 
