@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -301,5 +302,40 @@ func TestMCPBadServers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMCPUpdate: replay --update after an intended change of the agent
+// rewrites the agent's lane and leaves the MCP server's lines as recorded;
+// the updated recording replays green, served from them.
+func TestMCPUpdate(t *testing.T) {
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	servers := `[{"name":"notes","command":"testmcp","args":[],"env":[]}]`
+	agent := []string{"testagent", "--mcp-call", `lookup={"topic":"answer"}`}
+	out, err := runEditor(dir, append([]string{"--prompt", "look it up", "--mcp-servers", servers, "--",
+		"acptap", "record", "--store", db, "--name", "mcp", "--"}, agent...)...)
+	if err != nil {
+		t.Fatalf("recording: %v\n%s", err, out)
+	}
+	mcpLines := func() []string {
+		var lines []string
+		for _, e := range showJSON(t, db, "mcp") {
+			if e.Lane == "mcp" {
+				lines = append(lines, e.Dir+" "+string(e.bytes(t)))
+			}
+		}
+		return lines
+	}
+	before := mcpLines()
+	changed := append(slices.Clone(agent), "--thought", "Let me look it up.")
+	if out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), append([]string{"replay", "--store", db, "--update", "mcp", "--"}, changed...)...); code != 0 {
+		t.Fatalf("replay --update: exit %d\n%s%s", code, out, errOut)
+	}
+	if after := mcpLines(); len(before) == 0 || !slices.Equal(after, before) {
+		t.Errorf("--update changed the MCP server's lines:\nbefore %q\nafter  %q", before, after)
+	}
+	if out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), append([]string{"replay", "--store", db, "mcp", "--"}, changed...)...); code != 0 {
+		t.Errorf("replay of the updated recording: exit %d\n%s%s", code, out, errOut)
 	}
 }
