@@ -25,6 +25,9 @@ var (
 	// its LLM exchanges or the agent's output in could not be written or
 	// read.
 	ErrSpool = errors.New("cannot spool the replay's frames")
+	// ErrMCPFault: an MCP fault names a server the recording does not
+	// have, or the servers are not served from the recording.
+	ErrMCPFault = errors.New("bad MCP fault")
 )
 
 // An AgentNotFoundError is the ErrStart of an agent program that does not

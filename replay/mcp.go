@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/acptap/acptap/internal/mcpconf"
 	"github.com/acptap/acptap/replay/mcpstandin"
+	"github.com/acptap/acptap/store"
 )
 
 // mcpStandIns are the stand-ins of a replay's stdio MCP servers (package
@@ -26,7 +28,23 @@ type mcpStandIns struct {
 
 // standIns writes the plans of rec's MCP servers into the sandbox, for
 // the stand-in program; nil if rec has none or program is "".
-func (rec *recording) standIns(sb *sandbox, program string, live bool) (*mcpStandIns, error) {
+func (rec *recording) standIns(sb *sandbox, program string, live bool, faults []MCPFault) (*mcpStandIns, error) {
+	for _, f := range faults {
+		if !slices.ContainsFunc(rec.meta.MCPServers, func(s store.MCPServer) bool { return s.Name == f.Server }) {
+			var names []string
+			for _, s := range rec.meta.MCPServers {
+				names = append(names, s.Name)
+			}
+			have := strings.Join(names, ", ")
+			if have == "" {
+				have = "none"
+			}
+			return nil, fmt.Errorf("%w: --fault mcp:%s: the recording has no MCP server %s (it has: %s)", ErrMCPFault, f.Server, f.Server, have)
+		}
+		if program == "" {
+			return nil, fmt.Errorf("%w: --fault mcp:%s: the MCP servers are not served from the recording", ErrMCPFault, f.Server)
+		}
+	}
 	if program == "" || len(rec.meta.MCPServers) == 0 {
 		return nil, nil
 	}
@@ -40,6 +58,11 @@ func (rec *recording) standIns(sb *sandbox, program string, live bool) (*mcpStan
 			Cwd:    nonEmpty(append(slices.Clone(rec.cwds), rec.meta.Cwd, sb.work)...),
 			Home:   nonEmpty(rec.meta.Home, sb.home),
 			Tmp:    nonEmpty(rec.meta.Tmp, sb.tmp),
+		}
+		for _, f := range faults {
+			if f.Server == server.Name {
+				p.Faults = append(p.Faults, f.Fault)
+			}
 		}
 		if i < len(rec.mcp) {
 			p.Lines = rec.mcp[i]

@@ -23,6 +23,7 @@ import (
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/replay/mcpstandin"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
@@ -139,11 +140,22 @@ type Options struct {
 	// answer, or a recorded call never made, is a divergence. If "", the
 	// agent starts the recorded servers' commands, as its frames say.
 	MCPStandIn string
+	// MCPFaults are failures the stand-ins inject into the recorded MCP
+	// servers' tool calls, by server name. A name the recording has no
+	// server of fails the replay before the agent starts.
+	MCPFaults []MCPFault
 	// LiveMCP has the stand-ins run the recorded servers' own commands,
 	// pass their answers on, and compare each with the recorded one: an
 	// answer that differs is a divergence (MCPDrift). It needs
 	// MCPStandIn.
 	LiveMCP bool
+}
+
+// An MCPFault is a failure to inject into a tool call of the recorded MCP
+// server named Server (see mcpstandin.Fault).
+type MCPFault struct {
+	Server string
+	mcpstandin.Fault
 }
 
 // Result is the outcome of one replay.
@@ -250,7 +262,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	}
 	defer llm.close()
 
-	mcp, err := rec.standIns(sb, opts.MCPStandIn, opts.LiveMCP)
+	mcp, err := rec.standIns(sb, opts.MCPStandIn, opts.LiveMCP, opts.MCPFaults)
 	if err != nil {
 		return nil, err
 	}

@@ -339,3 +339,41 @@ func TestMCPUpdate(t *testing.T) {
 		t.Errorf("replay of the updated recording: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestMCPFaults: --fault mcp:NAME:N=KIND breaks the N-th tool call of an
+// MCP server served from the recording: an error result and a crash
+// change what the agent says, a hang trips the replay's timeout; a fault
+// of a server the recording lacks, or a malformed one, is refused before
+// anything runs.
+func TestMCPFaults(t *testing.T) {
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	servers := `[{"name":"notes","command":"testmcp","args":[],"env":[]}]`
+	if out, err := runEditor(dir, "--prompt", "look it up", "--prompt", "again", "--mcp-servers", servers, "--",
+		"acptap", "record", "--store", db, "--name", "mcp", "--", "testagent", "--mcp-call", `lookup={"topic":"answer"}`); err != nil {
+		t.Fatalf("recording: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		fault, want string
+	}{
+		{"mcp:notes:1=error", "acptap replay: an injected MCP error"},
+		{"mcp:notes:2=crash", "the server's output ended"},
+		{"mcp:notes:1=hang", "waited"},
+	} {
+		out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--timeout", "2s", "--fault", tc.fault, "mcp")
+		if code != ExitDiverged || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("--fault %s: exit %d, want %d and %q in the report:\n%s%s", tc.fault, code, ExitDiverged, tc.want, out, errOut)
+		}
+	}
+	for _, tc := range []struct{ fault, want string }{
+		{"mcp:ghost:1=error", "--fault mcp:ghost: the recording has no MCP server ghost (it has: notes); name a server as acptap show lists them"},
+		{"mcp:notes:0=error", `--fault "mcp:notes:0=error": want mcp:NAME:N=KIND`},
+		{"mcp:notes:1=boom", `--fault "mcp:notes:1=boom": want mcp:NAME:N=KIND`},
+		{"mcp:notes=error", `--fault "mcp:notes=error": want mcp:NAME:N=KIND`},
+	} {
+		_, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--fault", tc.fault, "mcp")
+		if code != ExitUsage || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("--fault %s: exit %d, stderr %q; want %d and one line with %q", tc.fault, code, errOut, ExitUsage, tc.want)
+		}
+	}
+}

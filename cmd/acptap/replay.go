@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
+	"github.com/acptap/acptap/replay/mcpstandin"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
@@ -65,7 +67,7 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.IntFlag{Name: "parallel", Value: runtime.NumCPU(), DefaultText: "the number of CPUs", Usage: "replay up to `N` recordings at once, each in its own sandbox; reports still come out whole, in order"},
 			&cli.StringFlag{Name: "shard", Usage: "replay only part `I/N` of a stable partition by name, for job I of a CI matrix of N"},
 			&cli.Float64Flag{Name: "speed", Usage: "0 serves the LLM side without waits; a `FACTOR` N divides the recorded timing by N"},
-			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; repeatable"},
+			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; or mcp:NAME:N=error|hang|crash into the N-th tool call of MCP server NAME; repeatable"},
 			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does, a `MODE`: ignore, warn or fail"},
 			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent's output is compared within a turn, a `MODE`: stream (each stream on its own: each tool call, the message, the thoughts, the plan, the state at the turn's end) or strict (the total order)"},
 			&cli.BoolFlag{Name: "live-mcp", Usage: "run the recorded stdio MCP servers instead of serving them from the recording, and fail on an answer that differs from the recorded one"},
@@ -133,7 +135,7 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	if err != nil {
 		return nil, usageErrorf("--order %q: want stream or strict", c.String("order"))
 	}
-	faults, err := parseFaults(c.StringSlice("fault"))
+	faults, mcpFaults, err := parseFaults(c.StringSlice("fault"))
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +144,7 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	}
 	opts.Replay.Speed = c.Float64("speed")
 	opts.Replay.Faults = faults
+	opts.Replay.MCPFaults = mcpFaults
 	opts.Replay.Requests = mode
 	opts.Replay.StrictHTTP = c.Bool("strict-http")
 	opts.Replay.MCPStandIn = mcpRelay()
@@ -246,24 +249,56 @@ func loopbackMode(c *cli.Context) replay.LoopbackMode {
 	return replay.LoopbackDirect
 }
 
-func parseFaults(specs []string) (map[int]llmserver.Fault, error) {
+func parseFaults(specs []string) (map[int]llmserver.Fault, []replay.MCPFault, error) {
 	faults := map[int]llmserver.Fault{}
+	var mcpFaults []replay.MCPFault
 	for _, s := range specs {
+		if rest, ok := strings.CutPrefix(s, "mcp:"); ok {
+			f, err := parseMCPFault(s, rest)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, g := range mcpFaults {
+				if g.Server == f.Server && g.Call == f.Call {
+					return nil, nil, usageErrorf("--fault mcp:%s:%d given twice; give one fault per call", f.Server, f.Call)
+				}
+			}
+			mcpFaults = append(mcpFaults, f)
+			continue
+		}
 		n, spec, ok := strings.Cut(s, "=")
 		num, err := strconv.Atoi(n)
 		if !ok || err != nil || num < 1 {
-			return nil, usageErrorf("--fault %q: want N=SPEC with N an exchange number from acptap show, e.g. --fault 1=status:429:retry-after=1", s)
+			return nil, nil, usageErrorf("--fault %q: want N=SPEC with N an exchange number from acptap show, e.g. --fault 1=status:429:retry-after=1", s)
 		}
 		if _, dup := faults[num]; dup {
-			return nil, usageErrorf("--fault %d given twice; give one fault per exchange", num)
+			return nil, nil, usageErrorf("--fault %d given twice; give one fault per exchange", num)
 		}
 		f, err := llmserver.ParseFault(spec)
 		if err != nil {
-			return nil, usageErrorf("--fault %q: %v", s, err)
+			return nil, nil, usageErrorf("--fault %q: %v", s, err)
 		}
 		faults[num] = f
 	}
-	return faults, nil
+	return faults, mcpFaults, nil
+}
+
+// parseMCPFault reads the fault s of an MCP server, rest being what
+// follows "mcp:": NAME:N=KIND.
+func parseMCPFault(s, rest string) (replay.MCPFault, error) {
+	bad := func() (replay.MCPFault, error) {
+		return replay.MCPFault{}, usageErrorf("--fault %q: want mcp:NAME:N=KIND with NAME an MCP server of the recording, N its tool call from 1 and KIND %s, e.g. --fault mcp:notes:1=error", s, strings.Join(mcpstandin.FaultKinds, ", "))
+	}
+	target, kind, ok := strings.Cut(rest, "=")
+	i := strings.LastIndexByte(target, ':')
+	if !ok || i <= 0 {
+		return bad()
+	}
+	n, err := strconv.Atoi(target[i+1:])
+	if err != nil || n < 1 || !slices.Contains(mcpstandin.FaultKinds, kind) {
+		return bad()
+	}
+	return replay.MCPFault{Server: target[:i], Fault: mcpstandin.Fault{Call: n, Kind: kind}}, nil
 }
 
 // replayHeapFloor is the heap a replay lets grow before it collects
@@ -495,6 +530,8 @@ func replayOne(ctx context.Context, src *source, name string, opts *replayOption
 		switch {
 		case errors.Is(err, replay.ErrNoCommand):
 			err = fmt.Errorf("%w; pass -- AGENT [ARGS...]", err)
+		case errors.Is(err, replay.ErrMCPFault):
+			err = fmt.Errorf("%w; name a server as acptap show lists them", err)
 		case errors.Is(err, replay.ErrSpool):
 			err = fmt.Errorf("%w; set TMPDIR to a writable directory with room for the recording", err)
 		case errors.As(err, &nf) && nf.Recorded == "":

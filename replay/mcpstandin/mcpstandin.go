@@ -43,7 +43,21 @@ type Plan struct {
 	Tmp  []string `json:"tmp,omitempty"`
 	// Lines are the server's lines in recorded order.
 	Lines []PlanLine `json:"lines"`
+	// Faults are failures to inject into the server's tool calls.
+	Faults []Fault `json:"faults,omitempty"`
 }
+
+// A Fault is a failure a stand-in injects into the Call-th tools/call the
+// agent makes (from 1), in place of the recorded answer: "error" answers
+// a tool result that is an error, "hang" never answers, "crash" ends the
+// stand-in as a crashed server ends.
+type Fault struct {
+	Call int    `json:"call"`
+	Kind string `json:"kind"`
+}
+
+// FaultKinds are the kinds of Fault.
+var FaultKinds = []string{"error", "hang", "crash"}
 
 // PlanLine is one recorded line of the server.
 type PlanLine struct {
@@ -83,6 +97,7 @@ type server struct {
 	plan    *Plan
 	entries []*entry
 	log     io.Writer
+	calls   int // the tools/call requests taken so far
 }
 
 func newServer(p *Plan, log io.Writer) *server {
@@ -185,6 +200,31 @@ func (s *server) take(line []byte, w *bufio.Writer) error {
 	if json.Unmarshal(line, &m) != nil || m.Method == "" || m.ID == nil {
 		return nil // a notification, a response or junk: nothing to answer
 	}
+	if m.Method == "tools/call" {
+		s.calls++
+		for _, f := range s.plan.Faults {
+			if f.Call != s.calls {
+				continue
+			}
+			// The call was made: its recorded twin is not missed.
+			if e := s.match(m); e != nil && !e.served {
+				e.served = true
+				s.note(logLine{Served: e.n})
+			}
+			s.note(logLine{Fault: f.Kind + " in tools/call " + strconv.Itoa(f.Call)})
+			switch f.Kind {
+			case "hang":
+				return nil
+			case "crash":
+				return errEnded
+			}
+			out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{
+				"content": []any{map[string]any{"type": "text", "text": "acptap replay: an injected MCP error"}}, "isError": true,
+			}})
+			w.Write(append(out, '\n'))
+			return w.Flush()
+		}
+	}
 	e := s.match(m)
 	if e != nil && e.answer == nil {
 		// The server never answered it: it ended (crashed) instead.
@@ -232,6 +272,7 @@ type logLine struct {
 	Unanswered string `json:"unanswered,omitempty"` // a request the recording has no answer for
 	End        bool   `json:"end,omitempty"`        // the agent closed the stand-in's stdin
 	Drift      *drift `json:"drift,omitempty"`      // a live server's answer that differs from the recorded
+	Fault      string `json:"fault,omitempty"`      // a fault injected
 }
 
 func (s *server) note(l logLine) {
@@ -288,6 +329,8 @@ type Report struct {
 	// Unanswered are the requests the recording had no answer for, as
 	// summarized (the method, a tools/call's tool and arguments).
 	Unanswered []string
+	// Faulted are the faults injected, as "KIND in tools/call N".
+	Faulted []string
 	// Drift are, with the live server (replay --live-mcp), its answers
 	// that differ from the recorded ones, each the first difference.
 	Drift []string
@@ -328,6 +371,9 @@ func Read(plan *Plan, logPath string) (Report, error) {
 			}
 			if d := l.Drift; d != nil {
 				r.Drift = append(r.Drift, d.String())
+			}
+			if l.Fault != "" {
+				r.Faulted = append(r.Faulted, l.Fault)
 			}
 		}
 	}
