@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -637,6 +638,58 @@ func TestClaudeMCP(t *testing.T) {
 			if n := calls(); n != 1 {
 				t.Errorf("after the replays the server logged %d tools/call, want the 1 recorded", n)
 			}
+		})
+	}
+}
+
+// mcpFilesystem is the npm filesystem MCP server, given to the agents as
+// an editor gives its MCP servers.
+var mcpFilesystem = &agentBin{
+	envVar: "ACPTAP_MCP_FILESYSTEM",
+	pkg:    "@modelcontextprotocol/server-filesystem",
+	check: func(path string) error {
+		cmd := exec.Command(path, os.TempDir())
+		cmd.Stdin = strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n")
+		out, _ := cmd.Output()
+		if !strings.Contains(string(out), `"list_allowed_directories"`) {
+			return fmt.Errorf("it does not answer tools/list as the filesystem server: %q", clip(string(out), 200))
+		}
+		return nil
+	},
+}
+
+// TestClaudeMCPFilesystem: claude-agent-acp given the npm filesystem MCP
+// server in session/new, its scripted model calling the server's
+// list_allowed_directories: recorded by both routes and replayed 5 times
+// green under --requests fail with the server gone (its command a script
+// removed before the replays), served from the recording.
+func TestClaudeMCPFilesystem(t *testing.T) {
+	t.Parallel()
+	for _, r := range routes {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			l := newClaudeLab(t)
+			fs := mcpFilesystem.need(t)
+			server := filepath.Join(l.dir, "fs-server")
+			if err := os.WriteFile(server, []byte("#!/bin/sh\nexec "+strconv.Quote(fs)+" \"$@\"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// The server allows the session's directory, where the agent
+			// starts it.
+			servers, _ := json.Marshal([]map[string]any{{"name": "fs", "command": server, "args": []string{"."}, "env": []any{}}})
+			sc := claudeScenario{prompts: []string{"Please list the allowed directories"}, editor: []string{"--mcp-servers", string(servers)}, env: []string{"ENABLE_TOOL_SEARCH=false"}}
+			s := l.recordClaude("fs", r, sc, fakeanthropic.Options{})
+			if !strings.Contains(s.answers, fakeanthropic.LookupAnswer("")) || !strings.Contains(s.answers, "Allowed directories:") {
+				t.Fatalf("the editor got %q, want the server's allowed directories in it (the fake answered %q)", s.answers, s.steps)
+			}
+			res := l.run(l.dir, l.env(""), filepath.Join(binDir, "acptap"), "show", "--store", l.store, "fs")
+			if !strings.Contains(res.stdout, "fs → request  tools/call") || !strings.Contains(res.stdout, "list_allowed_directories") {
+				t.Errorf("show lacks the MCP call:\n%s", clip(res.stdout, 8000))
+			}
+			if err := os.Remove(server); err != nil {
+				t.Fatal(err)
+			}
+			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
 		})
 	}
 }

@@ -10,6 +10,9 @@
 #	export ACPTAP_CODEX_ACP='.../codex-acp'          @zed-industries/codex-acp
 #	export ACPTAP_CLAUDE_ACP='.../claude-agent-acp'  @agentclientprotocol/claude-agent-acp
 #	export ACPTAP_GEMINI_CLI='.../gemini'            @google/gemini-cli
+#	export ACPTAP_MCP_FILESYSTEM='.../mcp-server-filesystem'  @modelcontextprotocol/server-filesystem
+#
+# (the last an MCP server the agents are given, not an agent).
 #
 # An agent whose variable is already set is left alone and its value printed
 # as it is, so that a hand-set (or deliberately broken) path reaches the
@@ -22,6 +25,7 @@ set -euo pipefail
 codex_version="${CODEX_ACP_VERSION:-0.16.0}"
 claude_version="${CLAUDE_AGENT_ACP_VERSION:-0.101.0}"
 gemini_version="${GEMINI_CLI_VERSION:-0.61.0}"
+mcp_filesystem_version="${MCP_FILESYSTEM_VERSION:-2026.8.31}"
 cache="${ACPTAP_E2E_CACHE:-$HOME/.cache/acptap-e2e}"
 modules="$cache/node_modules"
 
@@ -50,6 +54,7 @@ agents=(
 	"ACPTAP_CODEX_ACP|@zed-industries/codex-acp|$codex_version|$modules/@zed-industries/codex-acp-$platform|$modules/@zed-industries/codex-acp-$platform/bin/codex-acp"
 	"ACPTAP_CLAUDE_ACP|@agentclientprotocol/claude-agent-acp|$claude_version|$modules/@agentclientprotocol/claude-agent-acp|$modules/.bin/claude-agent-acp"
 	"ACPTAP_GEMINI_CLI|@google/gemini-cli|$gemini_version|$modules/@google/gemini-cli|$modules/.bin/gemini"
+	"ACPTAP_MCP_FILESYSTEM|@modelcontextprotocol/server-filesystem|$mcp_filesystem_version|$modules/@modelcontextprotocol/server-filesystem|$modules/.bin/mcp-server-filesystem"
 )
 
 # Which pinned packages are missing or at another version.
@@ -94,6 +99,10 @@ for a in "${agents[@]}"; do
 	if [ "$var" = ACPTAP_CODEX_ACP ]; then
 		"$bin" --help >/dev/null 2>&1 </dev/null ||
 			die "$bin --help failed; the installation is broken (delete $cache and run again)"
+	elif [ "$var" = ACPTAP_MCP_FILESYSTEM ]; then
+		# An MCP server has no --version; it answers on stdio.
+		echo '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' | "$bin" "$cache" 2>/dev/null | grep -q '"list_allowed_directories"' ||
+			die "$bin does not answer tools/list; the installation is broken (delete $cache and run again)"
 	else
 		got=$("$bin" --version 2>&1 </dev/null) ||
 			die "$bin --version failed (Node.js too old?): $(echo "$got" | head -n 3)"

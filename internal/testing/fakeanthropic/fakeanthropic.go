@@ -210,17 +210,31 @@ type block struct {
 }
 
 var (
-	runWord    = regexp.MustCompile(`(?i)\brun\b`)
-	slowlyWord = regexp.MustCompile(`(?i)\bslowly\b`)
-	lookUpWord = regexp.MustCompile(`(?i)\blook\b.*\bup\b`)
+	runWord     = regexp.MustCompile(`(?i)\brun\b`)
+	slowlyWord  = regexp.MustCompile(`(?i)\bslowly\b`)
+	lookUpWord  = regexp.MustCompile(`(?i)\blook\b.*\bup\b`)
+	allowedDirs = regexp.MustCompile(`(?i)\ballowed directories\b`)
 )
+
+// mcpCalls are the MCP tools the fake calls: a prompt that matches word,
+// with an MCP tool named mcp__SERVER__TOOL offered, gets a call of it
+// with args. lookup is the test MCP server's; list_allowed_directories
+// the npm filesystem server's.
+var mcpCalls = []struct {
+	word *regexp.Regexp
+	tool string
+	args string
+}{
+	{lookUpWord, "lookup", LookupArguments},
+	{allowedDirs, "list_allowed_directories", `{}`},
+}
 
 // LookupArguments are the arguments of the MCP lookup call the fake asks
 // for when a prompt says "look ... up" and an MCP tool named lookup
 // (mcp__SERVER__lookup) is offered.
 const LookupArguments = `{"topic":"answer"}`
 
-// LookupAnswer is the answer after an MCP lookup's result.
+// LookupAnswer is the answer after an MCP tool's result.
 func LookupAnswer(result string) string { return "The lookup says: " + strings.TrimSpace(result) }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -319,8 +333,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 	}
 	prompt, toolOutput, isTool := lastUser(req.Messages)
 	switch {
-	case isTool && strings.HasSuffix(lastToolUse(req.Messages), "__lookup"):
-		rec.Step = "lookup-answer"
+	case isTool && strings.HasPrefix(lastToolUse(req.Messages), "mcp__"):
+		rec.Step = "mcp-answer"
 		s.Keep(rec)
 		out.text(s.opts.Variant + LookupAnswer(toolOutput))
 	case isTool:
@@ -350,10 +364,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		rec.Step = "slow"
 		s.Keep(rec)
 		out.slow(r, s.Done(), s.opts.Delay)
-	case lookUpWord.MatchString(prompt) && lookupTool(rec.Tools) != "":
-		rec.Step = "lookup"
+	case mcpCall(prompt, rec.Tools) != "":
+		rec.Step = "mcp"
 		s.Keep(rec)
-		out.toolUse(s.opts.Variant+ToolPreamble, lookupTool(rec.Tools), LookupArguments)
+		tool, args := mcpCallArgs(prompt, rec.Tools)
+		out.toolUse(s.opts.Variant+ToolPreamble, tool, args)
 	case runWord.MatchString(prompt):
 		name := ""
 		for _, want := range shellTools {
@@ -756,15 +771,27 @@ func (l *Listener) Close() {
 	l.HTTP.Close()
 }
 
-// lookupTool returns the name of an MCP tool named lookup among tools
-// (Claude Code names MCP tools mcp__SERVER__TOOL), "" if none.
-func lookupTool(tools []string) string {
-	for _, t := range tools {
-		if strings.HasPrefix(t, "mcp__") && strings.HasSuffix(t, "__lookup") {
-			return t
+// mcpCall returns the MCP tool the fake calls for prompt, of those
+// offered, "" for none.
+func mcpCall(prompt string, tools []string) string {
+	tool, _ := mcpCallArgs(prompt, tools)
+	return tool
+}
+
+// mcpCallArgs returns the MCP tool the fake calls for prompt and its
+// arguments, "" for none.
+func mcpCallArgs(prompt string, tools []string) (string, string) {
+	for _, c := range mcpCalls {
+		if !c.word.MatchString(prompt) {
+			continue
+		}
+		for _, t := range tools {
+			if strings.HasPrefix(t, "mcp__") && strings.HasSuffix(t, "__"+c.tool) {
+				return t, c.args
+			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // lastToolUse returns the name of the tool the last assistant message

@@ -192,12 +192,12 @@ func TestScript(t *testing.T) {
 		},
 		{
 			name: "mcp lookup", body: body(true, bashTool+","+lookupToolDef, user("Please look the answer up")),
-			step: "lookup", text: ToolPreamble, stop: "tool_use", events: toolEvents((len(LookupArguments) + 11) / 12),
+			step: "mcp", text: ToolPreamble, stop: "tool_use", events: toolEvents((len(LookupArguments) + 11) / 12),
 			call: &wire.ToolCall{Name: "mcp__notes__lookup", Arguments: LookupArguments},
 		},
 		{
 			name: "mcp lookup result", body: body(true, lookupToolDef, user("Please look the answer up"), assistantLookup, lookupResult),
-			step: "lookup-answer", text: LookupAnswer("42"), stop: "end_turn",
+			step: "mcp-answer", text: LookupAnswer("42"), stop: "end_turn",
 		},
 		{
 			name: "not streamed", body: body(false, "", user("Say hi")),
