@@ -395,7 +395,7 @@ func readAllEvents(eb *bolt.Bucket, name string, r *salvaged) {
 			switch e.Kind {
 			case KindFrame:
 				frames++
-				if e.Lane < LaneEditor || e.Lane > LaneStderr {
+				if _, _, mcp := e.Lane.MCP(); !mcp && (e.Lane < LaneEditor || e.Lane > LaneStderr) {
 					r.problem(name, e.Seq, fmt.Sprintf("a frame of %s", e.Lane))
 				}
 			case KindExchange:

@@ -157,6 +157,9 @@ func TestMCPRecorded(t *testing.T) {
 				turn+1, call.Seq, call.Method, out[2+turn].Seq, prompt[turn], answer[turn])
 		}
 	}
+	if out, errOut, code := runAcptap(t, dir, agentEnv(), "check", "--store", db); code != 0 {
+		t.Errorf("acptap check of a recording with MCP lanes: exit %d\n%s%s", code, out, errOut)
+	}
 	list, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "--json")
 	if !strings.Contains(list, `"mcp_servers":[{"name":"notes","argv":["testmcp","--log",`) {
 		t.Errorf("the recording does not list its MCP server:\n%s", list)
