@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -378,5 +380,94 @@ func TestMCPFaults(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 			t.Errorf("--fault %s: exit %d, stderr %q; want %d and one line with %q", tc.fault, code, errOut, ExitUsage, tc.want)
 		}
+	}
+}
+
+// mcpLLM is a Chat Completions upstream whose model calls the function
+// mcp__notes__lookup when it is offered and no tool result has come yet,
+// and then answers with the result.
+func mcpLLM(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+			Tools []struct {
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			} `json:"tools"`
+		}
+		if json.NewDecoder(r.Body).Decode(&req) != nil || len(req.Messages) == 0 {
+			http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		send := func(delta map[string]any, finish any) {
+			b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+			fmt.Fprintf(w, "data: %s\n\n", b)
+		}
+		last := req.Messages[len(req.Messages)-1]
+		offered := slices.ContainsFunc(req.Tools, func(t struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}) bool {
+			return t.Function.Name == "mcp__notes__lookup"
+		})
+		switch {
+		case last.Role == "tool":
+			send(map[string]any{"content": "The lookup says " + last.Content}, "stop")
+		case offered:
+			send(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": "call_m1", "type": "function",
+				"function": map[string]any{"name": "mcp__notes__lookup", "arguments": `{"topic":"answer"}`}}}}, "tool_calls")
+		default:
+			send(map[string]any{"content": "No lookup tool."}, "stop")
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestMCPFromTheLLM: in its LLM mode the test agent offers its session's
+// MCP tools to the model as functions and calls one when the model asks:
+// the LLM call, the MCP call and the next LLM call are recorded in that
+// order, and the session replays green with the LLM and the MCP server
+// both served from the recording, under --requests fail.
+func TestMCPFromTheLLM(t *testing.T) {
+	upstream := mcpLLM(t)
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	log := filepath.Join(dir, "notes.log")
+	servers := `[{"name":"notes","command":"testmcp","args":["--log",` + strconv.Quote(log) + `],"env":[]}]`
+	out, err := runEditor(dir, "--prompt", "What is the answer?", "--mcp-servers", servers, "--",
+		"acptap", "record", "--store", db, "--name", "llm-mcp", "--no-proxy-env", "--base-url", "OPENAI_BASE_URL="+upstream.URL+"/v1", "--",
+		"testagent")
+	if err != nil || !strings.Contains(string(out), "The lookup says 42") {
+		t.Fatalf("recording: %v\n%s", err, out)
+	}
+	var order []string
+	for _, e := range showJSON(t, db, "llm-mcp") {
+		switch {
+		case e.Lane == "llm":
+			order = append(order, "llm")
+		case e.Lane == "mcp" && e.Method == "tools/call":
+			order = append(order, "tools/call")
+		}
+	}
+	if got := strings.Join(order, " "); got != "llm tools/call llm" {
+		t.Errorf("the recording's LLM and MCP calls come in the order %q, want llm tools/call llm", got)
+	}
+	before, _ := os.ReadFile(log)
+	for i := range 3 {
+		if out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--requests", "fail", "llm-mcp"); code != 0 {
+			t.Fatalf("replay #%d: exit %d\n%s%s", i, code, out, errOut)
+		}
+	}
+	if after, _ := os.ReadFile(log); string(after) != string(before) {
+		t.Errorf("the replays asked the MCP server:\n%s", after[len(before):])
 	}
 }

@@ -424,7 +424,7 @@ func (a *agent) llmTurn(ctx context.Context, s *session, prompt string) string {
 			Model:    a.cfg.model,
 			Stream:   true,
 			Messages: append([]chatapi.Message{a.systemMessage(s)}, s.history...),
-			Tools:    []any{readFileTool},
+			Tools:    append([]any{readFileTool}, s.mcpFunctions()...),
 		}
 		if a.noise != nil {
 			req.Metadata = map[string]string{"run": a.noise.token}
@@ -485,6 +485,9 @@ func (a *agent) systemMessage(s *session) chatapi.Message {
 // back to it. Only errCancelled is returned as an error; other failures are
 // results the model gets to see.
 func (a *agent) modelTool(ctx context.Context, s *session, tc chatapi.ToolCall) (string, error) {
+	if result, ok, err := a.mcpFunction(ctx, s, tc.Function.Name, tc.Function.Arguments); ok {
+		return result, err
+	}
 	if tc.Function.Name != "read_file" {
 		return fmt.Sprintf("error: unknown tool %q", tc.Function.Name), nil
 	}

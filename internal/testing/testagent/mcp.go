@@ -39,9 +39,16 @@ type nameVal struct {
 
 // mcpClient is a connection to one MCP server of a session.
 type mcpClient struct {
-	name  string
-	tools []string
-	rpc   mcpTransport
+	name    string
+	tools   []string
+	schemas map[string]mcpToolSchema // by tool name, for the LLM mode
+	rpc     mcpTransport
+}
+
+// mcpToolSchema is what tools/list says of a tool, offered to the model.
+type mcpToolSchema struct {
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
 }
 
 // mcpTransport sends a request and returns its result, or sends a
@@ -112,15 +119,17 @@ func connectOne(ctx context.Context, c mcpServerConfig) (*mcpClient, error) {
 	var list struct {
 		Tools []struct {
 			Name string `json:"name"`
+			mcpToolSchema
 		} `json:"tools"`
 	}
 	if err := json.Unmarshal(res, &list); err != nil {
 		t.close()
 		return nil, fmt.Errorf("tools/list: %w", err)
 	}
-	client := &mcpClient{name: c.Name, rpc: t}
+	client := &mcpClient{name: c.Name, rpc: t, schemas: map[string]mcpToolSchema{}}
 	for _, tool := range list.Tools {
 		client.tools = append(client.tools, tool.Name)
+		client.schemas[tool.Name] = tool.mcpToolSchema
 	}
 	return client, nil
 }
@@ -475,4 +484,40 @@ func (a *agent) closeMCP() {
 	for _, c := range clients {
 		c.rpc.close()
 	}
+}
+
+// mcpFunctions are the session's MCP tools as functions offered to the
+// model (LLM mode), named mcp__SERVER__TOOL as agents name them.
+func (s *session) mcpFunctions() []any {
+	var out []any
+	for _, c := range s.mcp {
+		for _, tool := range c.tools {
+			schema := c.schemas[tool]
+			params := schema.InputSchema
+			if len(params) == 0 {
+				params = json.RawMessage(`{"type":"object"}`)
+			}
+			out = append(out, map[string]any{"type": "function", "function": map[string]any{
+				"name": "mcp__" + c.name + "__" + tool, "description": schema.Description, "parameters": params,
+			}})
+		}
+	}
+	return out
+}
+
+// mcpFunction runs a model's call of an MCP function (see mcpFunctions)
+// as a tool call of the session; ok is false for another function.
+func (a *agent) mcpFunction(ctx context.Context, s *session, name, args string) (result string, ok bool, err error) {
+	rest, found := strings.CutPrefix(name, "mcp__")
+	server, tool, found2 := strings.Cut(rest, "__")
+	if !found || !found2 {
+		return "", false, nil
+	}
+	for _, c := range s.mcp {
+		if c.name == server && slices.Contains(c.tools, tool) {
+			text, err := a.mcpToolCall(ctx, s, c, mcpCall{tool: tool, args: json.RawMessage(args)})
+			return text, true, err
+		}
+	}
+	return "", false, nil
 }
