@@ -78,6 +78,7 @@ func (b *builder) add(e store.Event) error {
 		_, ev.Session = b.sessions.Of(e.Lane == store.LaneEditor, acp.Parse(e.Data))
 	}
 	if i, dir, ok := e.Lane.MCP(); ok {
+		_, ev.Session = b.sessions.Prompting()
 		ev.Server, ev.Dir = fmt.Sprintf("mcp#%d", i), dir.String()
 		if i < len(b.servers) {
 			ev.Server = b.servers[i].Name

@@ -432,14 +432,19 @@ type sessionColumn struct {
 }
 
 // of returns the session of an event, its id and number (those of the
-// session whose prompt turn is in flight, for an LLM exchange, if only
-// one is), and whether --session shows it.
+// session whose prompt turn is in flight, for an LLM exchange or an MCP
+// server's line, if only one is), and whether --session shows it.
 func (c *sessionColumn) of(e store.Event) (id string, number int, show bool) {
 	switch e.Lane {
 	case store.LaneEditor, store.LaneAgent:
 		id, number = c.sessions.Of(e.Lane == store.LaneEditor, acp.Parse(e.Data))
 	case store.LaneLLM:
 		id, number = c.sessions.Prompting()
+	default:
+		if _, _, mcp := e.Lane.MCP(); mcp {
+			// An MCP call, as an LLM call, belongs to the turn in flight.
+			id, number = c.sessions.Prompting()
+		}
 	}
 	show = c.only == "" || c.only == id || c.only == strconv.Itoa(number)
 	c.shown = c.shown || show
