@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -208,11 +207,11 @@ func (rec *recording) addSession(frame []byte) {
 // sessionRequest returns the params of an editor frame that is a
 // session/new, session/load or session/resume request, nil for another.
 func sessionRequest(frame []byte) json.RawMessage {
-	if !bytes.Contains(frame, []byte(`"session/`)) {
+	if !acp.MayOpenSession(frame) {
 		return nil // not worth decoding
 	}
 	m := acp.Parse(frame)
-	if m.Kind != acp.Request || (m.Method != "session/new" && m.Method != "session/load" && m.Method != "session/resume") {
+	if !acp.OpensSession(m) {
 		return nil
 	}
 	if m.Params == nil {

@@ -88,6 +88,7 @@ type entry struct {
 	params  json.RawMessage
 	answer  map[string]json.RawMessage // nil if the recording has none
 	after   [][]byte                   // the server's notifications recorded after the answer
+	call    json.RawMessage            // a tools/call's params normalized, once match needed them
 	served  bool
 	summary string
 }
@@ -145,12 +146,21 @@ func summarize(m envelope) string {
 // match returns the recorded entry that answers m, nil if none does.
 func (s *server) match(m envelope) *entry {
 	var lastOfMethod *entry
+	var live json.RawMessage // m's params normalized, for a tools/call
+	if m.Method == "tools/call" {
+		live = s.normalized(m.Params)
+	}
 	for _, e := range s.entries {
 		if e.method != m.Method {
 			continue
 		}
-		if m.Method == "tools/call" && !s.sameCall(e.params, m.Params) {
-			continue
+		if live != nil {
+			if e.call == nil {
+				e.call = s.normalized(e.params)
+			}
+			if !bytes.Equal(e.call, live) {
+				continue
+			}
 		}
 		if !e.served {
 			return e
@@ -163,14 +173,13 @@ func (s *server) match(m envelope) *entry {
 	return lastOfMethod
 }
 
-// sameCall reports whether two tools/call params name the same tool with
-// the same arguments, normalized.
-func (s *server) sameCall(recorded, live json.RawMessage) bool {
-	norm := func(raw json.RawMessage) json.RawMessage {
-		n := normalize.New(normalize.Options{Cwd: s.plan.Cwd, Home: s.plan.Home, Tmp: s.plan.Tmp})
-		return n.Frame(lane.Agent, raw)
-	}
-	return bytes.Equal(norm(recorded), norm(live))
+// normalized returns a tools/call's params (the tool and its arguments)
+// normalized, with a Normalizer of its own: two calls that differ only
+// in paths under the recorded and the replay's directories, ids or times
+// normalize alike.
+func (s *server) normalized(params json.RawMessage) json.RawMessage {
+	n := normalize.New(normalize.Options{Cwd: s.plan.Cwd, Home: s.plan.Home, Tmp: s.plan.Tmp})
+	return n.Frame(lane.Agent, params)
 }
 
 // serve answers the agent's requests from r on w until r ends.

@@ -351,32 +351,22 @@ func (a *agent) terminalRound(ctx context.Context, s *session) (string, error) {
 // whether the features have m's method.
 func (a *agent) sessionMethod(m *acp.Envelope) bool {
 	f := a.cfg.features
+	var on bool
+	var handle func(*acp.Envelope)
 	switch m.Method {
 	case "session/load", "session/resume":
-		if f.load {
-			a.loadSession(m, m.Method == "session/load")
-		}
-		return f.load
+		on, handle = f.load, func(m *acp.Envelope) { a.loadSession(m, m.Method == "session/load") }
 	case "session/list":
-		if f.load {
-			a.listSessions(m)
-		}
-		return f.load
+		on, handle = f.load, a.listSessions
 	case "session/close":
-		if f.load {
-			a.closeSession(m)
-		}
-		return f.load
+		on, handle = f.load, a.closeSession
 	case "session/set_mode":
-		if f.modes {
-			a.setMode(m)
-		}
-		return f.modes
+		on, handle = f.modes, a.setMode
 	case "session/set_model":
-		if f.models {
-			a.setMode(m)
-		}
-		return f.models
+		on, handle = f.models, a.setMode
 	}
-	return false
+	if on {
+		handle(m)
+	}
+	return on
 }
