@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/acptap/acptap/lane"
 	"github.com/acptap/acptap/mismatch"
@@ -63,6 +64,10 @@ var FaultKinds = []string{"error", "hang", "crash"}
 type PlanLine struct {
 	Dir  lane.MCPDir `json:"dir"`
 	Line string      `json:"line"`
+	// Exchange is, for a server reached over HTTP, the number of the
+	// recorded exchange that carried the line ("llm #N"); 0 for a stdio
+	// server's line.
+	Exchange int `json:"exchange,omitempty"`
 }
 
 // WritePlan writes p to path.
@@ -83,14 +88,15 @@ type envelope struct {
 
 // entry is a recorded request and what the server sent for it.
 type entry struct {
-	n       int // its number among the recorded requests, from 1
-	method  string
-	params  json.RawMessage
-	answer  map[string]json.RawMessage // nil if the recording has none
-	after   [][]byte                   // the server's notifications recorded after the answer
-	call    json.RawMessage            // a tools/call's params normalized, once match needed them
-	served  bool
-	summary string
+	n        int // its number among the recorded requests, from 1
+	exchange int // PlanLine.Exchange of the request
+	method   string
+	params   json.RawMessage
+	answer   map[string]json.RawMessage // nil if the recording has none
+	after    [][]byte                   // the server's notifications recorded after the answer
+	call     json.RawMessage            // a tools/call's params normalized, once match needed them
+	served   bool
+	summary  string
 }
 
 // server is a stand-in's state.
@@ -112,7 +118,7 @@ func newServer(p *Plan, log io.Writer) *server {
 		}
 		switch {
 		case l.Dir == lane.ToServer && m.Method != "" && m.ID != nil:
-			e := &entry{n: len(s.entries) + 1, method: m.Method, params: m.Params, summary: summarize(m)}
+			e := &entry{n: len(s.entries) + 1, exchange: l.Exchange, method: m.Method, params: m.Params, summary: summarize(m)}
 			s.entries = append(s.entries, e)
 			byID[string(m.ID)] = e
 		case l.Dir == lane.FromServer && m.Method == "" && m.ID != nil:
@@ -189,8 +195,15 @@ func (s *server) serve(r io.Reader, w io.Writer) error {
 	for {
 		line, err := br.ReadBytes('\n')
 		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if werr := s.take(t, bw); werr != nil {
+			rp, rerr := s.reply(t)
+			for _, l := range rp.Lines {
+				bw.Write(append(l, '\n'))
+			}
+			if werr := bw.Flush(); werr != nil {
 				return werr
+			}
+			if rerr != nil {
+				return rerr
 			}
 		}
 		if err == io.EOF {
@@ -203,11 +216,26 @@ func (s *server) serve(r io.Reader, w io.Writer) error {
 	}
 }
 
-// take answers one line of the agent's.
-func (s *server) take(line []byte, w *bufio.Writer) error {
+// A Reply is what a stand-in sends back for one message of the agent's.
+type Reply struct {
+	// Lines are the messages to send, in order: the answer, with the
+	// live request's id, then the server's notifications recorded after
+	// it. None for a notification, a response, a line that is not JSON,
+	// or a request left unanswered (Hang).
+	Lines [][]byte
+	// Exchange is the PlanLine.Exchange of the recorded request that
+	// answers it, 0 for none.
+	Exchange int
+	// Hang says the request is never to be answered (an injected hang).
+	Hang bool
+}
+
+// reply answers one message of the agent's. It fails with ErrEnded where
+// the recorded server ended instead of answering, or a crash is injected.
+func (s *server) reply(line []byte) (Reply, error) {
 	var m envelope
 	if json.Unmarshal(line, &m) != nil || m.Method == "" || m.ID == nil {
-		return nil // a notification, a response or junk: nothing to answer
+		return Reply{}, nil // a notification, a response or junk: nothing to answer
 	}
 	if m.Method == "tools/call" {
 		s.calls++
@@ -223,15 +251,14 @@ func (s *server) take(line []byte, w *bufio.Writer) error {
 			s.note(logLine{Fault: f.Kind + " in tools/call " + strconv.Itoa(f.Call)})
 			switch f.Kind {
 			case "hang":
-				return nil
+				return Reply{Hang: true}, nil
 			case "crash":
-				return errEnded
+				return Reply{}, ErrEnded
 			}
 			out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{
 				"content": []any{map[string]any{"type": "text", "text": "acptap replay: an injected MCP error"}}, "isError": true,
 			}})
-			w.Write(append(out, '\n'))
-			return w.Flush()
+			return Reply{Lines: [][]byte{out}}, nil
 		}
 	}
 	e := s.match(m)
@@ -241,39 +268,60 @@ func (s *server) take(line []byte, w *bufio.Writer) error {
 			e.served = true
 			s.note(logLine{Served: e.n})
 		}
-		return errEnded
+		return Reply{Exchange: e.exchange}, ErrEnded
 	}
-	var out []byte
 	if e == nil {
 		summary := summarize(m)
 		s.note(logLine{Unanswered: summary})
-		out, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{
+		out, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{
 			"code": -32603, "message": "acptap replay: no recorded answer for " + summary + " of MCP server " + s.plan.Server,
 		}})
-	} else {
-		if !e.served {
-			e.served = true
-			s.note(logLine{Served: e.n})
-		}
-		answer := make(map[string]json.RawMessage, len(e.answer))
-		for k, v := range e.answer {
-			answer[k] = v
-		}
-		answer["id"] = m.ID
-		out, _ = json.Marshal(answer)
+		return Reply{Lines: [][]byte{out}}, nil
 	}
-	w.Write(append(out, '\n'))
-	if e != nil {
-		for _, n := range e.after {
-			w.Write(append(n, '\n'))
-		}
+	if !e.served {
+		e.served = true
+		s.note(logLine{Served: e.n})
 	}
-	return w.Flush()
+	answer := make(map[string]json.RawMessage, len(e.answer))
+	for k, v := range e.answer {
+		answer[k] = v
+	}
+	answer["id"] = m.ID
+	out, _ := json.Marshal(answer)
+	rp := Reply{Lines: [][]byte{out}, Exchange: e.exchange}
+	for _, n := range e.after {
+		rp.Lines = append(rp.Lines, n)
+	}
+	return rp, nil
 }
 
-// errEnded is a request the recorded server ended on instead of
-// answering it: the stand-in ends there too.
-var errEnded = errors.New("the recorded server ended on this request")
+// A Matcher answers one MCP server's requests from its recorded lines, as
+// a stand-in does, for a stand-in of another transport (HTTP) or an MCP
+// server carried on the ACP stream. Its methods are safe for concurrent
+// use.
+type Matcher struct {
+	mu sync.Mutex // guards s
+	s  *server
+}
+
+// NewMatcher returns a Matcher serving p, which notes what it served on
+// log as a stand-in does on its LOG (see Read).
+func NewMatcher(p *Plan, log io.Writer) *Matcher {
+	return &Matcher{s: newServer(p, log)}
+}
+
+// Reply answers one message of the agent's. It fails with ErrEnded where
+// the recorded server ended (crashed) instead of answering, or a crash is
+// injected: the server's transport should end as a crashed server's does.
+func (m *Matcher) Reply(msg []byte) (Reply, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.s.reply(msg)
+}
+
+// ErrEnded is the error of a reply to a request the recorded server
+// ended on instead of answering it: the stand-in ends there too.
+var ErrEnded = errors.New("the recorded server ended on this request")
 
 // logLine is one line of the LOG.
 type logLine struct {
@@ -322,7 +370,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return newServer(&p, log).serveLive(argv, stdin, stdout, stderr)
 	}
 	err = newServer(&p, log).serve(stdin, stdout)
-	if errors.Is(err, errEnded) {
+	if errors.Is(err, ErrEnded) {
 		return 1
 	}
 	if err != nil && !errors.Is(err, io.ErrClosedPipe) {
