@@ -181,12 +181,14 @@ func (t *Tap) envDir() (string, []*route, error) {
 	return t.tempDir, t.sortedRoutes(), nil
 }
 
-// sortedRoutes returns the routes in a stable order, by variable name.
-// t.mu must be held.
+// sortedRoutes returns the base-URL routes in a stable order, by
+// variable name. t.mu must be held.
 func (t *Tap) sortedRoutes() []*route {
 	routes := make([]*route, 0, len(t.routes))
 	for _, rt := range t.routes {
-		routes = append(routes, rt)
+		if rt.mcpServer == 0 {
+			routes = append(routes, rt)
+		}
 	}
 	slices.SortFunc(routes, func(a, b *route) int {
 		return strings.Compare(a.varName+" "+a.localURL, b.varName+" "+b.localURL)

@@ -180,7 +180,7 @@ type Tap struct {
 
 	mu      sync.Mutex            // guards the fields below
 	closed  bool                  // Close was called
-	routes  map[string]*route     // base-URL routes by listener address
+	routes  map[string]*route     // base-URL and MCP routes by listener address
 	servers []*http.Server        // their servers
 	pending map[net.Conn]struct{} // CONNECT tunnels not yet handed to tunnels
 	tempDir string                // files written by Env; "" until then
@@ -191,14 +191,15 @@ type Tap struct {
 	closeErr  error
 }
 
-// route is a base-URL route: a loopback listener reverse-proxying to one
-// upstream.
+// route is a base-URL route, or an MCP server's: a loopback listener
+// reverse-proxying to one upstream.
 type route struct {
-	t        *Tap
-	varName  string
-	upstream *url.URL
-	localURL string // with the secret
-	guard    guard
+	t         *Tap
+	varName   string // a base-URL route's
+	mcpServer int    // an MCP server's number (AddMCP); 0 for a base-URL route
+	upstream  *url.URL
+	localURL  string // with the secret
+	guard     guard
 }
 
 // New starts a tap listening on 127.0.0.1 for the forward proxy.
@@ -462,7 +463,11 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		RawPath:  rawPath,
 		RawQuery: r.URL.RawQuery,
 	}
-	rt.t.serveExchange(w, r, target{url: u, route: exchange.RouteBaseURL, varName: rt.varName})
+	tg := target{url: u, route: exchange.RouteBaseURL, varName: rt.varName}
+	if rt.mcpServer > 0 {
+		tg = target{url: u, route: exchange.RouteMCP, mcp: rt}
+	}
+	rt.t.serveExchange(w, r, tg)
 }
 
 // ownRoute returns the route listening at u's address, if any.

@@ -100,7 +100,7 @@ func (t *Tap) newRecord(start time.Time, method string, tg target) *record {
 	if !at.IsZero() {
 		start = at
 	}
-	return &record{
+	rec := &record{
 		t:     t,
 		id:    id,
 		at:    start.Sub(t.start),
@@ -113,6 +113,10 @@ func (t *Tap) newRecord(start time.Time, method string, tg target) *record {
 			URL:        tg.url.String(),
 		},
 	}
+	if tg.mcp != nil {
+		rec.x.MCPServer = tg.mcp.mcpServer
+	}
+	return rec
 }
 
 // request takes the request header and body as sent upstream, to record
@@ -143,6 +147,7 @@ func (r *record) recordRequest(started bool) {
 	req := exchange.Exchange{ // the request line, before the response is known: in flight
 		Route:      r.x.Route,
 		BaseURLVar: r.x.BaseURLVar,
+		MCPServer:  r.x.MCPServer,
 		Method:     r.x.Method,
 		URL:        r.x.URL,
 	}

@@ -23,8 +23,9 @@ import (
 type target struct {
 	url     *url.URL // the upstream URL
 	host    string   // the Host header to send; "" for url.Host
-	route   string   // exchange.RouteProxy or exchange.RouteBaseURL
+	route   string   // exchange.RouteProxy, exchange.RouteBaseURL or exchange.RouteMCP
 	varName string   // the variable of a RouteBaseURL route
+	mcp     *route   // the route of a RouteMCP exchange
 }
 
 // errClientGone is why an exchange ended when the agent closed its
@@ -132,6 +133,10 @@ func (t *Tap) forwardResponse(w http.ResponseWriter, r *http.Request, tg target,
 		rc.Flush()
 	}
 
+	var endpoint *endpointRewriter
+	if tg.mcp != nil && r.Method == http.MethodGet && isEventStream(resp.Header) {
+		endpoint = &endpointRewriter{rt: tg.mcp}
+	}
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -140,9 +145,16 @@ func (t *Tap) forwardResponse(w http.ResponseWriter, r *http.Request, tg target,
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			at := time.Since(start)
-			_, werr := w.Write(buf[:n])
-			if werr == nil {
-				werr = rc.Flush()
+			out := buf[:n]
+			if endpoint != nil {
+				out = endpoint.rewrite(out)
+			}
+			var werr error
+			if len(out) > 0 {
+				_, werr = w.Write(out)
+				if werr == nil {
+					werr = rc.Flush()
+				}
 			}
 			// Kept after forwarding, so that the copy comes after the
 			// agent has the bytes.
@@ -158,6 +170,13 @@ func (t *Tap) forwardResponse(w http.ResponseWriter, r *http.Request, tg target,
 				return
 			}
 			total += int64(n)
+		}
+		if rerr != nil && endpoint != nil {
+			// What was held back for an endpoint event that never ended.
+			if held := endpoint.flush(); len(held) > 0 {
+				w.Write(held)
+				rc.Flush()
+			}
 		}
 		if rerr == io.EOF {
 			// Complete, even if the agent has left meanwhile: it has every
@@ -218,6 +237,13 @@ func tcpConn(c net.Conn) *net.TCPConn {
 			return nil
 		}
 	}
+}
+
+// isEventStream reports whether a response's Content-Type is
+// text/event-stream.
+func isEventStream(h http.Header) bool {
+	mt, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
 // acceptsTrailers reports whether the client's TE header accepts

@@ -16,42 +16,52 @@ import (
 	"github.com/acptap/acptap/internal/redact"
 	"github.com/acptap/acptap/internal/stale"
 	"github.com/acptap/acptap/lane"
+	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/proxy/tapproc"
 	"github.com/acptap/acptap/record/mcprelay"
 	"github.com/acptap/acptap/store"
 )
 
-// mcpTap takes the stdio MCP servers an editor passes the agent in
-// session/new, session/load and session/resume into the recording: the
-// frame forwarded to the agent runs each server through acptap's relay
-// (package mcprelay), the frame recorded is the editor's, and each relay
+// mcpTap takes the MCP servers an editor passes the agent in session/new,
+// session/load and session/resume into the recording, each under the
+// index it is named in, in order. The frame forwarded to the agent runs
+// each stdio server through acptap's relay (package mcprelay), which
 // reports the server's lines over a unix socket in a private directory,
 // stamped from the recording's shared clock, which places them on the one
-// timeline as lanes of their own.
+// timeline as lanes of their own; it gives each HTTP or SSE server the
+// URL of a route of an HTTP tap of the tap's own (proxy.Tap.AddMCP),
+// whose exchanges are recorded as the LLM's are, with the server's
+// number. The frame recorded is the editor's.
 type mcpTap struct {
-	relay   string   // the relay's program, acptap itself
-	clock   *os.File // the shared clock's file, sent to each relay
+	relay   string   // the relay's program, acptap itself; "" to leave stdio servers alone
+	clock   *os.File // the shared clock's file, sent to each relay; nil without relay
 	seqr    *sequencer
 	w       *store.Writer
 	secrets *redact.Redactor
 	logf    func(format string, args ...any)
+	// httpCfg configures the HTTP tap, started for the first HTTP or
+	// SSE server.
+	httpCfg proxy.Config
 
 	mu      sync.Mutex // guards the fields below
-	servers int        // the servers registered, and so the next index
+	servers int        // the servers named, and so the next index
 	conns   map[*net.UnixConn]bool
 	// ln listens on socket, in dir, a directory of record's own removed
-	// by close; all three are set when the first server is registered.
-	ln     *net.UnixListener
-	socket string
-	dir    string
-	closed bool           // close has begun: no listening any more
-	done   sync.WaitGroup // the accept loop and the relays' connections
+	// by close; all three are set when the first stdio server is
+	// registered.
+	ln      *net.UnixListener
+	socket  string
+	dir     string
+	httpTap *proxy.Tap     // set for the first HTTP or SSE server
+	closed  bool           // close has begun: no listening any more
+	done    sync.WaitGroup // the accept loop and the relays' connections
 }
 
 // newMCPTap returns a tap whose relays are the program relay; it listens
-// for them once the editor names a stdio server.
-func newMCPTap(relay string, clock *os.File, seqr *sequencer, w *store.Writer, secrets *redact.Redactor, logf func(string, ...any)) *mcpTap {
-	return &mcpTap{relay: relay, clock: clock, seqr: seqr, w: w, secrets: secrets, logf: logf, conns: map[*net.UnixConn]bool{}}
+// for them once the editor names a stdio server, and starts its HTTP tap,
+// configured by httpCfg, once it names an HTTP or SSE one.
+func newMCPTap(relay string, clock *os.File, seqr *sequencer, w *store.Writer, secrets *redact.Redactor, httpCfg proxy.Config, logf func(string, ...any)) *mcpTap {
+	return &mcpTap{relay: relay, clock: clock, seqr: seqr, w: w, secrets: secrets, httpCfg: httpCfg, logf: logf, conns: map[*net.UnixConn]bool{}}
 }
 
 // listenLocked starts listening for relays, if not yet. t.mu is held.
@@ -147,7 +157,15 @@ func (t *mcpTap) close(grace time.Duration) {
 	if t.ln != nil {
 		t.ln.Close()
 	}
+	httpTap := t.httpTap
 	t.mu.Unlock()
+	if httpTap != nil {
+		// Ends the exchanges still open (an SSE stream the agent kept)
+		// and waits for the last to be recorded.
+		if err := httpTap.Close(); err != nil {
+			t.logf("MCP servers: %v", err)
+		}
+	}
 	wait := make(chan struct{})
 	go func() {
 		t.done.Wait()
@@ -163,62 +181,99 @@ func (t *mcpTap) close(grace time.Duration) {
 		t.mu.Unlock()
 		<-wait
 	}
-	t.clock.Close()
+	if t.clock != nil {
+		t.clock.Close()
+	}
 	if t.dir != "" {
 		os.RemoveAll(t.dir)
 	}
 }
 
-// register takes a server into the recording and returns its index, or
-// -1 when it cannot (the recording has no lanes left for it, or the tap
-// cannot listen), which it says.
-func (t *mcpTap) register(name string, argv []string) int {
+// register takes a server into the recording under the next index and
+// returns the command line or URL to give the agent in its place, or
+// false to leave it as the editor named it (the relay is off, the
+// recording has no lanes left for a stdio server, a tap cannot start),
+// which it says; such a server is listed with why it was not recorded.
+func (t *mcpTap) register(s mcpconf.Server) (mcpconf.Server, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.servers >= lane.MaxMCPServers {
-		t.logf("MCP server %s not recorded: a recording holds %d", name, lane.MaxMCPServers)
-		return -1
-	}
-	if err := t.listenLocked(); err != nil {
-		t.logf("MCP server %s not recorded: %v", name, err)
-		return -1
-	}
 	i := t.servers
 	t.servers++
-	masked := t.secrets.Argv(argv)
+	out, err := t.routeLocked(i, s)
+	entry := store.MCPServer{Name: s.Name, Argv: t.secrets.Argv(s.Argv)}
+	if s.Type != mcpconf.Stdio {
+		entry.Type, entry.URL = s.Type, t.secrets.URL(s.URL)
+	}
+	if err != nil {
+		entry.NotRecorded = err.Error()
+		t.logf("MCP server %s not recorded: %v", s.Name, err)
+	}
 	t.w.Update(func(r *store.Recording) {
-		r.MCPServers = append(r.MCPServers, store.MCPServer{Name: name, Argv: masked})
+		r.MCPServers = append(r.MCPServers, entry)
 	})
-	return i
+	return out, err == nil
+}
+
+// routeLocked returns what the agent is to be given in place of server
+// s, index i: a stdio server's command through the relay, another's URL
+// on the HTTP tap. t.mu is held.
+func (t *mcpTap) routeLocked(i int, s mcpconf.Server) (mcpconf.Server, error) {
+	if s.Type == mcpconf.Stdio {
+		switch {
+		case t.relay == "":
+			return s, errors.New("stdio MCP servers are not relayed in this recording")
+		case i >= lane.MaxMCPServers:
+			return s, fmt.Errorf("a recording holds the stdio of %d", lane.MaxMCPServers)
+		}
+		if err := t.listenLocked(); err != nil {
+			return s, err
+		}
+		s.Argv = append([]string{t.relay, mcprelay.Command, t.socket, strconv.Itoa(i), "--"}, s.Argv...)
+		return s, nil
+	}
+	if t.httpTap == nil {
+		if t.closed {
+			return s, errors.New("the recording is ending")
+		}
+		tap, err := proxy.New(t.httpCfg)
+		if err != nil {
+			return s, err
+		}
+		t.httpTap = tap
+	}
+	local, err := t.httpTap.AddMCP(i+1, s.URL)
+	if err != nil {
+		return s, err
+	}
+	s.URL = local
+	return s, nil
 }
 
 // rewrite is stdiotap.Config.RewriteStdin: an editor line that is a
-// session/new, session/load or session/resume request with stdio MCP
-// servers goes to the agent with each server's command run through the
-// relay, registered; any other line, or one it cannot read, as it is.
+// session/new, session/load or session/resume request with MCP servers
+// goes to the agent with each server routed through the tap, registered;
+// any other line, or one it cannot read, as it is.
 func (t *mcpTap) rewrite(line []byte) []byte {
-	return mcpconf.Rewrite(line, func(name string, argv []string) ([]string, bool) {
-		index := t.register(name, argv)
-		if index < 0 {
-			return nil, false
-		}
-		return append([]string{t.relay, mcprelay.Command, t.socket, strconv.Itoa(index), "--"}, argv...), true
-	})
+	return mcpconf.Rewrite(line, t.register)
 }
 
-// startMCP starts taking the agent's stdio MCP servers into the
-// recording, if Options.MCPRelay says so; nil if not, or if the tap
-// cannot start, which it says: the session is recorded without them.
-func (p *Plan) startMCP(shared *tapproc.SharedClock, seqr *sequencer, w *store.Writer) *mcpTap {
-	if p.opts.MCPRelay == "" || shared == nil {
-		return nil
+// startMCP starts taking the MCP servers the editor names into the
+// recording: stdio ones if Options.MCPRelay says so (and the clock is
+// shared with the relays), HTTP and SSE ones through an HTTP tap of its
+// own configured as cfg, recording into seqr.
+func (p *Plan) startMCP(shared *tapproc.SharedClock, seqr *sequencer, w *store.Writer, cfg proxy.Config) *mcpTap {
+	relay := p.opts.MCPRelay
+	var clock *os.File
+	if relay != "" && shared != nil {
+		var err error
+		if clock, err = shared.Dup(); err != nil {
+			p.opts.Logf("stdio MCP servers will not be recorded: %v", err)
+			relay = ""
+		}
+	} else {
+		relay = ""
 	}
-	clock, err := shared.Dup()
-	if err != nil {
-		p.opts.Logf("MCP servers will not be recorded: %v", err)
-		return nil
-	}
-	return newMCPTap(p.opts.MCPRelay, clock, seqr, w, p.secrets, p.opts.Logf)
+	return newMCPTap(relay, clock, seqr, w, p.secrets, cfg, p.opts.Logf)
 }
 
 // rewriteStdin returns the tap's rewrite of the editor's lines, nil

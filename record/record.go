@@ -285,13 +285,13 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 		return nil, abandon(w, err)
 	}
 	seqr := newSequencer(w, clock, start, opts.Logf)
-	// Before the tap process starts, which takes the clock's file.
-	mcp := p.startMCP(shared, seqr, w)
 	tapCfg := p.tap
 	tapCfg.Recorder = seqr
 	tapCfg.Redact = p.secrets.Exchange
 	tapCfg.Start = start
 	tapCfg.Logf = opts.Logf
+	// Before the tap process starts, which takes the clock's file.
+	mcp := p.startMCP(shared, seqr, w, tapCfg)
 	tap, childEnv, local, err := p.startTap(tapCfg, shared)
 	if err != nil {
 		mcp.close(0)

@@ -32,9 +32,14 @@ type recording struct {
 	editors  int      // how many of frames are the editor's
 	cwds     []string // the cwds of the editor's session/new, session/load and session/resume requests
 	sessions int      // how many sessions the editor made, loaded or resumed
-	// mcp are the lines of each stdio MCP server, by its index in
-	// meta.MCPServers, in recorded order.
+	// mcp are the lines of each MCP server, by its index in
+	// meta.MCPServers, in recorded order: a stdio server's lanes', an
+	// HTTP or SSE server's messages in its exchanges.
 	mcp [][]mcpstandin.PlanLine
+	// mcpResponses are, by the index of an HTTP or SSE server, how its
+	// recorded exchanges were answered, by exchange number.
+	mcpResponses []map[int]mcpstandin.HTTPResponse
+	mcpTimed     map[int][]mcpstandin.TimedLine // while loading: an HTTP or SSE server's lines, by index
 	// exchanges are the complete LLM exchanges, in recorded order: their
 	// heads, whose whole exchanges llm has, or, for a recording made up
 	// by a test, with llm nil, the whole exchanges.
@@ -66,9 +71,7 @@ func load(st *store.Store, name string) (*recording, error) {
 	number := 0
 	err = st.Lines(name, func(e store.Event) error {
 		if server, dir, ok := e.Lane.MCP(); ok {
-			for len(rec.mcp) <= server {
-				rec.mcp = append(rec.mcp, nil)
-			}
+			rec.growMCP(server)
 			rec.mcp[server] = append(rec.mcp[server], mcpstandin.PlanLine{Dir: dir, Line: string(e.Data)})
 			return nil
 		}
@@ -104,12 +107,22 @@ func load(st *store.Store, name string) (*recording, error) {
 			if err != nil {
 				return fmt.Errorf("llm #%d (event %d): %w", number, e.Seq, err)
 			}
-			head := &exchange.Exchange{Route: x.Route, Method: x.Method, URL: x.URL, Status: x.Status}
+			if x.Route == exchange.RouteMCP {
+				if err := rec.addMCPExchange(number, e); err != nil {
+					return fmt.Errorf("llm #%d (event %d): %w", number, e.Seq, err)
+				}
+			}
+			head := &exchange.Exchange{Route: x.Route, MCPServer: x.MCPServer, Method: x.Method, URL: x.URL, Status: x.Status}
 			rec.exchanges = append(rec.exchanges, llmserver.Recorded{Number: number, Seq: e.Seq, Exchange: head, Facts: llmserver.ReadRequestFacts(x)})
 			rec.llm.add(x.RequestBody, rest)
 		}
 		return nil
 	})
+	for i, lines := range rec.mcpTimed {
+		rec.growMCP(i)
+		rec.mcp[i] = mcpstandin.SortLines(lines)
+	}
+	rec.mcpTimed = nil
 	if err == nil {
 		err = rec.frames.flush()
 	}
@@ -121,6 +134,39 @@ func load(st *store.Store, name string) (*recording, error) {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// growMCP makes rec.mcp and rec.mcpResponses hold server index i.
+func (rec *recording) growMCP(i int) {
+	for len(rec.mcp) <= i {
+		rec.mcp = append(rec.mcp, nil)
+	}
+	for len(rec.mcpResponses) <= i {
+		rec.mcpResponses = append(rec.mcpResponses, nil)
+	}
+}
+
+// addMCPExchange takes exchange number of an HTTP or SSE MCP server, the
+// event e, into the server's lines and responses.
+func (rec *recording) addMCPExchange(number int, e store.Event) error {
+	x, err := exchange.Unmarshal(e.Data)
+	if err != nil {
+		return err
+	}
+	i := x.MCPServer - 1
+	if i < 0 || i >= len(rec.meta.MCPServers) {
+		return fmt.Errorf("an exchange with MCP server %d, which the recording does not list", x.MCPServer)
+	}
+	if rec.mcpTimed == nil {
+		rec.mcpTimed = map[int][]mcpstandin.TimedLine{}
+	}
+	rec.mcpTimed[i] = append(rec.mcpTimed[i], mcpstandin.ExchangeLines(number, e.Offset, x)...)
+	rec.growMCP(i)
+	if rec.mcpResponses[i] == nil {
+		rec.mcpResponses[i] = map[int]mcpstandin.HTTPResponse{}
+	}
+	rec.mcpResponses[i][number] = mcpstandin.HTTPResponse{Method: x.Method, Status: x.Status, Header: x.ResponseHeaders}
+	return nil
 }
 
 // close removes the recording's spools.

@@ -6,31 +6,42 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/acptap/acptap/internal/mcpconf"
+	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay/mcpstandin"
 	"github.com/acptap/acptap/store"
 )
 
-// mcpStandIns are the stand-ins of a replay's stdio MCP servers (package
-// mcpstandin): their plans in the sandbox, where their logs go, and the
-// rewrite of the editor's frames that starts them in the servers' place.
+// mcpStandIns are the stand-ins of a replay's MCP servers (package
+// mcpstandin), by the server's index in the recording: for a stdio
+// server its plan in the sandbox, for the agent to start in the server's
+// place, and where its log goes; for an HTTP or SSE server a stand-in
+// serving it on a loopback port; and the rewrite of the editor's frames
+// that has the agent reach them.
 type mcpStandIns struct {
-	program string
-	live    bool // the stand-ins run the servers and compare (Options.LiveMCP)
+	program string // the stdio stand-ins' program; "" to leave stdio servers alone
+	live    bool   // the stand-ins pass the real servers' answers on, compared (Options.LiveMCP)
 	dir     string
-	plans   []*mcpstandin.Plan // by the server's index in the recording
-	// next is how many stdio servers the rewrite has seen: the editor's
-	// frames name them in the order record numbered them. Only the
-	// driver's writes use it.
+	servers []store.MCPServer         // the recording's
+	plans   []*mcpstandin.Plan        // by index; nil for a server left alone
+	http    []*mcpstandin.HTTPStandIn // by index, for HTTP and SSE servers
+	logs    []*os.File                // the HTTP stand-ins' logs, by index
+
+	mu sync.Mutex // guards next
+	// next is how many servers the rewrite has seen: the editor's frames
+	// name them in the order record numbered them.
 	next int
 }
 
-// standIns writes the plans of rec's MCP servers into the sandbox, for
-// the stand-in program; nil if rec has none or program is "".
-func (rec *recording) standIns(sb *sandbox, program string, live bool, faults []MCPFault) (*mcpStandIns, error) {
+// standIns readies the stand-ins of rec's MCP servers: stdio ones' plans
+// written into the sandbox, for the stand-in program (none if program is
+// ""), HTTP and SSE ones started. It returns nil if rec has none.
+func (rec *recording) standIns(sb *sandbox, program string, live bool, faults []MCPFault) (_ *mcpStandIns, err error) {
 	for _, f := range faults {
-		if !slices.ContainsFunc(rec.meta.MCPServers, func(s store.MCPServer) bool { return s.Name == f.Server }) {
+		i := slices.IndexFunc(rec.meta.MCPServers, func(s store.MCPServer) bool { return s.Name == f.Server })
+		if i < 0 {
 			var names []string
 			for _, s := range rec.meta.MCPServers {
 				names = append(names, s.Name)
@@ -41,18 +52,30 @@ func (rec *recording) standIns(sb *sandbox, program string, live bool, faults []
 			}
 			return nil, fmt.Errorf("%w: --fault mcp:%s: the recording has no MCP server %s (it has: %s)", ErrMCPFault, f.Server, f.Server, have)
 		}
-		if program == "" {
-			return nil, fmt.Errorf("%w: --fault mcp:%s: the MCP servers are not served from the recording", ErrMCPFault, f.Server)
+		if s := rec.meta.MCPServers[i]; s.Type == "" && program == "" || s.NotRecorded != "" {
+			return nil, fmt.Errorf("%w: --fault mcp:%s: the MCP server is not served from the recording", ErrMCPFault, f.Server)
 		}
 	}
-	if program == "" || len(rec.meta.MCPServers) == 0 {
+	if len(rec.meta.MCPServers) == 0 {
 		return nil, nil
 	}
-	m := &mcpStandIns{program: program, live: live, dir: filepath.Join(sb.root, "mcp")}
+	m := &mcpStandIns{program: program, live: live, dir: filepath.Join(sb.root, "mcp"), servers: rec.meta.MCPServers}
+	defer func() {
+		if err != nil {
+			m.close()
+		}
+	}()
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: the MCP servers' plans: %v", ErrSpool, err)
 	}
-	for i, server := range rec.meta.MCPServers {
+	m.plans = make([]*mcpstandin.Plan, len(m.servers))
+	m.http = make([]*mcpstandin.HTTPStandIn, len(m.servers))
+	m.logs = make([]*os.File, len(m.servers))
+	secret := proxy.NewSecret()
+	for i, server := range m.servers {
+		if server.NotRecorded != "" || server.Type == "" && program == "" {
+			continue
+		}
 		p := &mcpstandin.Plan{
 			Server: server.Name,
 			Cwd:    nonEmpty(append(slices.Clone(rec.cwds), rec.meta.Cwd, sb.work)...),
@@ -67,44 +90,88 @@ func (rec *recording) standIns(sb *sandbox, program string, live bool, faults []
 		if i < len(rec.mcp) {
 			p.Lines = rec.mcp[i]
 		}
-		if err := mcpstandin.WritePlan(filepath.Join(m.dir, mcpstandin.PlanName(i)), p); err != nil {
-			return nil, fmt.Errorf("%w: the MCP servers' plans: %v", ErrSpool, err)
+		m.plans[i] = p
+		if server.Type == "" {
+			if err := mcpstandin.WritePlan(filepath.Join(m.dir, mcpstandin.PlanName(i)), p); err != nil {
+				return nil, fmt.Errorf("%w: the MCP servers' plans: %v", ErrSpool, err)
+			}
+			continue
 		}
-		m.plans = append(m.plans, p)
+		log, err := os.OpenFile(filepath.Join(m.dir, mcpstandin.LogName(i)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the MCP stand-ins' log: %v", ErrSpool, err)
+		}
+		m.logs[i] = log
+		opts := mcpstandin.HTTPOptions{Plan: p, Transport: server.Type, Log: log, Secret: secret}
+		if i < len(rec.mcpResponses) {
+			opts.Responses = rec.mcpResponses[i]
+		}
+		if m.http[i], err = mcpstandin.StartHTTP(opts); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
 
 // rewrite returns the rewrite of the editor's frames that has the agent
-// start a stand-in in place of each recorded stdio MCP server; nil for
-// none.
+// reach a stand-in in place of each recorded MCP server; nil for none.
 func (m *mcpStandIns) rewrite() func([]byte) []byte {
 	if m == nil {
 		return nil
 	}
 	return func(frame []byte) []byte {
-		return mcpconf.Rewrite(frame, func(_ string, argv []string) ([]string, bool) {
+		return mcpconf.Rewrite(frame, func(s mcpconf.Server) (mcpconf.Server, bool) {
+			m.mu.Lock()
 			i := m.next
 			m.next++
-			if i >= len(m.plans) {
-				return nil, false
+			m.mu.Unlock()
+			if i >= len(m.plans) || m.plans[i] == nil {
+				return s, false
+			}
+			if h := m.http[i]; h != nil {
+				if m.live {
+					h.SetLive(s.URL)
+				}
+				s.URL = h.URL(s.URL)
+				return s, true
 			}
 			standIn := []string{m.program, mcpstandin.Command, filepath.Join(m.dir, mcpstandin.PlanName(i)), filepath.Join(m.dir, mcpstandin.LogName(i))}
 			if m.live {
-				standIn = append(append(standIn, "--"), argv...)
+				standIn = append(append(standIn, "--"), s.Argv...)
 			}
-			return standIn, true
+			s.Argv = standIn
+			return s, true
 		})
 	}
 }
 
-// reports reads what each server's stand-ins saw, once the agent is done.
+// close stops the HTTP stand-ins and closes their logs.
+func (m *mcpStandIns) close() {
+	if m == nil {
+		return
+	}
+	for i, h := range m.http {
+		if h != nil {
+			h.Close()
+		}
+		if m.logs[i] != nil {
+			m.logs[i].Close()
+		}
+	}
+}
+
+// reports reads what each server's stand-ins saw, once the agent is done,
+// and stops the HTTP stand-ins.
 func (m *mcpStandIns) reports() ([]mcpstandin.Report, error) {
 	if m == nil {
 		return nil, nil
 	}
+	m.close()
 	var out []mcpstandin.Report
 	for i, p := range m.plans {
+		if p == nil {
+			continue
+		}
 		r, err := mcpstandin.Read(p, filepath.Join(m.dir, mcpstandin.LogName(i)))
 		if err != nil {
 			return nil, fmt.Errorf("%w: the MCP stand-ins' log: %v", ErrSpool, err)

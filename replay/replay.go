@@ -266,6 +266,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	if err != nil {
 		return nil, err
 	}
+	defer mcp.close()
 	run, err := runAgent(ctx, agentConfig{
 		rewrite: mcp.rewrite(),
 		argv:    llm.argv,

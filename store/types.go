@@ -134,9 +134,11 @@ type Recording struct {
 	// in, and record runs such a command without recording it.
 	TerminalLogins []TerminalLogin `json:"terminal_logins,omitempty"`
 
-	// MCPServers are the stdio MCP servers the agent started through
-	// record's relay, in the order it started them: server i's lines are
-	// on the lanes lane.MCP(i, ...).
+	// MCPServers are the MCP servers the editor named, which the agent
+	// reached through record's taps, in the order the editor named them:
+	// a stdio server i's lines are on the lanes lane.MCP(i, ...), an HTTP
+	// or SSE server i's exchanges are in the llm lane with MCPServer i+1
+	// (exchange.RouteMCP).
 	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 
 	// Set when the recording ends. While Done is false the recording is
@@ -175,11 +177,17 @@ type Recording struct {
 	Live bool `json:"-"`
 }
 
-// MCPServer is a stdio MCP server of a recording: its name and command,
-// as the editor gave them in session/new or session/load.
+// MCPServer is an MCP server of a recording, as the editor gave it in
+// session/new, session/load or session/resume, secrets masked: a stdio
+// server's name and command, an HTTP or SSE server's name and URL.
 type MCPServer struct {
 	Name string   `json:"name"`
-	Argv []string `json:"argv"`
+	Type string   `json:"type,omitempty"` // "http" or "sse"; empty for stdio
+	Argv []string `json:"argv,omitempty"` // a stdio server's
+	URL  string   `json:"url,omitempty"`  // an HTTP or SSE server's
+	// NotRecorded says why the server was left as the editor named it,
+	// unrecorded (the agent reached it itself); empty for one recorded.
+	NotRecorded string `json:"not_recorded,omitempty"`
 }
 
 // TerminalLogin is an authentication method of type "terminal" an agent

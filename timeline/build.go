@@ -10,6 +10,7 @@ import (
 
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/mcpwire"
 	"github.com/acptap/acptap/internal/wire"
 	"github.com/acptap/acptap/lane"
 	"github.com/acptap/acptap/store"
@@ -79,10 +80,7 @@ func (b *builder) add(e store.Event) error {
 	}
 	if i, dir, ok := e.Lane.MCP(); ok {
 		_, ev.Session = b.sessions.Prompting()
-		ev.Server, ev.Dir = fmt.Sprintf("mcp#%d", i), dir.String()
-		if i < len(b.servers) {
-			ev.Server = b.servers[i].Name
-		}
+		ev.Server, ev.Dir = b.serverName(i), dir.String()
 		arrow := " → "
 		switch dir {
 		case lane.FromServer:
@@ -94,6 +92,15 @@ func (b *builder) add(e store.Event) error {
 	}
 	b.events = append(b.events, ev)
 	return nil
+}
+
+// serverName names MCP server i of the recording, "mcp#I" if it has no
+// such server.
+func (b *builder) serverName(i int) string {
+	if i >= 0 && i < len(b.servers) {
+		return b.servers[i].Name
+	}
+	return fmt.Sprintf("mcp#%d", i)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -154,6 +161,15 @@ func (b *builder) exchangeEvent(e store.Event) Event {
 	ev.Exchange = ex
 	ev.Method = x.Method
 	ev.Summary, ev.Err = exchangeSummary(ex)
+	if x.Route == exchange.RouteMCP {
+		// An HTTP MCP server's: a row of the MCP column, as a stdio
+		// server's lines are.
+		ev.Lane, ev.Server = "mcp", b.serverName(x.MCPServer-1)
+		ev.Summary = ev.Server + " ↔ " + mcpwire.Summary(x)
+		if x.Status != 0 {
+			ev.Summary += fmt.Sprintf(" (%s %d)", x.Method, x.Status)
+		}
+	}
 	return ev
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -197,17 +198,19 @@ func TestMCPServerMissing(t *testing.T) {
 	}
 }
 
-// TestMCPReplay records a session whose agent calls a stdio MCP server's
-// tool in each turn, then replays it 20 times with the server's program
-// gone: each replay is green, served from the recording, and the server
-// logs no call. A changed call is reported, the call the recording has no
-// answer for and the recorded one never made; --live-mcp runs the real
-// server again.
+// TestMCPReplay records a session whose agent calls the tool of a stdio
+// MCP server and of an HTTP one in each turn, then replays it 20 times
+// with the stdio server's program gone and the HTTP server's port
+// closed: each replay is green, served from the recording, and neither
+// server logs a call. A changed call is reported, the call the recording
+// has no answer for and the recorded one never made; --live-mcp runs the
+// real servers again, and names the server, the call and the field of an
+// answer that changed.
 func TestMCPReplay(t *testing.T) {
 	dir := workspace(t)
 	db := filepath.Join(dir, "s.db")
-	// The server is a program of its own directory in PATH, which the
-	// replays go without.
+	// The stdio server is a program of its own directory in PATH, which
+	// the replays go without.
 	bin := t.TempDir()
 	log := filepath.Join(dir, "notes.log")
 	server := filepath.Join(bin, "notes-server")
@@ -221,50 +224,96 @@ func TestMCPReplay(t *testing.T) {
 			env[i] = "PATH=" + bin + ":" + strings.TrimPrefix(kv, "PATH=")
 		}
 	}
-	servers := `[{"name":"notes","command":"notes-server","args":[],"env":[]}]`
+	// The HTTP server listens on a port it gives up for the replays and
+	// takes again for --live-mcp, answering as told.
+	webLog := filepath.Join(dir, "web.log")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	serveWeb := func(ln net.Listener, answers map[string]string) *http.Server {
+		f, err := os.OpenFile(webLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		srv := &http.Server{Handler: testmcp.New(testmcp.Options{Name: "web", Log: f, Answers: answers})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return srv
+	}
+	web := serveWeb(ln, map[string]string{"answer": "forty-two"})
+	servers := `[{"name":"notes","command":"notes-server","args":[],"env":[]},` +
+		`{"type":"http","name":"web","url":"http://` + addr + `/mcp","headers":[{"name":"Authorization","value":"Bearer web-secret-0123456789"}]}]`
 	rec := exec.Command("testeditor", "--prompt", "look it up", "--prompt", "again", "--mcp-servers", servers, "--",
 		"acptap", "record", "--store", db, "--name", "mcp", "--", "testagent", "--mcp-call", `lookup={"topic":"answer"}`)
 	rec.Dir, rec.Env = dir, env
-	if out, err := rec.CombinedOutput(); err != nil || strings.Count(string(out), "mcp notes lookup: 42") != 2 {
+	if out, err := rec.CombinedOutput(); err != nil || strings.Count(string(out), "mcp notes lookup: 42; mcp web lookup: forty-two") != 2 {
 		t.Fatalf("recording: %v\n%s", err, out)
 	}
-	calls := func() int {
+	web.Close()
+	calls := func(log string) int {
 		b, _ := os.ReadFile(log)
 		return strings.Count(string(b), `"method":"tools/call"`)
+	}
+	shown, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "mcp")
+	if !strings.Contains(shown, "web") || strings.Contains(shown, "web-secret-0123456789") {
+		t.Errorf("show lists the HTTP server's exchanges by its name, its header masked:\n%s", shown)
 	}
 	for i := range 20 {
 		out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "mcp")
 		if code != 0 {
-			t.Fatalf("replay #%d with the MCP server gone: exit %d\n%s%s", i, code, out, errOut)
+			t.Fatalf("replay #%d with the MCP servers gone: exit %d\n%s%s", i, code, out, errOut)
 		}
 	}
-	if n := calls(); n != 2 {
-		t.Errorf("the server logged %d tools/call, want the 2 recorded: the replays called it", n)
+	if n := calls(log); n != 2 {
+		t.Errorf("the stdio server logged %d tools/call, want the 2 recorded: the replays called it", n)
+	}
+	if n := calls(webLog); n != 2 {
+		t.Errorf("the HTTP server logged %d tools/call, want the 2 recorded: the replays called it", n)
 	}
 
 	out2, _, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "mcp", "--", "testagent", "--mcp-call", `lookup={"topic":"weather"}`)
-	if code != ExitDiverged || !strings.Contains(out2, `MCP server notes: the agent asked tools/call lookup {"topic":"weather"}, which the recording has no answer for`) ||
-		!strings.Contains(out2, `MCP server notes: the recorded tools/call lookup {"topic":"answer"} was never asked`) {
-		t.Errorf("replay with another call: exit %d, want %d and both MCP divergences:\n%s", code, ExitDiverged, out2)
+	for _, name := range []string{"notes", "web"} {
+		if code != ExitDiverged || !strings.Contains(out2, `MCP server `+name+`: the agent asked tools/call lookup {"topic":"weather"}, which the recording has no answer for`) ||
+			!strings.Contains(out2, `MCP server `+name+`: the recorded tools/call lookup {"topic":"answer"} was never asked`) {
+			t.Errorf("replay with another call: exit %d, want %d and both MCP divergences of %s:\n%s", code, ExitDiverged, name, out2)
+		}
 	}
 
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("taking the HTTP server's port again: %v", err)
+	}
+	web = serveWeb(ln, map[string]string{"answer": "forty-two"})
 	if out, errOut, code := runAcptap(t, t.TempDir(), env, "replay", "--store", db, "--live-mcp", "mcp"); code != 0 {
 		t.Errorf("replay --live-mcp: exit %d\n%s%s", code, out, errOut)
 	}
-	if n := calls(); n != 4 {
-		t.Errorf("after --live-mcp the server logged %d tools/call, want 4", n)
+	if n, m := calls(log), calls(webLog); n != 4 || m != 4 {
+		t.Errorf("after --live-mcp the servers logged %d and %d tools/call, want 4 each", n, m)
 	}
 
-	// The server now answers otherwise: --live-mcp names the server, the
+	// The servers now answer otherwise: --live-mcp names the server, the
 	// call and the field.
 	changed := "#!/bin/sh\nexec testmcp --answer answer=43 --log " + strconv.Quote(log) + " \"$@\"\n"
 	if err := os.WriteFile(server, []byte(changed), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	web.Close()
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("taking the HTTP server's port again: %v", err)
+	}
+	serveWeb(ln, map[string]string{"answer": "forty-three"})
 	out3, _, code := runAcptap(t, t.TempDir(), env, "replay", "--store", db, "--live-mcp", "mcp")
-	want := `MCP server notes: tools/call lookup {"topic":"answer"}: the answer differs from the recording at $.result.content[0].text: recorded "42", live "43"`
-	if code != ExitDiverged || !strings.Contains(out3, want) {
-		t.Errorf("replay --live-mcp of a changed server: exit %d, want %d and\n%s\ngot:\n%s", code, ExitDiverged, want, out3)
+	for _, want := range []string{
+		`MCP server notes: tools/call lookup {"topic":"answer"}: the answer differs from the recording at $.result.content[0].text: recorded "42", live "43"`,
+		`MCP server web: tools/call lookup {"topic":"answer"}: the answer differs from the recording at $.result.content[0].text: recorded "forty-two", live "forty-three"`,
+	} {
+		if code != ExitDiverged || !strings.Contains(out3, want) {
+			t.Errorf("replay --live-mcp of a changed server: exit %d, want %d and\n%s\ngot:\n%s", code, ExitDiverged, want, out3)
+		}
 	}
 }
 

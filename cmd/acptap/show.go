@@ -18,6 +18,8 @@ import (
 
 	"github.com/acptap/acptap/internal/acp"
 	"github.com/acptap/acptap/internal/bytesize"
+	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/mcpwire"
 	"github.com/acptap/acptap/lane"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/record"
@@ -125,7 +127,7 @@ func runShow(opts *showOptions) error {
 				return nil
 			}
 			if e.Lane == store.LaneLLM {
-				line := llmEventJSONLine(e)
+				line := llmEventJSONLine(e, servers)
 				line.Session = id
 				return enc.Encode(line)
 			}
@@ -353,7 +355,14 @@ func writeHeader(w io.Writer, r store.Recording) {
 		fmt.Fprintf(w, "  expected agent stream updated by acptap replay --update on %s\n", r.Updated.Local().Format("2006-01-02 15:04:05"))
 	}
 	for _, s := range r.MCPServers {
-		fmt.Fprintf(w, "  MCP server %s: %s, its stdio recorded (lane mcp)\n", shownText(s.Name), shownText(strings.Join(s.Argv, " ")))
+		switch {
+		case s.NotRecorded != "":
+			fmt.Fprintf(w, "  MCP server %s: not recorded (%s); the agent reached it itself\n", shownText(s.Name), shownText(s.NotRecorded))
+		case s.Type != "":
+			fmt.Fprintf(w, "  MCP server %s: %s %s, its exchanges recorded (lane mcp)\n", shownText(s.Name), s.Type, shownText(s.URL))
+		default:
+			fmt.Fprintf(w, "  MCP server %s: %s, its stdio recorded (lane mcp)\n", shownText(s.Name), shownText(strings.Join(s.Argv, " ")))
+		}
 	}
 	for _, l := range r.TerminalLogins {
 		fmt.Fprintf(w, "  terminal login %s: the agent's command with %s, run by acptap record without recording\n", shownText(l.ID), shownText(strings.Join(l.Args, " ")))
@@ -481,11 +490,19 @@ func timelineLine(e store.Event, session int, servers *mcpNames, color bool) str
 		laneColor = colorCyan
 	}
 	var desc string
+	laneName := e.Lane.String()
 	server, dir, mcp := e.Lane.MCP()
 	switch {
 	case e.Lane == store.LaneEditor, e.Lane == store.LaneAgent:
 		desc = describeACP(e.Data, paint)
 	case e.Lane == store.LaneLLM:
+		if x, err := decodeExchange(e); err == nil && x.Route == exchange.RouteMCP {
+			// An HTTP MCP server's: a line of the server's, as a stdio
+			// one's lines are.
+			laneName, laneColor = "mcp", colorCyan
+			desc = describeMCPExchange(e, x, servers, paint)
+			break
+		}
 		desc = describeExchange(e, paint)
 	case mcp && dir == lane.ServerStderr:
 		desc = servers.name(server) + " ! " + quoteLine(e.Data, 100)
@@ -495,7 +512,7 @@ func timelineLine(e store.Event, session int, servers *mcpNames, color bool) str
 		if dir == lane.FromServer {
 			arrow = " ← "
 		}
-		desc = servers.name(server) + arrow + describeACP(e.Data, paint) + mcpHint(e.Data)
+		desc = servers.name(server) + arrow + describeACP(e.Data, paint) + mcpwire.Hint(e.Data)
 		laneColor = colorCyan
 	default:
 		desc = quoteLine(e.Data, 100)
@@ -517,7 +534,7 @@ func timelineLine(e store.Event, session int, servers *mcpNames, color bool) str
 	if session > 0 {
 		label = "s" + strconv.Itoa(session)
 	}
-	return fmt.Sprintf("%6d %10s  %s  %-3s  %s\n", e.Seq, fmtOffset(e.Offset), paint(laneColor, fmt.Sprintf("%-6s", e.Lane)), label, desc)
+	return fmt.Sprintf("%6d %10s  %s  %-3s  %s\n", e.Seq, fmtOffset(e.Offset), paint(laneColor, fmt.Sprintf("%-6s", laneName)), label, desc)
 }
 
 func describeACP(line []byte, paint func(string, string) string) string {
@@ -622,39 +639,4 @@ func (m *mcpNames) name(i int) string {
 		return shownText(m.rec.MCPServers[i].Name)
 	}
 	return fmt.Sprintf("mcp#%d", i)
-}
-
-// mcpHint is what a line of an MCP server tells beyond its envelope: a
-// tools/call's tool and arguments, a tool result's text.
-func mcpHint(line []byte) string {
-	var m struct {
-		Method string `json:"method"`
-		Params struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"params"`
-		Result struct {
-			Content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			} `json:"content"`
-			IsError bool `json:"isError"`
-		} `json:"result"`
-	}
-	if json.Unmarshal(line, &m) != nil {
-		return ""
-	}
-	if m.Method == "tools/call" {
-		return " " + m.Params.Name + " " + truncate(string(m.Params.Arguments), 60)
-	}
-	for _, c := range m.Result.Content {
-		if c.Type == "text" {
-			s := " → " + strconv.Quote(truncate(c.Text, 60))
-			if m.Result.IsError {
-				s += " (error)"
-			}
-			return s
-		}
-	}
-	return ""
 }

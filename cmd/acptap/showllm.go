@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/mcpwire"
 	"github.com/acptap/acptap/internal/wire"
 	"github.com/acptap/acptap/store"
 )
@@ -21,8 +22,10 @@ type llmEventJSON struct {
 	TMs             int64         `json:"t_ms"`
 	Lane            string        `json:"lane"`
 	Route           string        `json:"route"`
-	Class           string        `json:"class,omitempty"` // llm or http (wire.Class); absent for an unreadable exchange
+	Class           string        `json:"class,omitempty"` // llm, http or mcp (wire.Class); absent for an unreadable exchange
 	BaseURLVar      string        `json:"base_url_var,omitempty"`
+	Server          string        `json:"server,omitempty"`  // the MCP server of an mcp exchange, by name
+	Summary         string        `json:"summary,omitempty"` // what an mcp exchange did: its message and the answer
 	Method          string        `json:"method"`
 	URL             string        `json:"url"`
 	Proto           string        `json:"proto,omitempty"`
@@ -66,7 +69,7 @@ func reassemble(ex *exchange.Exchange) (wire.Format, *wire.Message) {
 	return f, &m
 }
 
-func llmEventJSONLine(e store.Event) llmEventJSON {
+func llmEventJSONLine(e store.Event, servers *mcpNames) llmEventJSON {
 	ex, err := decodeExchange(e)
 	if err != nil {
 		return llmEventJSON{Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String(), Error: err.Error()}
@@ -79,6 +82,9 @@ func llmEventJSONLine(e store.Event) llmEventJSON {
 		ResponseHeaders: ex.ResponseHeaders, ResponseEnc: ex.ResponseEncoding, Chunks: len(ex.Chunks),
 		TTFBMs: ms(ex.TTFB), DurationMs: ms(ex.Duration), Error: ex.Error,
 		Incomplete: e.Flags&store.FlagIncomplete != 0, Format: f.String(), Message: msg,
+	}
+	if ex.Route == exchange.RouteMCP {
+		line.Server, line.Summary = servers.name(ex.MCPServer-1), mcpwire.Summary(ex)
 	}
 	line.RequestBody, line.RequestBodyB64 = textOrB64(ex.RequestBody)
 	line.ResponseBody, line.ResponseB64 = textOrB64(ex.Body())
@@ -101,6 +107,31 @@ func textOrB64(b []byte) (*string, string) {
 
 func ms(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1000
+}
+
+// describeMCPExchange renders an exchange with an HTTP MCP server, x of
+// e, for the timeline, as one line of the server's: its name, what the
+// agent sent and the server answered, and the HTTP exchange's method,
+// status and times.
+func describeMCPExchange(e store.Event, x *exchange.Exchange, servers *mcpNames, paint func(string, string) string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s ↔ %s  ", servers.name(x.MCPServer-1), mcpwire.Summary(x))
+	switch {
+	case e.Flags&store.FlagIncomplete != 0:
+		b.WriteString(paint(colorRed, x.Method+" (in flight when the recording stopped)"))
+	case x.Status == 0:
+		b.WriteString(paint(colorRed, x.Method+" no response"))
+	default:
+		status := strconv.Itoa(x.Status)
+		if x.Status >= 400 {
+			status = paint(colorRed, status)
+		}
+		fmt.Fprintf(&b, "%s %s  %s", x.Method, status, x.Duration.Round(time.Millisecond))
+	}
+	if x.Error != "" {
+		b.WriteString(paint(colorRed, "  error: "+truncate(x.Error, 100)))
+	}
+	return b.String()
 }
 
 // describeExchange renders an LLM exchange for the timeline: a summary,

@@ -82,6 +82,7 @@ func decodeFields(data []byte, fields uint32) (e *Exchange, body []byte, ok bool
 const (
 	fieldRoute = iota
 	fieldBaseURLVar
+	fieldMCPServer
 	fieldMethod
 	fieldURL
 	fieldProto
@@ -105,6 +106,7 @@ const (
 var fieldNames = map[string]int{
 	`"route"`:             fieldRoute,
 	`"base_url_var"`:      fieldBaseURLVar,
+	`"mcp_server"`:        fieldMCPServer,
 	`"method"`:            fieldMethod,
 	`"url"`:               fieldURL,
 	`"proto"`:             fieldProto,
@@ -154,6 +156,10 @@ func (e *Exchange) decodeField(f int, v []byte) bool {
 		return decodeString(v, &e.Route)
 	case fieldBaseURLVar:
 		return decodeString(v, &e.BaseURLVar)
+	case fieldMCPServer:
+		n, ok := decodeInt(v, strconv.IntSize)
+		e.MCPServer = int(n)
+		return ok
 	case fieldMethod:
 		return decodeString(v, &e.Method)
 	case fieldURL:

@@ -27,6 +27,10 @@ func encodeFast(e *Exchange) ([]byte, bool) {
 		b = append(b, `,"base_url_var":`...)
 		b = appendString(b, e.BaseURLVar)
 	}
+	if e.MCPServer != 0 {
+		b = append(b, `,"mcp_server":`...)
+		b = strconv.AppendInt(b, int64(e.MCPServer), 10)
+	}
 	b = append(b, `,"method":`...)
 	b = appendString(b, e.Method)
 	b = append(b, `,"url":`...)

@@ -14,6 +14,7 @@ import (
 var encodeSamples = []Exchange{
 	{},
 	{Method: "GET", URL: "http://x/", RequestHeaders: http.Header{}, RequestBody: []byte{}, ResponseHeaders: http.Header{}, Chunks: []Chunk{}},
+	{Route: RouteMCP, MCPServer: 3, Method: "POST", URL: "http://127.0.0.1:9/mcp", RequestBody: []byte(`{"jsonrpc":"2.0"}`), Status: 200},
 	{
 		Route: RouteBaseURL, BaseURLVar: "OPENAI_BASE_URL", Method: "POST", URL: "https://api.test/v1/x?a=1&b=<2>", Proto: "HTTP/2.0",
 		RequestHeaders:  http.Header{"Content-Type": {"application/json"}, "X-Nil": nil, "X-Empty": {}, "A": {"1", "2"}, "Ünïcode\u2028": {"\x00\x1f\b\f\n\r\t\"\\\x7f"}},

@@ -26,14 +26,19 @@ import (
 const (
 	RouteProxy   = "proxy"    // through HTTP(S)_PROXY, with CONNECT and TLS interception for https
 	RouteBaseURL = "base-url" // through a rewritten base-URL variable (Exchange.BaseURLVar)
+	RouteMCP     = "mcp"      // through the route of an HTTP MCP server the editor named (Exchange.MCPServer)
 )
 
 // Exchange is one HTTP request of the agent and the response it got, as
 // recorded. Secrets are removed before an Exchange is stored; bodies are
 // kept decoded, with the original Content-Encoding noted.
 type Exchange struct {
-	Route      string `json:"route"`                  // RouteProxy or RouteBaseURL
+	Route      string `json:"route"`                  // RouteProxy, RouteBaseURL or RouteMCP
 	BaseURLVar string `json:"base_url_var,omitempty"` // the variable of a RouteBaseURL exchange
+	// MCPServer is the MCP server of a RouteMCP exchange: its number,
+	// 1-based, in the recording's list of MCP servers
+	// (store.Recording.MCPServers, whose index is one less).
+	MCPServer int `json:"mcp_server,omitempty"`
 
 	Method string `json:"method"`
 	URL    string `json:"url"` // the upstream URL, absolute

@@ -1,10 +1,11 @@
 package exchange
 
 // headFields are the fields UnmarshalHead decodes.
-const headFields = 1<<fieldRoute | 1<<fieldMethod | 1<<fieldURL | 1<<fieldStatus | 1<<fieldRequestBody
+const headFields = 1<<fieldRoute | 1<<fieldMCPServer | 1<<fieldMethod | 1<<fieldURL | 1<<fieldStatus | 1<<fieldRequestBody
 
 // UnmarshalHead decodes what a replay reads of a recorded exchange before
-// it serves it, its head: Route, Method, URL, Status and RequestBody, as
+// it serves it, its head: Route, MCPServer, Method, URL, Status and
+// RequestBody, as
 // Unmarshal decodes them; the other fields may be left zero. It also
 // returns rest, the text of the exchange with its request body taken out,
 // which is what the replay keeps to serve the exchange from: Unmarshal of

@@ -24,25 +24,35 @@ const (
 	// package registries, update checks, telemetry, probes such as a
 	// HEAD /. A replay answers these by method and URL.
 	ClassHTTP
+	// ClassMCP is the agent's traffic with an HTTP MCP server the editor
+	// named, through the server's own route (exchange.RouteMCP). A
+	// replay answers these by their JSON-RPC messages, as it answers a
+	// stdio MCP server.
+	ClassMCP
 )
 
-// String returns "llm" or "http", the words of `acptap show --json`.
+// String returns "llm", "http" or "mcp", the words of `acptap show --json`.
 func (c Class) String() string {
 	switch c {
 	case ClassLLM:
 		return "llm"
 	case ClassHTTP:
 		return "http"
+	case ClassMCP:
+		return "mcp"
 	}
 	return fmt.Sprintf("class(%d)", uint8(c))
 }
 
 // ClassOf returns the class of a request that reached the tap by route
-// (exchange.RouteProxy, exchange.RouteBaseURL, or "" when not known): a base-URL route is
-// there for the LLM, so everything that comes through one is ClassLLM;
-// anything else is ClassLLM if LLMRequest recognises it, and
-// ClassHTTP otherwise.
+// (exchange.RouteProxy, exchange.RouteBaseURL, exchange.RouteMCP, or ""
+// when not known): an MCP route's is ClassMCP; a base-URL route is there
+// for the LLM, so everything that comes through one is ClassLLM; anything
+// else is ClassLLM if LLMRequest recognises it, and ClassHTTP otherwise.
 func ClassOf(route, method, rawURL string) Class {
+	if route == exchange.RouteMCP {
+		return ClassMCP
+	}
 	if route == exchange.RouteBaseURL || LLMRequest(method, rawURL) {
 		return ClassLLM
 	}

@@ -49,7 +49,10 @@
 // through a base-URL route (the tap puts the route into the request's
 // context) or its request is a generation call of an LLM API, and
 // wire.ClassHTTP otherwise: a registry lookup, an update check,
-// telemetry, a probe. The queues above are for LLM exchanges.
+// telemetry, a probe. The queues above are for LLM exchanges. An
+// exchange with an HTTP MCP server (wire.ClassMCP) is numbered with the
+// others but never served here: the agent reaches the server's stand-in,
+// which answers it (see replay).
 //
 // HTTP exchanges are not the conversation, and the agent makes them in
 // whatever order and number its start-up and its timers make them: they
@@ -337,6 +340,12 @@ func New(opts Options) (*Server, error) {
 		r.Number = n
 		x := r.Exchange
 		class := wire.ClassOfExchange(x)
+		if class == wire.ClassMCP {
+			// Served by the MCP server's stand-in, not here: numbered,
+			// never queued.
+			s.entries = append(s.entries, &entry{Recorded: r, class: class})
+			continue
+		}
 		queues, key := s.queues, ""
 		if class == wire.ClassHTTP {
 			queues, key = s.http, s.httpKey(x.Method, x.URL)
@@ -362,6 +371,9 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("%w: fault %s for llm #%d, which is not in the recording", ErrInvalidOptions, f, n)
 		}
 		e := s.entries[n-1]
+		if e.class == wire.ClassMCP {
+			return nil, fmt.Errorf("%w %s for llm #%d: it is an exchange with MCP server %d, whose faults are mcp:NAME:N", ErrInvalidFault, f, n, e.Exchange.MCPServer)
+		}
 		if err := f.validate(); err != nil {
 			return nil, fmt.Errorf("fault for llm #%d: %w", n, err)
 		}
@@ -801,7 +813,7 @@ func (s *Server) Report() Report {
 	}
 	for _, e := range s.entries {
 		switch {
-		case e.served:
+		case e.served, e.class == wire.ClassMCP:
 		case e.class == wire.ClassHTTP:
 			r.HTTPUnrequested = append(r.HTTPUnrequested, e.Recorded)
 		default:

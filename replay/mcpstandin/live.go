@@ -21,7 +21,7 @@ import (
 type live struct {
 	*server
 
-	mu      sync.Mutex        // guards pending and the log's writes
+	mu      sync.Mutex        // guards pending, the server's entries and the log's writes
 	pending map[string]*entry // the agent's requests in flight, by id, with their recorded twin (nil for none)
 }
 

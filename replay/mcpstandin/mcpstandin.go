@@ -23,7 +23,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"sync"
 
 	"github.com/acptap/acptap/lane"
 	"github.com/acptap/acptap/mismatch"
@@ -289,35 +288,40 @@ func (s *server) reply(line []byte) (Reply, error) {
 	answer["id"] = m.ID
 	out, _ := json.Marshal(answer)
 	rp := Reply{Lines: [][]byte{out}, Exchange: e.exchange}
-	for _, n := range e.after {
-		rp.Lines = append(rp.Lines, n)
-	}
+	rp.Lines = append(rp.Lines, e.after...)
 	return rp, nil
 }
 
 // A Matcher answers one MCP server's requests from its recorded lines, as
 // a stand-in does, for a stand-in of another transport (HTTP) or an MCP
-// server carried on the ACP stream. Its methods are safe for concurrent
-// use.
-type Matcher struct {
-	mu sync.Mutex // guards s
-	s  *server
-}
+// server carried on the ACP stream; or, with the real server answering
+// (replay --live-mcp), compares its answers with the recorded ones. Its
+// methods are safe for concurrent use.
+type Matcher struct{ l *live }
 
 // NewMatcher returns a Matcher serving p, which notes what it served on
 // log as a stand-in does on its LOG (see Read).
 func NewMatcher(p *Plan, log io.Writer) *Matcher {
-	return &Matcher{s: newServer(p, log)}
+	return &Matcher{l: &live{server: newServer(p, log), pending: map[string]*entry{}}}
 }
 
 // Reply answers one message of the agent's. It fails with ErrEnded where
 // the recorded server ended (crashed) instead of answering, or a crash is
 // injected: the server's transport should end as a crashed server's does.
 func (m *Matcher) Reply(msg []byte) (Reply, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.s.reply(msg)
+	m.l.mu.Lock()
+	defer m.l.mu.Unlock()
+	return m.l.reply(msg)
 }
+
+// Request notes a message of the agent's that the real server is to
+// answer, and the recorded request it is paired with for Answer.
+func (m *Matcher) Request(msg []byte) { m.l.request(msg) }
+
+// Answer compares a message of the real server's, an answer to a
+// request given to Request, with the recorded answer, and notes how it
+// differs.
+func (m *Matcher) Answer(msg []byte) { m.l.answer(msg) }
 
 // ErrEnded is the error of a reply to a request the recorded server
 // ended on instead of answering it: the stand-in ends there too.
