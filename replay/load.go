@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -165,7 +166,11 @@ func (rec *recording) addMCPExchange(number int, e store.Event) error {
 	if rec.mcpResponses[i] == nil {
 		rec.mcpResponses[i] = map[int]mcpstandin.HTTPResponse{}
 	}
-	rec.mcpResponses[i][number] = mcpstandin.HTTPResponse{Method: x.Method, Status: x.Status, Header: x.ResponseHeaders}
+	resp := mcpstandin.HTTPResponse{Method: x.Method, Status: x.Status, Header: x.ResponseHeaders, Error: x.Error}
+	if u, err := url.Parse(x.URL); err == nil {
+		resp.Host = u.Host
+	}
+	rec.mcpResponses[i][number] = resp
 	return nil
 }
 

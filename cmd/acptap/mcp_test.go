@@ -181,20 +181,38 @@ func TestMCPRecorded(t *testing.T) {
 func TestMCPServerMissing(t *testing.T) {
 	dir := workspace(t)
 	db := filepath.Join(dir, "s.db")
-	servers := `[{"name":"ghost","command":"no-such-mcp-server","args":[],"env":[]}]`
+	// A port nothing listens on: taken, then given up.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	servers := `[{"name":"ghost","command":"no-such-mcp-server","args":[],"env":[]},{"type":"http","name":"gone","url":"` + down + `","headers":[]}]`
 	out, err := runEditor(dir, "--prompt", "look it up", "--mcp-servers", servers, "--",
 		"acptap", "record", "--store", db, "--name", "ghost", "--", "testagent", "--mcp-call", `lookup={"topic":"answer"}`)
-	if err != nil || !strings.Contains(string(out), "mcp server ghost:") {
+	if err != nil || !strings.Contains(string(out), "mcp server ghost:") || !strings.Contains(string(out), "mcp server gone: initialize: 502 Bad Gateway") {
 		t.Fatalf("recording: %v\n%s", err, out)
 	}
-	stderrLine := false
+	stderrLine, failed := false, false
 	for _, e := range showJSON(t, db, "ghost") {
 		if e.Lane == "mcp" && e.Dir == "stderr" && strings.Contains(*e.Raw, "no-such-mcp-server") {
 			stderrLine = true
 		}
+		if e.Class == "mcp" && e.Server == "gone" && e.Status == 0 && strings.Contains(e.Error, "connection refused") {
+			failed = true
+		}
 	}
 	if !stderrLine {
 		t.Error("the relay's error is not on the server's stderr lane")
+	}
+	if !failed {
+		t.Error("the HTTP server's failed exchange is not recorded with its error")
+	}
+	for i := range 3 {
+		if out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "ghost"); code != 0 {
+			t.Fatalf("replay #%d: exit %d; want the agent's errors replayed as they were\n%s%s", i, code, out, errOut)
+		}
 	}
 }
 

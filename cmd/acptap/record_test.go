@@ -30,8 +30,12 @@ type showEvent struct {
 	Newline   *bool   `json:"newline"`
 	Continued bool    `json:"continued"`
 	Method    string  `json:"method"`
-	Server    string  `json:"server"` // of an MCP server's line
+	Server    string  `json:"server"` // of an MCP server's line or exchange
 	Dir       string  `json:"dir"`
+	Class     string  `json:"class"` // of an exchange
+	Status    int     `json:"status"`
+	Error     string  `json:"error"`
+	Summary   string  `json:"summary"` // of an MCP server's exchange
 }
 
 func (e showEvent) bytes(t *testing.T) []byte {

@@ -359,7 +359,7 @@ func writeHeader(w io.Writer, r store.Recording) {
 		case s.NotRecorded != "":
 			fmt.Fprintf(w, "  MCP server %s: not recorded (%s); the agent reached it itself\n", shownText(s.Name), shownText(s.NotRecorded))
 		case s.Type != "":
-			fmt.Fprintf(w, "  MCP server %s: %s %s, its exchanges recorded (lane mcp)\n", shownText(s.Name), s.Type, shownText(s.URL))
+			fmt.Fprintf(w, "  MCP server %s: %s %s, its exchanges recorded (class mcp)\n", shownText(s.Name), s.Type, shownText(s.URL))
 		default:
 			fmt.Fprintf(w, "  MCP server %s: %s, its stdio recorded (lane mcp)\n", shownText(s.Name), shownText(strings.Join(s.Argv, " ")))
 		}

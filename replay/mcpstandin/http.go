@@ -68,8 +68,11 @@ func SortLines(lines []TimedLine) []PlanLine {
 // after.
 type HTTPResponse struct {
 	Method string
-	Status int
+	Status int // 0 when the tap got no response, and answered 502
 	Header http.Header
+	// Host and Error are, for an exchange without a response, the
+	// server's host and why the tap got none (exchange.Exchange.Error).
+	Host, Error string
 }
 
 // HTTPOptions configures an HTTP stand-in.
@@ -261,6 +264,12 @@ func (h *HTTPStandIn) post(w http.ResponseWriter, r *http.Request) {
 	for _, m := range msgs {
 		rp, err := h.matcher.Reply(m)
 		if errors.Is(err, ErrEnded) {
+			if resp, ok := h.opts.Responses[rp.Exchange]; ok && resp.Status == 0 {
+				// The tap got no response when recording, and said so.
+				why := strings.TrimPrefix(resp.Error, "no response: ")
+				http.Error(w, fmt.Sprintf("acptap: no response from %s: %s", resp.Host, why), http.StatusBadGateway)
+				return
+			}
 			// The server went away instead of answering: so does the
 			// connection.
 			panic(http.ErrAbortHandler)

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/acptap/acptap/lane"
@@ -92,6 +93,7 @@ type entry struct {
 	method   string
 	params   json.RawMessage
 	answer   map[string]json.RawMessage // nil if the recording has none
+	before   [][]byte                   // the server's notifications in the answer's exchange before it (HTTP)
 	after    [][]byte                   // the server's notifications recorded after the answer
 	call     json.RawMessage            // a tools/call's params normalized, once match needed them
 	served   bool
@@ -109,6 +111,7 @@ type server struct {
 func newServer(p *Plan, log io.Writer) *server {
 	s := &server{plan: p, log: log}
 	byID := map[string]*entry{}
+	byExchange := map[int]*entry{} // an HTTP server's requests, by the exchange that carried them
 	var last *entry
 	for _, l := range p.Lines {
 		var m envelope
@@ -120,12 +123,22 @@ func newServer(p *Plan, log io.Writer) *server {
 			e := &entry{n: len(s.entries) + 1, exchange: l.Exchange, method: m.Method, params: m.Params, summary: summarize(m)}
 			s.entries = append(s.entries, e)
 			byID[string(m.ID)] = e
+			if l.Exchange != 0 && byExchange[l.Exchange] == nil {
+				byExchange[l.Exchange] = e
+			}
 		case l.Dir == lane.FromServer && m.Method == "" && m.ID != nil:
 			if e := byID[string(m.ID)]; e != nil && e.answer == nil {
 				var msg map[string]json.RawMessage
 				if json.Unmarshal([]byte(l.Line), &msg) == nil {
 					e.answer, last = msg, e
 				}
+			}
+		case l.Dir == lane.FromServer && m.Method != "" && m.ID == nil && byExchange[l.Exchange] != nil:
+			// In the response to a request: with its answer.
+			if e := byExchange[l.Exchange]; e.answer == nil {
+				e.before = append(e.before, []byte(l.Line))
+			} else {
+				e.after = append(e.after, []byte(l.Line))
 			}
 		case l.Dir == lane.FromServer && m.Method != "" && m.ID == nil && last != nil:
 			last.after = append(last.after, []byte(l.Line))
@@ -219,7 +232,8 @@ func (s *server) serve(r io.Reader, w io.Writer) error {
 type Reply struct {
 	// Lines are the messages to send, in order: the answer, with the
 	// live request's id, then the server's notifications recorded after
-	// it. None for a notification, a response, a line that is not JSON,
+	// it (or, from an HTTP server's exchange, around it, in the order
+	// recorded). None for a notification, a response, a line that is not JSON,
 	// or a request left unanswered (Hang).
 	Lines [][]byte
 	// Exchange is the PlanLine.Exchange of the recorded request that
@@ -287,7 +301,7 @@ func (s *server) reply(line []byte) (Reply, error) {
 	}
 	answer["id"] = m.ID
 	out, _ := json.Marshal(answer)
-	rp := Reply{Lines: [][]byte{out}, Exchange: e.exchange}
+	rp := Reply{Lines: append(slices.Clip(e.before), out), Exchange: e.exchange}
 	rp.Lines = append(rp.Lines, e.after...)
 	return rp, nil
 }
@@ -373,6 +387,15 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if argv != nil {
 		return newServer(&p, log).serveLive(argv, stdin, stdout, stderr)
 	}
+	if stillborn(&p) {
+		// The recorded server never started (its command was not
+		// found, or it failed at once): nor does the stand-in, saying
+		// what it said.
+		for _, l := range p.Lines {
+			fmt.Fprintln(stderr, l.Line)
+		}
+		return 127
+	}
 	err = newServer(&p, log).serve(stdin, stdout)
 	if errors.Is(err, ErrEnded) {
 		return 1
@@ -382,6 +405,20 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// stillborn reports whether a stdio server's recording is of one that
+// never started: it wrote on stderr, and nothing on stdout, and was
+// never written to.
+func stillborn(p *Plan) bool {
+	stderr := false
+	for _, l := range p.Lines {
+		if l.Dir != lane.ServerStderr {
+			return false
+		}
+		stderr = true
+	}
+	return stderr
 }
 
 // A Report is what the stand-ins of one server saw in a replay.

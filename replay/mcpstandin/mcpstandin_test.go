@@ -134,3 +134,19 @@ func TestLive(t *testing.T) {
 		t.Errorf("drift %q", r.Drift)
 	}
 }
+
+// TestMainStillborn: a server recorded as never starting (a line on
+// stderr, nothing else) is stood in for by one that does not start
+// either, saying what it said.
+func TestMainStillborn(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "plan.json")
+	if err := WritePlan(p, &Plan{Server: "ghost", Lines: []PlanLine{{Dir: lane.ServerStderr, Line: "acptap: MCP server no-such: not found"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr bytes.Buffer
+	code := Main([]string{p, filepath.Join(dir, "log")}, strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize"}`+"\n"), &out, &stderr)
+	if code != 127 || out.Len() != 0 || stderr.String() != "acptap: MCP server no-such: not found\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 127, nothing, the recorded line", code, out.String(), stderr.String())
+	}
+}
