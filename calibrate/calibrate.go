@@ -11,8 +11,9 @@
 // token in a field no default rule knows, a process group id in a tool's
 // output. Run replays the recording Options.Runs times, with the rules
 // stored by an earlier calibration left out, and compares the normalized
-// agent output and LLM requests of the runs, and of the recording, frame
-// by frame and request by request in their order: where they differ only
+// agent output, LLM requests and MCP calls (with the servers served from
+// the recording, or live ones' answers) of the runs, and of the
+// recording, frame by frame and request by request in their order: where they differ only
 // in strings and numbers, Learn makes rules of the values;
 // where they differ in more (an update missing or extra, a different
 // tool call, a request more, an editor side that could not follow), or
@@ -145,6 +146,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	ro := opts.Replay
 	ro.Uncalibrated = true
 	ro.KeepRequests = true
+	ro.MCPCalls = true
 	ro.Requests = replay.RequestsWarn
 	out := &Result{Name: name}
 	results := make([]*replay.Result, 0, runs)
@@ -172,6 +174,8 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	}
 	samples, conflicts := agentSamples(results)
 	more, c := requestSamples(results)
+	samples, conflicts = append(samples, more...), append(conflicts, c...)
+	more, c = mcpSamples(results)
 	samples, conflicts = append(samples, more...), append(conflicts, c...)
 	if len(conflicts) > 0 {
 		out.Conflicts = conflicts
@@ -267,6 +271,56 @@ func requestSamples(results []*replay.Result) ([]Sample, []Conflict) {
 			values = append(values, live[0])
 		}
 		samples = append(samples, Sample{Name: fmt.Sprintf("llm #%d $", n), Values: values})
+	}
+	return samples, conflicts
+}
+
+// mcpSamples returns the MCP calls the runs made of the servers served
+// from the recording, and the live servers' answers, one sample per
+// recorded call (or answer) with the recorded one and each run's, or the
+// places where a run made a call another number of times.
+func mcpSamples(results []*replay.Result) ([]Sample, []Conflict) {
+	type key struct {
+		server  string
+		request int
+		answer  bool
+	}
+	type pairs struct {
+		recorded any
+		live     [][]any // by run
+	}
+	var order []key
+	byKey := map[key]*pairs{}
+	for i, res := range results {
+		for _, c := range res.MCPCalls {
+			k := key{c.Server, c.Request, c.Answer}
+			e := byKey[k]
+			if e == nil {
+				e = &pairs{recorded: c.Recorded, live: make([][]any, len(results))}
+				byKey[k] = e
+				order = append(order, k)
+			}
+			e.live[i] = append(e.live[i], c.Live)
+		}
+	}
+	var samples []Sample
+	var conflicts []Conflict
+	for _, k := range order {
+		e := byKey[k]
+		name := fmt.Sprintf("mcp %s call %d $", k.server, k.request)
+		if k.answer {
+			name = fmt.Sprintf("mcp %s answer %d $", k.server, k.request)
+		}
+		values := []any{e.recorded}
+		for i, live := range e.live {
+			if len(live) != 1 {
+				conflicts = append(conflicts, Conflict{Kind: Structure, Run: i + 1, Mismatch: mismatch.Mismatch{
+					Path: name, Recorded: "1 call", Live: fmt.Sprintf("%d calls", len(live))}})
+				break
+			}
+			values = append(values, live[0])
+		}
+		samples = append(samples, Sample{Name: name, Values: values})
 	}
 	return samples, conflicts
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/acptap/acptap/internal/mcpconf"
+	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/replay/mcpstandin"
 	"github.com/acptap/acptap/store"
@@ -35,10 +36,20 @@ type mcpStandIns struct {
 	next int
 }
 
+// standInOptions are what a replay's options say of its MCP stand-ins.
+type standInOptions struct {
+	program     string // Options.MCPStandIn
+	live        bool   // Options.LiveMCP
+	calibrating bool   // Options.MCPCalls
+	faults      []MCPFault
+	rules       []normalize.Rule // the user's and the recording's
+}
+
 // standIns readies the stand-ins of rec's MCP servers: stdio ones' plans
 // written into the sandbox, for the stand-in program (none if program is
 // ""), HTTP and SSE ones started. It returns nil if rec has none.
-func (rec *recording) standIns(sb *sandbox, program string, live bool, faults []MCPFault) (_ *mcpStandIns, err error) {
+func (rec *recording) standIns(sb *sandbox, o standInOptions) (_ *mcpStandIns, err error) {
+	program, live, faults := o.program, o.live, o.faults
 	for _, f := range faults {
 		i := slices.IndexFunc(rec.meta.MCPServers, func(s store.MCPServer) bool { return s.Name == f.Server })
 		if i < 0 {
@@ -81,6 +92,11 @@ func (rec *recording) standIns(sb *sandbox, program string, live bool, faults []
 			Cwd:    nonEmpty(append(slices.Clone(rec.cwds), rec.meta.Cwd, sb.work)...),
 			Home:   nonEmpty(rec.meta.Home, sb.home),
 			Tmp:    nonEmpty(rec.meta.Tmp, sb.tmp),
+
+			Calibrating: o.calibrating,
+		}
+		if len(o.rules) > 0 {
+			p.Rules = string(normalize.FormatRules(o.rules))
 		}
 		for _, f := range faults {
 			if f.Server == server.Name {

@@ -144,11 +144,27 @@ type Options struct {
 	// servers' tool calls, by server name. A name the recording has no
 	// server of fails the replay before the agent starts.
 	MCPFaults []MCPFault
+	// MCPCalls keeps, for calibrate, every tools/call the agent makes
+	// of an MCP server served from the recording, and every live
+	// server's answer with LiveMCP, each with its recorded twin
+	// (Result.MCPCalls): a call whose arguments have no recorded twin
+	// is paired with, and answered as, the first recorded call of its
+	// tool not yet made, and a live answer that differs is no
+	// divergence.
+	MCPCalls bool
 	// LiveMCP has the stand-ins run the recorded servers' own commands,
 	// pass their answers on, and compare each with the recorded one: an
 	// answer that differs is a divergence (MCPDrift). It needs
 	// MCPStandIn.
 	LiveMCP bool
+}
+
+// An MCPCall is a tools/call the agent made of MCP server Server, or
+// the live server's answer to it, and its recorded twin (see
+// Options.MCPCalls).
+type MCPCall struct {
+	Server string
+	mcpstandin.Pair
 }
 
 // An MCPFault is a failure to inject into a tool call of the recorded MCP
@@ -183,6 +199,10 @@ type Result struct {
 	// Requests are the LLM requests and their recorded twins, normalized,
 	// by exchange Number, with Options.KeepRequests; nil without.
 	Requests []RequestPair
+	// MCPCalls are, with Options.MCPCalls, the MCP calls and live
+	// answers paired with their recorded twins, by server, in the order
+	// made.
+	MCPCalls []MCPCall
 	// Live is every line the agent wrote on stdout, in order; nil with
 	// Options.Discard.
 	Live [][]byte
@@ -262,7 +282,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	}
 	defer llm.close()
 
-	mcp, err := rec.standIns(sb, opts.MCPStandIn, opts.LiveMCP, opts.MCPFaults)
+	mcp, err := rec.standIns(sb, standInOptions{program: opts.MCPStandIn, live: opts.LiveMCP, calibrating: opts.MCPCalls, faults: opts.MCPFaults, rules: norms.opts.Rules})
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +328,11 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	mcpReports, err := mcp.reports()
 	if err != nil {
 		return nil, err
+	}
+	for _, r := range mcpReports {
+		for _, p := range r.Pairs {
+			res.MCPCalls = append(res.MCPCalls, MCPCall{Server: r.Server, Pair: p})
+		}
 	}
 	v, err := judge(evidence{
 		mcp:        mcpReports,

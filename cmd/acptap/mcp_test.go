@@ -542,3 +542,38 @@ func TestMCPFromTheLLM(t *testing.T) {
 		t.Errorf("the replays asked the MCP server:\n%s", after[len(before):])
 	}
 }
+
+// TestCalibrateMCP: an agent that puts a per-run token into its MCP
+// calls' arguments replays red, its calls having no recorded twin at
+// either server, until calibrate has learned the token from the calls
+// themselves; then it replays green, and a changed call is still caught.
+func TestCalibrateMCP(t *testing.T) {
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	servers, _ := mcpServers(t, dir)
+	out, err := runEditor(dir, "--prompt", "look it up", "--prompt", "again", "--mcp-servers", servers, "--",
+		"acptap", "record", "--store", db, "--name", "mcp", "--", "testagent", "--noise", "--mcp-call", `lookup={"topic":"answer"}`)
+	if err != nil || strings.Count(string(out), "mcp notes lookup: 42; mcp web lookup: forty-two") != 2 {
+		t.Fatalf("recording: %v\n%s", err, out)
+	}
+	out2, _, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "mcp")
+	if code != ExitDiverged || !strings.Contains(out2, `MCP server notes: the agent asked tools/call lookup {"run":`) {
+		t.Fatalf("uncalibrated replay: exit %d, want %d and the calls unanswered\n%s", code, ExitDiverged, out2)
+	}
+	out3, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "calibrate", "--store", db, "mcp")
+	if code != 0 || !strings.HasPrefix(out3, "CALIBRATED mcp (3 runs)") {
+		t.Fatalf("calibrate: exit %d, want 0\n%s%s", code, out3, errOut)
+	}
+	if shown := showOf(t, db, "mcp"); !strings.Contains(shown, `"path":"$.arguments.run"`) {
+		t.Errorf("show lists no rule for the calls' token:\n%s", shown)
+	}
+	for i := range 5 {
+		if out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--requests", "fail", "mcp"); code != 0 {
+			t.Fatalf("calibrated replay %d: exit %d\n%s%s", i+1, code, out, errOut)
+		}
+	}
+	out4, _, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "mcp", "--", "testagent", "--noise", "--mcp-call", `lookup={"topic":"weather"}`)
+	if code != ExitDiverged || !strings.Contains(out4, `MCP server web: the agent asked tools/call lookup {"run":`) || !strings.Contains(out4, `"topic":"weather"}, which the recording has no answer for`) {
+		t.Errorf("a changed call after calibration: exit %d, want %d and the call missed\n%s", code, ExitDiverged, out4)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"sync"
 
-	"github.com/acptap/acptap/lane"
 	"github.com/acptap/acptap/normalize"
 )
 
@@ -91,6 +90,7 @@ func (l *live) request(line []byte) {
 		e.served = true
 		l.note(logLine{Served: e.n})
 	}
+	l.keepCall(m, e)
 	l.pending[string(m.ID)] = e
 }
 
@@ -113,13 +113,16 @@ func (l *live) answer(line []byte) {
 		return
 	}
 	norm := func(v map[string]json.RawMessage) any {
-		n := normalize.New(normalize.Options{Cwd: l.plan.Cwd, Home: l.plan.Home, Tmp: l.plan.Tmp})
-		b, _ := json.Marshal(map[string]json.RawMessage{"result": v["result"], "error": v["error"]})
 		var out any
-		json.Unmarshal(n.Frame(lane.Agent, b), &out)
+		json.Unmarshal(l.normalizedAnswer(v), &out)
 		return out
 	}
 	liveAnswer := map[string]json.RawMessage{"result": m.Result, "error": m.Error}
+	if l.plan.Calibrating {
+		// Calibrate learns what varies; what does not, it reports.
+		l.note(logLine{Answer: &pairLog{N: e.n, Live: l.normalizedAnswer(liveAnswer)}})
+		return
+	}
 	diffs := normalize.Mismatches(norm(e.answer), norm(liveAnswer))
 	if len(diffs) == 0 {
 		return

@@ -46,6 +46,17 @@ type Plan struct {
 	Lines []PlanLine `json:"lines"`
 	// Faults are failures to inject into the server's tool calls.
 	Faults []Fault `json:"faults,omitempty"`
+	// Rules are normalization rules (a rules file, normalize.ParseRules)
+	// applied besides the defaults where calls and answers are compared:
+	// those calibrate learned.
+	Rules string `json:"rules,omitempty"`
+	// Calibrating has the stand-in serve a tools/call without a twin
+	// the first recorded call of its tool not yet served, and log each
+	// call, and each live answer, with the recorded one it is paired
+	// with, normalized (Report.Calls), for calibrate to learn what
+	// varies: no call is left unanswered for a value, and no live answer
+	// drifts.
+	Calibrating bool `json:"calibrating,omitempty"`
 }
 
 // A Fault is a failure a stand-in injects into the Call-th tools/call the
@@ -103,6 +114,7 @@ type entry struct {
 // server is a stand-in's state.
 type server struct {
 	plan    *Plan
+	rules   []normalize.Rule // Plan.Rules
 	entries []*entry
 	log     io.Writer
 	calls   int // the tools/call requests taken so far
@@ -110,6 +122,10 @@ type server struct {
 
 func newServer(p *Plan, log io.Writer) *server {
 	s := &server{plan: p, log: log}
+	if p.Rules != "" {
+		// The replay parsed them before it wrote them.
+		s.rules, _ = normalize.ParseRules([]byte(p.Rules))
+	}
 	byID := map[string]*entry{}
 	byExchange := map[int]*entry{} // an HTTP server's requests, by the exchange that carried them
 	var last *entry
@@ -186,9 +202,43 @@ func (s *server) match(m envelope) *entry {
 		lastOfMethod = e
 	}
 	if m.Method == "tools/call" {
+		if s.plan.Calibrating {
+			return s.sameTool(m)
+		}
 		return nil // a call is answered once
 	}
 	return lastOfMethod
+}
+
+// sameTool returns the first recorded call of m's tool not yet served,
+// nil if there is none: a calibration's twin of a call whose arguments
+// vary.
+func (s *server) sameTool(m envelope) *entry {
+	tool := toolName(m.Params)
+	for _, e := range s.entries {
+		if e.method == m.Method && !e.served && toolName(e.params) == tool {
+			return e
+		}
+	}
+	return nil
+}
+
+// toolName returns the name of a tools/call's params.
+func toolName(params json.RawMessage) string {
+	var p struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(params, &p)
+	return p.Name
+}
+
+// keepCall logs, when calibrating, a tools/call of the agent's and the
+// recorded one it was paired with, both normalized.
+func (s *server) keepCall(m envelope, e *entry) {
+	if !s.plan.Calibrating || e == nil || m.Method != "tools/call" {
+		return
+	}
+	s.note(logLine{Call: &pairLog{N: e.n, Live: s.normalized(m.Params)}})
 }
 
 // normalized returns a tools/call's params (the tool and its arguments)
@@ -196,8 +246,13 @@ func (s *server) match(m envelope) *entry {
 // in paths under the recorded and the replay's directories, ids or times
 // normalize alike.
 func (s *server) normalized(params json.RawMessage) json.RawMessage {
-	n := normalize.New(normalize.Options{Cwd: s.plan.Cwd, Home: s.plan.Home, Tmp: s.plan.Tmp})
-	return n.Frame(lane.Agent, params)
+	return s.normalizer().Frame(lane.Agent, params)
+}
+
+// normalizer returns a fresh Normalizer of the plan's directories and
+// rules.
+func (s *server) normalizer() *normalize.Normalizer {
+	return normalize.New(normalize.Options{Cwd: s.plan.Cwd, Home: s.plan.Home, Tmp: s.plan.Tmp, Rules: s.rules})
 }
 
 // serve answers the agent's requests from r on w until r ends.
@@ -295,6 +350,7 @@ func (s *server) reply(line []byte) (Reply, error) {
 		e.served = true
 		s.note(logLine{Served: e.n})
 	}
+	s.keepCall(m, e)
 	answer := make(map[string]json.RawMessage, len(e.answer))
 	for k, v := range e.answer {
 		answer[k] = v
@@ -348,6 +404,29 @@ type logLine struct {
 	End        bool   `json:"end,omitempty"`        // the agent closed the stand-in's stdin
 	Drift      *drift `json:"drift,omitempty"`      // a live server's answer that differs from the recorded
 	Fault      string `json:"fault,omitempty"`      // a fault injected
+	// Call and Answer are, when calibrating, a call of the agent's and
+	// a live server's answer, each with its recorded twin's number.
+	Call   *pairLog `json:"call,omitempty"`
+	Answer *pairLog `json:"answer,omitempty"`
+}
+
+// pairLog is a call or an answer, normalized, and the number of the
+// recorded request it is paired with.
+type pairLog struct {
+	N    int             `json:"n"`
+	Live json.RawMessage `json:"live"`
+}
+
+// A Pair is, from a calibrating replay, a tools/call the agent made or a
+// live server's answer to one, and its recorded twin, both normalized as
+// the stand-in compares them.
+type Pair struct {
+	// Request is the recorded request's number among the server's
+	// recorded requests, from 1.
+	Request int
+	// Answer says the pair is of answers; else of calls' params.
+	Answer         bool
+	Recorded, Live any
 }
 
 func (s *server) note(l logLine) {
@@ -436,6 +515,9 @@ type Report struct {
 	// resources/read, prompts/get: what does something; a listing or a
 	// ping asked fewer times is not one), summarized.
 	Unrequested []string
+	// Pairs are, when calibrating, the calls made and the live answers
+	// with their recorded twins, in the order made.
+	Pairs []Pair
 }
 
 // calls are the methods whose recorded requests must all be made again.
@@ -473,6 +555,9 @@ func Read(plan *Plan, logPath string) (Report, error) {
 			if l.Fault != "" {
 				r.Faulted = append(r.Faulted, l.Fault)
 			}
+			if p, ok := s.pair(l); ok {
+				r.Pairs = append(r.Pairs, p)
+			}
 		}
 	}
 	for _, e := range s.entries {
@@ -481,6 +566,35 @@ func Read(plan *Plan, logPath string) (Report, error) {
 		}
 	}
 	return r, nil
+}
+
+// pair returns the Pair of a log line of a call or an answer.
+func (s *server) pair(l logLine) (Pair, bool) {
+	pl, answer := l.Call, false
+	if pl == nil {
+		pl, answer = l.Answer, true
+	}
+	if pl == nil || pl.N < 1 || pl.N > len(s.entries) {
+		return Pair{}, false
+	}
+	e := s.entries[pl.N-1]
+	var rec []byte
+	if answer {
+		rec = s.normalizedAnswer(e.answer)
+	} else {
+		rec = s.normalized(e.params)
+	}
+	p := Pair{Request: pl.N, Answer: answer}
+	if json.Unmarshal(rec, &p.Recorded) != nil || json.Unmarshal(pl.Live, &p.Live) != nil {
+		return Pair{}, false
+	}
+	return p, true
+}
+
+// normalizedAnswer returns the result and error of an answer, normalized.
+func (s *server) normalizedAnswer(v map[string]json.RawMessage) []byte {
+	b, _ := json.Marshal(map[string]json.RawMessage{"result": v["result"], "error": v["error"]})
+	return s.normalizer().Frame(lane.Agent, b)
 }
 
 // LogName is the file name of server i's LOG in a replay's directory.

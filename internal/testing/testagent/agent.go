@@ -118,7 +118,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.BoolVar(&cfg.titleCall, "title-call", false, "race a title-generation LLM call against the first turn")
 	fs.StringVar(&cfg.ca, "ca", "", "also trust the CA certificates in PEM `FILE`")
 	fs.IntVar(&cfg.retries, "retries", 0, "retry a failed LLM request (429, 5xx, connection error) up to `N` times")
-	fs.BoolVar(&cfg.noise, "noise", false, "put per-run values the default normalization does not know into the system prompt and the tool output")
+	fs.BoolVar(&cfg.noise, "noise", false, "put per-run values the default normalization does not know into the system prompt, the tool output and MCP tool calls' arguments")
 	fs.StringVar(&cfg.ownServer, "own-server", "", "run an HTTP server of the agent's own on `HOST:PORT` (PORT 0 for any) and check it before each turn")
 	fs.StringVar(&cfg.lookup, "lookup", "", "GET `URL` at start-up, through the proxy, and show its answer in each turn")
 	fs.StringVar(&cfg.telemetry, "telemetry", "", "POST a start-up event to `URL`, through the proxy; its answer is only logged")

@@ -448,6 +448,9 @@ func (a *agent) mcpRounds(ctx context.Context, s *session) (string, error) {
 func (a *agent) mcpToolCall(ctx context.Context, s *session, server *mcpClient, c mcpCall) (string, error) {
 	callID := "call_" + randHex(12)
 	title := "mcp " + server.name + " " + c.tool
+	if a.noise != nil {
+		c.args = a.noise.mcpArguments(c.args)
+	}
 	a.update(s, toolCall{SessionUpdate: "tool_call", ToolCallID: callID, Title: title, Kind: "fetch", Status: "pending",
 		RawInput: map[string]any{"server": server.name, "tool": c.tool, "arguments": c.args}})
 	text, isError, err := server.callTool(ctx, c.tool, c.args)

@@ -2,6 +2,7 @@ package testagent
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -74,4 +75,20 @@ func (n *noise) systemText(cwd string) string {
 func (n *noise) toolText(cwd, path string) string {
 	return fmt.Sprintf("\ncached as %s/%s\nsee %s\nProcess Group PGID: %d",
 		n.project(cwd), filepath.Base(path), openURL(cwd), n.pid)
+}
+
+// mcpArguments are an MCP tool call's arguments with the run's token in
+// a member of its own, "run", as an agent passes its session's id to a
+// tool; args as they are if they are not an object.
+func (n *noise) mcpArguments(args json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil || m == nil {
+		return args
+	}
+	m["run"], _ = json.Marshal(n.token)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return args
+	}
+	return out
 }
