@@ -577,3 +577,55 @@ func TestCalibrateMCP(t *testing.T) {
 		t.Errorf("a changed call after calibration: exit %d, want %d and the call missed\n%s", code, ExitDiverged, out4)
 	}
 }
+
+// TestCalibrateLiveMCP: a real MCP server whose answers name the worker
+// that served them, per run, drifts in every replay with --live-mcp
+// until calibrate --live-mcp has learned the worker's name from the
+// answers; then the live replays are green, and a changed answer is
+// still caught.
+func TestCalibrateLiveMCP(t *testing.T) {
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	servers := `[{"name":"notes","command":"testmcp","args":["--worker"],"env":[]}]`
+	out, err := runEditor(dir, "--prompt", "look it up", "--mcp-servers", servers, "--",
+		"acptap", "record", "--store", db, "--name", "mcp", "--", "testagent", "--mcp-call", `lookup={"topic":"answer"}`)
+	if err != nil || !strings.Contains(string(out), "mcp notes lookup: 42 (served by worker-") {
+		t.Fatalf("recording: %v\n%s", err, out)
+	}
+	out2, _, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--live-mcp", "mcp")
+	if code != ExitDiverged || !strings.Contains(out2, `MCP server notes: tools/call lookup {"topic":"answer"}: the answer differs from the recording at $.result.content[0].text`) {
+		t.Fatalf("uncalibrated live replay: exit %d, want %d and the answer drifted\n%s", code, ExitDiverged, out2)
+	}
+	out3, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "calibrate", "--store", db, "--live-mcp", "mcp")
+	if code != 0 || !strings.Contains(out3, "varies at mcp notes answer 3 $.result.content[0].text") {
+		t.Fatalf("calibrate --live-mcp: exit %d, want 0 and a rule of the server's answer\n%s%s", code, out3, errOut)
+	}
+	for i := range 3 {
+		if out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--live-mcp", "mcp"); code != 0 {
+			t.Fatalf("calibrated live replay %d: exit %d\n%s%s", i+1, code, out, errOut)
+		}
+	}
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "testmcp"), []byte("#!/bin/sh\nexec "+strconv.Quote(lookPath(t, "testmcp"))+" --answer answer=43 \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := agentEnv()
+	for i, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			env[i] = "PATH=" + bin + ":" + strings.TrimPrefix(kv, "PATH=")
+		}
+	}
+	out4, _, code := runAcptap(t, t.TempDir(), env, "replay", "--store", db, "--live-mcp", "mcp")
+	if code != ExitDiverged || !strings.Contains(out4, `MCP server notes: tools/call lookup {"topic":"answer"}: the answer differs from the recording at $.result.content[0].text: recorded "42 (served by worker-<random>)", live "43 (served by worker-`) {
+		t.Errorf("a changed answer after calibration: exit %d, want %d and the answer named\n%s", code, ExitDiverged, out4)
+	}
+}
+
+func lookPath(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

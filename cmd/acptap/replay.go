@@ -70,7 +70,6 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; or mcp:NAME:N=error|hang|crash into the N-th tool call of MCP server NAME; repeatable"},
 			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does, a `MODE`: ignore, warn or fail"},
 			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent's output is compared within a turn, a `MODE`: stream (each stream on its own: each tool call, the message, the thoughts, the plan, the state at the turn's end) or strict (the total order)"},
-			&cli.BoolFlag{Name: "live-mcp", Usage: "run the recorded stdio MCP servers instead of serving them from the recording, and fail on an answer that differs from the recorded one"},
 			&cli.BoolFlag{Name: "strict-http", Usage: "fail the replay on an http request (not to the LLM) the recording has no answer for, and on a recorded one never requested; by default the first is a warning and the second nothing"},
 		}, append(runFlags(),
 			&cli.BoolFlag{Name: "update", Usage: "when the agent's output diverges, rewrite the recording's expected agent stream with it (never the LLM exchanges nor the editor frames)"},
@@ -147,8 +146,6 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	opts.Replay.MCPFaults = mcpFaults
 	opts.Replay.Requests = mode
 	opts.Replay.StrictHTTP = c.Bool("strict-http")
-	opts.Replay.MCPStandIn = mcpRelay()
-	opts.Replay.LiveMCP = c.Bool("live-mcp")
 	opts.Replay.Order = order
 	opts.Replay.KeepRequests = opts.HTML != "" // for the pages' request drift
 	return opts, nil
@@ -172,6 +169,7 @@ func runFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "env", Usage: "add `K=V` to the agent's environment; repeatable"},
 		&cli.StringFlag{Name: "rules", Usage: "normalization rules `FILE` (JSON), applied before the rules calibrate stored"},
 		&cli.BoolFlag{Name: "no-coalesce", Usage: "compare message chunks one by one instead of joined"},
+		&cli.BoolFlag{Name: "live-mcp", Usage: "run the recorded stdio MCP servers and reach the recorded Streamable HTTP ones instead of serving them from the recording, and compare what they answer with the recording"},
 		caDirFlag(),
 		proxyLoopbackFlag(),
 		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "pass the agent's stderr through"},
@@ -196,6 +194,8 @@ func newRunOptions(c *cli.Context) (replay.Options, error) {
 		Grace:      grace,
 		NoCoalesce: c.Bool("no-coalesce"),
 		Loopback:   loopbackMode(c),
+		MCPStandIn: mcpRelay(),
+		LiveMCP:    c.Bool("live-mcp"),
 	}
 	if f := c.String("rules"); f != "" {
 		rules, err := normalize.LoadRules(f)

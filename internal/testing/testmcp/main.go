@@ -1,6 +1,7 @@
 package testmcp
 
 import (
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +25,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	name := fs.String("name", "testmcp", "the server's `NAME` in its initialize answer")
 	big := fs.Int("big", 1<<20, "bytes the big tool answers")
 	crashOn := fs.String("crash-on", "", "exit with status 3 when `TOOL` is called, before answering")
+	worker := fs.Bool("worker", false, "end each lookup answer with the worker that served it, a random name of the run, as a load-balanced service does")
 	junk := fs.Bool("junk", false, "print a line that is not JSON-RPC on stdout at start-up (stdio)")
 	var answers []string
 	fs.Func("answer", "the lookup tool's answer for a key: `KEY=VALUE`; repeatable", func(v string) error {
@@ -42,6 +44,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opts := Options{Name: *name, Answers: table, BigResult: *big, CrashOn: *crashOn}
+	if *worker {
+		opts.Worker = "worker-" + randomName()
+	}
 	if *logPath != "" {
 		f, err := os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -83,4 +88,15 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// randomName is six random letters.
+func randomName() string {
+	const letters = "abcdefghijklmnopqrstuvwxyz"
+	var b [6]byte
+	rand.Read(b[:])
+	for i := range b {
+		b[i] = letters[int(b[i])%len(letters)]
+	}
+	return string(b[:])
 }

@@ -37,6 +37,9 @@ type Options struct {
 	// CrashOn, if not "", makes a call of that tool end the server (over
 	// stdio: exit status 3) before it answers.
 	CrashOn string
+	// Worker, if not "", ends each lookup answer with " (served by
+	// WORKER)": a per-run value no default normalization knows.
+	Worker string
 }
 
 // Server answers MCP requests. Its methods are safe for concurrent use.
@@ -152,6 +155,9 @@ func (s *Server) answer(m message) (any, *rpcError) {
 			v, ok := s.opts.Answers[p.Arguments["topic"]]
 			if !ok {
 				return toolResult("no such key: "+p.Arguments["topic"], true), nil
+			}
+			if s.opts.Worker != "" {
+				v += " (served by " + s.opts.Worker + ")"
 			}
 			return toolResult(v, false), nil
 		case "big":
