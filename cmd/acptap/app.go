@@ -186,6 +186,10 @@ func isDurationFlag(cmd *cli.Command, name string) bool {
 func commands(stdio *IO, cmds ...*cli.Command) []*cli.Command {
 	for _, c := range cmds {
 		c.OnUsageError = onUsageError
+		// None has subcommands: without this, urfave/cli gives each a
+		// "help" one, aliased "h", which takes a recording of either
+		// name (acptap replay h) for a request for help.
+		c.HideHelpCommand = true
 		for _, f := range c.Flags {
 			switch f := f.(type) {
 			case *cli.BoolFlag:

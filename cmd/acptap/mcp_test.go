@@ -168,7 +168,7 @@ func TestMCPRecorded(t *testing.T) {
 		t.Errorf("the recording does not list its MCP server:\n%s", list)
 	}
 	shown, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "mcp")
-	for _, want := range []string{"mcp     s1   notes → request  tools/call id=", `lookup {"topic":"answer"}`, `notes ← result   id=`, `→ "42"`} {
+	for _, want := range []string{"mcp     s1   notes → request  tools/call id=", `lookup {"topic":"answer"} → "42"`, `notes ← result   id=`} {
 		if !strings.Contains(shown, want) {
 			t.Errorf("show lacks %q:\n%s", want, shown)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -139,6 +140,13 @@ func runShow(opts *showOptions) error {
 			return enc.Encode(line)
 		}
 	} else {
+		if !opts.Follow {
+			// A stdio MCP server's call is shown with its answer, which
+			// comes later in the recording.
+			if servers.answers, err = mcpAnswers(st, rec); err != nil {
+				return recordingError(err, opts.StorePath)
+			}
+		}
 		writeHeader(out, rec)
 		if n, err := record.LoopbackNotice(st, rec); err == nil && n != "" {
 			fmt.Fprintf(out, "  %s\n", n)
@@ -513,6 +521,9 @@ func timelineLine(e store.Event, session int, servers *mcpNames, color bool) str
 			arrow = " ← "
 		}
 		desc = servers.name(server) + arrow + describeACP(e.Data, paint) + mcpwire.Hint(e.Data)
+		if dir == lane.ToServer {
+			desc += servers.answer(server, e.Data)
+		}
 		laneColor = colorCyan
 	default:
 		desc = quoteLine(e.Data, 100)
@@ -626,6 +637,49 @@ func truncate(s string, max int) string {
 type mcpNames struct {
 	st  *store.Store
 	rec store.Recording
+	// answers are what the stdio servers answered each request, by
+	// answerKey: mcpwire.Hint of the answer, or its error; nil when not
+	// known (show --follow).
+	answers map[string]string
+}
+
+// answerKey is the key of request id of server i in mcpNames.answers.
+func answerKey(i int, id json.RawMessage) string { return strconv.Itoa(i) + " " + string(id) }
+
+// answer is the answer of a request line of server i, " → ..." to put
+// after it, "" if it has none (a notification, a request never
+// answered) or it is not known.
+func (m *mcpNames) answer(i int, line []byte) string {
+	msg := acp.Parse(line)
+	if msg.Kind != acp.Request || m.answers == nil {
+		return ""
+	}
+	return m.answers[answerKey(i, msg.ID)]
+}
+
+// mcpAnswers reads what rec's stdio MCP servers answered each request,
+// for mcpNames.answers; nil if it has none.
+func mcpAnswers(st *store.Store, rec store.Recording) (map[string]string, error) {
+	if !slices.ContainsFunc(rec.MCPServers, func(s store.MCPServer) bool { return s.Type == "" }) {
+		return nil, nil
+	}
+	answers := map[string]string{}
+	err := st.Events(rec.Name, func(e store.Event) error {
+		i, dir, ok := e.Lane.MCP()
+		if !ok || dir != lane.FromServer {
+			return nil
+		}
+		switch m := acp.Parse(e.Data); m.Kind {
+		case acp.Response:
+			if h := mcpwire.Hint(e.Data); h != "" {
+				answers[answerKey(i, m.ID)] = h
+			}
+		case acp.Error:
+			answers[answerKey(i, m.ID)] = fmt.Sprintf(" → error %d %s", m.ErrorCode, truncate(m.ErrorMessage, 60))
+		}
+		return nil
+	})
+	return answers, err
 }
 
 // name returns the name of server i, or "mcp#I" if the metadata has none.
