@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +23,7 @@ import (
 	"github.com/acptap/acptap/lane"
 
 	"github.com/acptap/acptap/internal/testing/fakeanthropic"
+	"github.com/acptap/acptap/internal/testing/testmcp"
 	"github.com/acptap/acptap/normalize"
 )
 
@@ -640,6 +645,77 @@ func TestClaudeMCP(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClaudeMCPHTTP: claude-agent-acp given an HTTP MCP server in
+// session/new reaches it through acptap's route, and the recording holds
+// the server's exchanges, its token masked; replayed with the server's
+// port closed, the agent is served from the recording and the server is
+// asked nothing.
+func TestClaudeMCPHTTP(t *testing.T) {
+	t.Parallel()
+	for _, r := range routes {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			l := newClaudeLab(t)
+			var log bytes.Buffer
+			var mu sync.Mutex
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			web := &http.Server{Handler: testmcp.New(testmcp.Options{Name: "web", Log: lockedWriter{&mu, &log}})}
+			go web.Serve(ln)
+			t.Cleanup(func() { web.Close() })
+			const token = "web-token-0123456789abcdef"
+			servers, _ := json.Marshal([]map[string]any{{"type": "http", "name": "web", "url": "http://" + ln.Addr().String() + "/mcp",
+				"headers": []map[string]string{{"name": "Authorization", "value": "Bearer " + token}}}})
+			sc := claudeScenario{prompts: []string{"Please look the answer up"}, editor: []string{"--mcp-servers", string(servers)}, env: []string{"ENABLE_TOOL_SEARCH=false"}}
+			s := l.recordClaude("mcphttp", r, sc, fakeanthropic.Options{})
+			if want := fakeanthropic.LookupAnswer("42"); !strings.Contains(s.answers, want) {
+				t.Fatalf("the editor got %q, want %q in it (the fake answered %q)", s.answers, want, s.steps)
+			}
+			calls := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				return strings.Count(log.String(), `"method":"tools/call"`)
+			}
+			if n := calls(); n != 1 {
+				t.Fatalf("the server logged %d tools/call, want 1", n)
+			}
+			events, raw := l.show("mcphttp")
+			if strings.Contains(raw, token) {
+				t.Errorf("the recording holds the server's token")
+			}
+			mcp := 0
+			for _, e := range events {
+				if e.Class == "mcp" {
+					mcp++
+				}
+			}
+			res := l.run(l.dir, l.env(""), filepath.Join(binDir, "acptap"), "show", "--store", l.store, "mcphttp")
+			if mcp == 0 || !strings.Contains(res.stdout, `web ↔ tools/call lookup {"topic":"answer"} → "42"`) {
+				t.Errorf("%d exchanges with the server recorded; show lacks the call:\n%s", mcp, clip(res.stdout, 8000))
+			}
+			web.Close()
+			l.replayEqual(s.session, claudeFlags("--requests", "fail")...)
+			if n := calls(); n != 1 {
+				t.Errorf("after the replays the server logged %d tools/call, want the 1 recorded", n)
+			}
+		})
+	}
+}
+
+// lockedWriter writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // mcpFilesystem is the npm filesystem MCP server, given to the agents as

@@ -460,11 +460,11 @@ func (l *lab) show(name string) ([]event, string) {
 }
 
 // llm returns the exchanges (the events of the llm lane, LLM calls and
-// other HTTP alike).
+// other HTTP alike), but those with an HTTP MCP server.
 func llm(events []event) []event {
 	var out []event
 	for _, e := range events {
-		if e.Lane == "llm" {
+		if e.Lane == "llm" && e.Class != "mcp" {
 			out = append(out, e)
 		}
 	}

@@ -54,10 +54,20 @@ func (t *Tap) serveForward(w http.ResponseWriter, r *http.Request) {
 // serveTarget serves a request of the forward proxy. One for a base-URL
 // route of the tap itself (an agent ignoring NO_PROXY) is served by that
 // route here and now, so that it is forwarded and recorded once.
+//
+// One for a loopback URL under the tap's secret is for a route of the
+// same run served elsewhere (an MCP server's route in the recording
+// process while this tap runs in a process of its own, a replay's MCP
+// stand-in): it is passed there by a direct connection, unrecorded, since
+// that route records what it serves. An agent whose MCP client ignores
+// NO_PROXY sends its MCP requests so.
 func (t *Tap) serveTarget(w http.ResponseWriter, r *http.Request, tg target) {
 	if rt := t.ownRoute(tg.url); rt != nil {
 		rt.ServeHTTP(w, r)
 		return
+	}
+	if t.sameRun(tg.url) {
+		tg.passOn = true
 	}
 	t.serveExchange(w, r, tg)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // AddMCP starts a loopback listener that reverse-proxies to the HTTP MCP
@@ -52,6 +53,35 @@ func (t *Tap) AddMCP(server int, upstream string) (localURL string, err error) {
 	t.mu.Unlock()
 	go srv.Serve(ln)
 	return rt.localURL, nil
+}
+
+// sameRun reports whether u is a loopback http URL under the tap's secret:
+// one of the same run's routes, which only the agent was given.
+func (t *Tap) sameRun(u *url.URL) bool {
+	if u.Scheme != "http" || !isLoopbackHost(u.Hostname()) {
+		return false
+	}
+	_, ok := stripSecret(u.Path, t.secret)
+	return ok
+}
+
+// isLoopbackHost reports whether host is localhost or a loopback IP.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// sameRunTransport reaches the same run's routes: directly, without a
+// proxy, keeping bodies as they are.
+var sameRunTransport http.RoundTripper = &http.Transport{
+	Proxy:              nil,
+	DialContext:        (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+	DisableCompression: true,
+	MaxIdleConns:       16,
+	IdleConnTimeout:    30 * time.Second,
 }
 
 // rawPathUnder returns the escaped path of u under /secret, "" when its

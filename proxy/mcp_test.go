@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -178,3 +179,51 @@ func TestAddMCPEndpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestSameRunPassedOn: a request through the forward proxy for a
+// loopback URL under the tap's secret, a route of the same run served
+// by another tap (an MCP route of the recording process, a replay's
+// stand-in), is passed there unrecorded, even when the tap's transport
+// would not reach it; one without the secret is an ordinary exchange.
+func TestSameRunPassedOn(t *testing.T) {
+	secret := proxy.NewSecret()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "reached "+r.URL.Path)
+	}))
+	defer upstream.Close()
+	other := newTap(t, proxy.Config{Secret: secret})
+	local, err := other.AddMCP(1, upstream.URL+"/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := newFakeRecorder()
+	refusing := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("this transport reaches nothing") })
+	ca := newCA(t)
+	tap := newTap(t, proxy.Config{Secret: secret, Recorder: rec, Transport: refusing, CA: ca})
+	client, _ := viaProxy(false)(t, tap, ca, "", "")
+	resp, err := client.Post(local, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "reached /mcp" {
+		t.Errorf("through the proxy to the same run's route: %d %q; want it passed on", resp.StatusCode, b)
+	}
+	resp, err = client.Get(upstream.URL + "/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("a loopback URL without the secret got %d; want the tap's transport to have it (502)", resp.StatusCode)
+	}
+	xs := rec.finished(t, 1)
+	if xs[0].URL != upstream.URL+"/other" {
+		t.Errorf("recorded %s; want only the request without the secret", xs[0].URL)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

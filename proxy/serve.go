@@ -26,6 +26,10 @@ type target struct {
 	route   string   // exchange.RouteProxy, exchange.RouteBaseURL or exchange.RouteMCP
 	varName string   // the variable of a RouteBaseURL route
 	mcp     *route   // the route of a RouteMCP exchange
+	// passOn is set for a request for a route of the same run served
+	// elsewhere (see serveTarget): sent by a direct connection, and not
+	// recorded.
+	passOn bool
 }
 
 // errClientGone is why an exchange ended when the agent closed its
@@ -62,7 +66,10 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 		return
 	}
 	defer t.active.Done()
-	rec := t.newRecord(start, r.Method, tg)
+	var rec *record
+	if !tg.passOn {
+		rec = t.newRecord(start, r.Method, tg)
+	}
 	if rec != nil {
 		start = rec.start // the Recorder's time for the exchange's place
 	}
@@ -87,7 +94,11 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	defer context.AfterFunc(t.ctx, func() { cancel(ErrClosed) })()
-	resp, err := t.transport.RoundTrip(upstreamRequest(ctx, r.Method, tg, header, trailers, body))
+	transport := t.transport
+	if tg.passOn {
+		transport = sameRunTransport
+	}
+	resp, err := transport.RoundTrip(upstreamRequest(ctx, r.Method, tg, header, trailers, body))
 	if err != nil {
 		err = t.why(r, err)
 		rec.end(endOf(err, exchange.EndUpstreamFailed), fmt.Errorf("no response: %w", err))

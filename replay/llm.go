@@ -127,6 +127,9 @@ type llmSide struct {
 	// replay's here, which the agent prints with its URLs (an error of a
 	// failed LLM call). Nothing compares or prints a line before it.
 	mask func([]byte) []byte
+	// secret is the tap's: the MCP stand-ins serve under it, so that an
+	// agent reaching them through the tap's proxy is passed on to them.
+	secret string
 }
 
 // startLLM starts the LLM side of a replay of rec for the agent command
@@ -174,7 +177,7 @@ func startLLM(rec *recording, argv, env []string, opts *Options, compare func(nu
 	if err != nil {
 		return nil, fmt.Errorf("starting the replay LLM server: %w", err)
 	}
-	llm := &llmSide{server: server, tap: tap}
+	llm := &llmSide{server: server, tap: tap, secret: secret}
 	agentEnv, local, err := tap.Wire(env, routing(rec.meta, opts.Loopback))
 	var re *proxy.RouteError
 	switch {

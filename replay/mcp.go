@@ -43,6 +43,7 @@ type standInOptions struct {
 	calibrating bool   // Options.MCPCalls
 	faults      []MCPFault
 	rules       []normalize.Rule // the user's and the recording's
+	secret      string           // the replay's tap's, which the HTTP stand-ins serve under
 }
 
 // standIns readies the stand-ins of rec's MCP servers: stdio ones' plans
@@ -82,7 +83,10 @@ func (rec *recording) standIns(sb *sandbox, o standInOptions) (_ *mcpStandIns, e
 	m.plans = make([]*mcpstandin.Plan, len(m.servers))
 	m.http = make([]*mcpstandin.HTTPStandIn, len(m.servers))
 	m.logs = make([]*os.File, len(m.servers))
-	secret := proxy.NewSecret()
+	secret := o.secret
+	if secret == "" {
+		secret = proxy.NewSecret()
+	}
 	for i, server := range m.servers {
 		if server.NotRecorded != "" || server.Type == "" && program == "" {
 			continue

@@ -282,7 +282,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	}
 	defer llm.close()
 
-	mcp, err := rec.standIns(sb, standInOptions{program: opts.MCPStandIn, live: opts.LiveMCP, calibrating: opts.MCPCalls, faults: opts.MCPFaults, rules: norms.opts.Rules})
+	mcp, err := rec.standIns(sb, standInOptions{program: opts.MCPStandIn, live: opts.LiveMCP, calibrating: opts.MCPCalls, faults: opts.MCPFaults, rules: norms.opts.Rules, secret: llm.secret})
 	if err != nil {
 		return nil, err
 	}
