@@ -27,7 +27,7 @@ const featuresUsage = "turn on parts of ACP a real editor session uses: a comma-
 	"load (session/load with history, session/list, session/resume, session/close), " +
 	"modes (ask and code; the mode words the answer), models (session/set_model), " +
 	"terminal (a terminal round in each turn), elicit (an elicitation/create in each turn), " +
-	"vendor (a _testagent/status request, a _testagent/progress notification and an mcp/message request in each turn)"
+	"vendor (a _testagent/status request, a _testagent/progress notification and an mcp/message request on a connection never opened in each turn)"
 
 func parseFeatures(v string) (features, error) {
 	var f features
@@ -248,10 +248,12 @@ func (a *agent) featureRounds(ctx context.Context, s *session) (string, error) {
 		default:
 			said = append(said, "status: "+string(res))
 		}
-		// An MCP-over-ACP message, which an editor without MCP servers
-		// of type acp refuses.
-		err = a.c.call(ctx, "mcp/message", map[string]any{"sessionId": s.id, "connectionId": "conn-1",
-			"message": map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}, &res)
+		// An MCP-over-ACP message (RFD "MCP-over-ACP": the inner method
+		// and params flattened into the params) on a connection never
+		// opened with mcp/connect, which an editor refuses, whether it
+		// hosts MCP servers or not.
+		err = a.c.call(ctx, "mcp/message", map[string]any{"connectionId": "unopened",
+			"method": "tools/list", "params": map[string]any{}}, &res)
 		if ctx.Err() != nil || errors.Is(err, errInputClosed) {
 			return "", errCancelled
 		}
