@@ -27,7 +27,7 @@ const featuresUsage = "turn on parts of ACP a real editor session uses: a comma-
 	"load (session/load with history, session/list, session/resume, session/close), " +
 	"modes (ask and code; the mode words the answer), models (session/set_model), " +
 	"terminal (a terminal round in each turn), elicit (an elicitation/create in each turn), " +
-	"vendor (a _testagent/status request, a _testagent/progress notification and an mcp/message request on a connection never opened in each turn)"
+	"vendor (a _testagent/status request and a _testagent/progress notification in each turn)"
 
 func parseFeatures(v string) (features, error) {
 	var f features
@@ -247,18 +247,6 @@ func (a *agent) featureRounds(ctx context.Context, s *session) (string, error) {
 			return "", err
 		default:
 			said = append(said, "status: "+string(res))
-		}
-		// An MCP-over-ACP message (RFD "MCP-over-ACP": the inner method
-		// and params flattened into the params) on a connection never
-		// opened with mcp/connect, which an editor refuses, whether it
-		// hosts MCP servers or not.
-		err = a.c.call(ctx, "mcp/message", map[string]any{"connectionId": "unopened",
-			"method": "tools/list", "params": map[string]any{}}, &res)
-		if ctx.Err() != nil || errors.Is(err, errInputClosed) {
-			return "", errCancelled
-		}
-		if errors.As(err, &rerr) {
-			said = append(said, fmt.Sprintf("mcp: error %d", rerr.Code))
 		}
 	}
 	if a.cfg.features.elicit {
