@@ -36,6 +36,9 @@ type agentConfig struct {
 	frames  lane.Lines
 	timeout time.Duration
 	pathMap map[string]string
+	// mcpRoots are the recorded directories and the sandbox's, for the
+	// MCP servers the recorded editor hosted over ACP.
+	mcpRoots driver.MCPRoots
 	// keep keeps the agent's lines in memory (agentRun.kept) and the
 	// driver's timeline.
 	keep bool
@@ -73,6 +76,7 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	drv, err := driver.NewFrom(cfg.frames, driver.Options{
 		Timeout:    cfg.timeout,
 		PathMap:    cfg.pathMap,
+		MCPRoots:   cfg.mcpRoots,
 		Discard:    true,
 		NoTimeline: !cfg.keep,
 	})

@@ -90,6 +90,9 @@ type session struct {
 	// mask, if not nil, is applied to each frame before it is stored, as
 	// a recorder masks them.
 	mask func([]byte) []byte
+	// mcpOverACP are MCP servers the editor hosts on the ACP connection
+	// (testeditor.Options.MCPOverACP).
+	mcpOverACP []string
 }
 
 // recordSession runs the test agent with s.args under the scripted editor
@@ -116,7 +119,7 @@ func recordSession(t testing.TB, st *store.Store, name string, s session) []stri
 		meta.EnvNames = []string{"OPENAI_API_KEY", "OPENAI_BASE_URL"}
 	}
 	var stderr testkit.SyncBuffer
-	tr, err := testeditor.Run(ctx, testeditor.Options{Argv: argv, Dir: dir, Env: env, Stderr: &stderr, Cwd: dir, Prompts: s.prompts})
+	tr, err := testeditor.Run(ctx, testeditor.Options{Argv: argv, Dir: dir, Env: env, Stderr: &stderr, Cwd: dir, Prompts: s.prompts, MCPOverACP: s.mcpOverACP})
 	if err != nil {
 		t.Fatalf("recording: %v\nagent stderr:\n%s", err, stderr.String())
 	}

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/acptap/acptap/internal/exchange"
@@ -297,8 +298,13 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		frames:  rec.frames,
 		timeout: opts.Timeout,
 		pathMap: sb.pathMap(rec),
-		keep:    !opts.Discard,
-		mask:    llm.mask,
+		mcpRoots: driver.MCPRoots{
+			Cwd:  nonEmpty(append(slices.Clone(rec.cwds), rec.meta.Cwd, sb.work)...),
+			Home: nonEmpty(rec.meta.Home, sb.home),
+			Tmp:  nonEmpty(rec.meta.Tmp, sb.tmp),
+		},
+		keep: !opts.Discard,
+		mask: llm.mask,
 	})
 	if err != nil {
 		return nil, rec.startError(argv, opts.Argv != nil, err)
@@ -324,11 +330,15 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	if !opts.Discard {
 		res.timeline(rec, sb, &run.drive)
 	}
+	// The MCP servers the recorded editor hosted over ACP are answered
+	// by the driver, and reported as the stdio servers' stand-ins are.
+	acpReports := run.drive.MCP
 	run.drive = driver.Result{}
 	mcpReports, err := mcp.reports()
 	if err != nil {
 		return nil, err
 	}
+	mcpReports = append(mcpReports, acpReports...)
 	for _, r := range mcpReports {
 		for _, p := range r.Pairs {
 			res.MCPCalls = append(res.MCPCalls, MCPCall{Server: r.Server, Pair: p})

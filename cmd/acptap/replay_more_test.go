@@ -210,7 +210,7 @@ func TestReplayZedSession(t *testing.T) {
 	checkPassedThrough(t, db, "zed", transcript)
 	out, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "zed")
 	for _, method := range []string{"session/set_mode", "session/set_model", "session/list", "session/close", "session/load",
-		"terminal/create", "elicitation/create", "_testagent/status", "_testagent/progress", "mcp/message"} {
+		"terminal/create", "elicitation/create", "_testagent/status", "_testagent/progress"} {
 		if !strings.Contains(out, method) {
 			t.Errorf("show does not list %s:\n%s", method, out)
 		}

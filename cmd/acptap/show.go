@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -502,7 +503,7 @@ func timelineLine(e store.Event, session int, servers *mcpNames, color bool) str
 	server, dir, mcp := e.Lane.MCP()
 	switch {
 	case e.Lane == store.LaneEditor, e.Lane == store.LaneAgent:
-		desc = describeACP(e.Data, paint)
+		desc = describeACP(e.Data, paint) + mcpOverACPHint(e.Data)
 	case e.Lane == store.LaneLLM:
 		if x, err := decodeExchange(e); err == nil && x.Route == exchange.RouteMCP {
 			// An HTTP MCP server's: a line of the server's, as a stdio
@@ -693,4 +694,38 @@ func (m *mcpNames) name(i int) string {
 		return shownText(m.rec.MCPServers[i].Name)
 	}
 	return fmt.Sprintf("mcp#%d", i)
+}
+
+// mcpOverACPHint is what a frame of an MCP server the editor hosts on
+// the ACP connection (RFD "MCP-over-ACP") tells, as an MCP server's line
+// would: the server an mcp/connect names and the connection its answer
+// gives; an mcp/message's connection and inner method, and a tools/call's
+// tool and arguments (the inner message is flattened into the params);
+// for its answer, a tool result's text (the inner result is the result).
+func mcpOverACPHint(line []byte) string {
+	if !bytes.Contains(line, []byte(`"mcp/`)) && !bytes.Contains(line, []byte(`"content"`)) && !bytes.Contains(line, []byte(`"connectionId"`)) {
+		return ""
+	}
+	m := acp.Parse(line)
+	var p struct {
+		AcpID        string `json:"acpId"`
+		ConnectionID string `json:"connectionId"`
+		Method       string `json:"method"`
+	}
+	switch {
+	case m.Kind == acp.Response:
+		if json.Unmarshal(m.Result, &p) == nil && p.ConnectionID != "" {
+			return " connectionId=" + shownText(p.ConnectionID)
+		}
+		return mcpwire.Hint(line)
+	case m.Kind != acp.Request && m.Kind != acp.Notification || json.Unmarshal(m.Params, &p) != nil:
+		return ""
+	case m.Method == "mcp/connect" && p.AcpID != "":
+		return " acpId=" + shownText(p.AcpID)
+	case m.Method == "mcp/message" && p.Method != "":
+		return " " + shownText(p.ConnectionID) + " " + shownText(p.Method) + mcpwire.Hint(m.Params)
+	case m.Method == "mcp/disconnect":
+		return " " + shownText(p.ConnectionID)
+	}
+	return ""
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/acptap/acptap/lane"
 
 	"github.com/acptap/acptap/internal/acp"
+	"github.com/acptap/acptap/replay/mcpstandin"
 )
 
 // A recording's frames are lane.Lines: the editor's (lane.Editor) and the
@@ -52,6 +53,11 @@ type Options struct {
 	// prompt's text) and ends at a path component boundary; the longest
 	// prefix wins.
 	PathMap map[string]string
+
+	// MCPRoots are the directories the tool calls of MCP servers the
+	// editor hosts over ACP are normalized under, to be matched with the
+	// recorded ones (see the answers to mcp/message in mcpacp.go).
+	MCPRoots MCPRoots
 }
 
 // A Driver plays one recording's editor side. It is immutable: Run may be
@@ -91,7 +97,11 @@ type Options struct {
 // the live request's option of the kind the recorded answer chose
 // (allow_once, reject_always, ...), so an agent that renamed or reordered
 // its options gets the editor's choice; one that no longer offers that
-// kind gets "cancelled" and Run reports a *PermissionKindError.
+// kind gets "cancelled" and Run reports a *PermissionKindError. An
+// mcp/message of an MCP server the editor hosts over ACP is answered by
+// its inner MCP message rather than by order (see mcpacp.go), and what
+// the recording could not answer, or the agent never asked, is in
+// Result.MCP.
 //
 // Strings that differ between a live response (or agent request) and its
 // recorded twin at the same JSON path and look like ids (6 bytes to 1 KiB,
@@ -126,6 +136,7 @@ func NewFrom(src lane.Lines, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.mcp.plans(opts.MCPRoots)
 	d := &Driver{
 		plan:       p,
 		timeout:    opts.Timeout,
@@ -153,6 +164,12 @@ type Result struct {
 
 	// Received is how many lines Run received, kept or not.
 	Received int
+
+	// MCP are, for each MCP server the recorded editor hosted over ACP,
+	// in the order it declared them, what the agent asked of it (see
+	// mcpstandin.Report): the requests the recording had no answer for,
+	// which got an error, and the recorded calls never made.
+	MCP []mcpstandin.Report
 
 	subs   substitutions           // learned in the Run, for Restorer
 	reqIDs map[int]json.RawMessage // Live index of an agent request → the id of its recorded twin
@@ -199,6 +216,10 @@ func (d *Driver) Run(ctx context.Context, toAgent io.Writer, fromAgent <-chan []
 	if err := r.loop(ctx, fromAgent); err != nil {
 		r.errs = append(r.errs, err)
 	}
+	var err error
+	if r.res.MCP, err = r.mcpReports(); err != nil {
+		r.errs = append(r.errs, err)
+	}
 	r.res.subs = r.subs
 	if len(r.errs) == 1 {
 		return r.res, r.errs[0]
@@ -225,6 +246,7 @@ type run struct {
 	inflight *write            // being written
 	writes   chan []byte       // to the writer goroutine
 	written  chan error        // from the writer goroutine
+	mcp      mcpRun            // the MCP servers over ACP
 	errs     []error           // mismatches so far
 	readErr  error             // the first recorded frame that could not be read, which ends the Run
 	atTotal  map[noteKey]int   // the last copy of total in at, nil if total changed since
@@ -427,8 +449,14 @@ func (r *run) receive(line []byte) {
 		// A live session's requests are counted as the recorded
 		// session's whose id it took the place of.
 		series := reqSeries{r.subs.recorded(sessionOf(m.Params)), m.Method}
+		if isMCP(m.Method) {
+			series = r.mcpSeries(m.Method, m.Params)
+		}
 		r.liveReq[series]++
 		k := reqKey{series, r.liveReq[series]}
+		if r.mcpMessage(k, m) {
+			break
+		}
 		if i, ok := r.p.reqs[k]; ok {
 			if data, ok := r.frame(i); ok {
 				rec := acp.Parse(data)
@@ -501,10 +529,13 @@ func (r *run) flushAnswers() {
 		if !ok {
 			return false
 		}
-		if q.k.method == permissionMethod {
+		switch q.k.method {
+		case permissionMethod:
 			// An agent that renamed or reordered its options gets the
 			// editor's choice by its kind.
 			line = r.permissionByKind(q, line)
+		case mcpConnect:
+			r.mcpOpened(q.a.frame, line)
 		}
 		r.queue = append(r.queue, write{
 			data:  line,

@@ -104,6 +104,7 @@ type plan struct {
 	resps   map[respKey]int    // recorded response to an editor request → frame index
 	reqN    map[reqSeries]int  // recorded agent requests of each series
 	methods map[respKey]string // editor request → its method
+	mcp     *mcpPlan           // the MCP servers the editor hosted over ACP
 }
 
 func newPlan(src lane.Lines) (*plan, error) {
@@ -115,6 +116,7 @@ func newPlan(src lane.Lines) (*plan, error) {
 		resps:   make(map[respKey]int),
 		reqN:    make(map[reqSeries]int),
 		methods: make(map[respKey]string),
+		mcp:     newMCPPlan(),
 	}
 	pl := planner{
 		plan:        p,
@@ -135,7 +137,7 @@ func newPlan(src lane.Lines) (*plan, error) {
 		if f.Lane == lane.Agent {
 			pl.agentFrame(i, m)
 		} else {
-			pl.editorFrame(i, m)
+			pl.editorFrame(i, m, f.Data)
 		}
 	}
 	pl.newStep(p.n)
@@ -175,6 +177,9 @@ func (pl *planner) agentFrame(i int, m acp.Message) {
 		}
 	case acp.Request:
 		series := reqSeries{sessionOf(m.Params), m.Method}
+		if isMCP(m.Method) {
+			series = p.mcp.request(i, m)
+		}
 		p.reqN[series]++
 		k := reqKey{series, p.reqN[series]}
 		p.anchors = append(p.anchors, anchor{req: k})
@@ -188,17 +193,23 @@ func (pl *planner) agentFrame(i int, m acp.Message) {
 	}
 }
 
-// editorFrame reads frame i, m, of the editor's: the answer to an agent
-// request is sent once that request comes; anything else is a step.
-func (pl *planner) editorFrame(i int, m acp.Message) {
+// editorFrame reads frame i, m, of the editor's, data: the answer to an
+// agent request is sent once that request comes; anything else is a
+// step.
+func (pl *planner) editorFrame(i int, m acp.Message, data []byte) {
 	p := pl.plan
 	if (m.Kind == acp.Response || m.Kind == acp.Error) && m.ID != nil {
 		if k, ok := pl.outstanding[acp.IDKey(m.ID)]; ok {
 			delete(pl.outstanding, acp.IDKey(m.ID))
-			p.answers[k] = answer{frame: i, after: len(p.steps)}
+			a := answer{frame: i, after: len(p.steps)}
+			p.answers[k] = a
+			if isMCP(k.method) {
+				p.mcp.answer(i, m, data, a)
+			}
 			return
 		}
 	}
+	p.mcp.declare(m)
 	pl.newStep(i)
 	if m.Kind == acp.Request {
 		id := acp.IDKey(m.ID)

@@ -76,8 +76,9 @@ type PlanLine struct {
 	Dir  lane.MCPDir `json:"dir"`
 	Line string      `json:"line"`
 	// Exchange is, for a server reached over HTTP, the number of the
-	// recorded exchange that carried the line ("llm #N"); 0 for a stdio
-	// server's line.
+	// recorded exchange that carried the line ("llm #N"); for one the
+	// editor hosts over ACP, the index + 1 of the ACP frame that carried
+	// it (see package driver); 0 for a stdio server's line.
 	Exchange int `json:"exchange,omitempty"`
 }
 
@@ -525,18 +526,23 @@ var calls = map[string]bool{"tools/call": true, "resources/read": true, "prompts
 
 // Read reads the LOG of a server's stand-ins, given the server's plan.
 func Read(plan *Plan, logPath string) (Report, error) {
-	r := Report{Server: plan.Server}
-	s := newServer(plan, io.Discard)
 	f, err := os.Open(logPath)
 	if errors.Is(err, os.ErrNotExist) {
-		f = nil
+		return ReadLog(plan, nil)
 	} else if err != nil {
-		return r, err
+		return Report{Server: plan.Server}, err
 	}
+	defer f.Close()
+	return ReadLog(plan, f)
+}
+
+// ReadLog is Read of the notes a Matcher wrote on log (nil for none).
+func ReadLog(plan *Plan, log io.Reader) (Report, error) {
+	r := Report{Server: plan.Server}
+	s := newServer(plan, io.Discard)
 	served := map[int]bool{}
-	if f != nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
+	if log != nil {
+		sc := bufio.NewScanner(log)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
 		for sc.Scan() {
 			var l logLine

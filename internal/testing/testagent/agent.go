@@ -440,6 +440,13 @@ type session struct {
 	// mcpErrs why others could not be. Set before the session is known.
 	mcp     []*mcpClient
 	mcpErrs []error
+	// acp are the session's MCP servers the editor hosts over ACP, which
+	// each turn connects (acpMCP) and disconnects again (see
+	// connectACP); acpErrs are why the running turn could not connect
+	// some. Only the running turn uses acpMCP and acpErrs.
+	acp     []mcpServerConfig
+	acpMCP  []*mcpClient
+	acpErrs []error
 
 	mu     sync.Mutex         // guards cancel, promptID and requestCancelled
 	cancel context.CancelFunc // ends the running turn; nil when idle
@@ -594,7 +601,10 @@ func (a *agent) initialize(m *acp.Envelope) {
 		res["authMethods"] = []any{map[string]any{"id": "login", "name": "Log in", "description": "Log in to the test LLM in a terminal", "type": "terminal", "args": []string{"--login"}}}
 	}
 	caps := res["agentCapabilities"].(map[string]any)
-	caps["mcpCapabilities"] = map[string]any{"http": true, "sse": false}
+	// acp: the agent reaches servers of type acp over this connection
+	// (mcp/connect, mcp/message, mcp/disconnect), as the RFD
+	// "MCP-over-ACP" has an agent advertise it.
+	caps["mcpCapabilities"] = map[string]any{"http": true, "sse": false, "acp": true}
 	a.cfg.features.capabilities(caps)
 	if meta := a.echoMeta(); meta != nil {
 		res["_meta"] = meta
@@ -622,6 +632,11 @@ func (a *agent) newSession(m *acp.Envelope) {
 		s.mcp, s.mcpErrs = a.connectMCP(a.ctx, p.MCPServers)
 		for _, err := range s.mcpErrs {
 			a.log.Print(err)
+		}
+		for _, c := range p.MCPServers {
+			if c.Type == "acp" {
+				s.acp = append(s.acp, c)
+			}
 		}
 	}
 	a.mu.Lock()

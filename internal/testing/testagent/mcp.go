@@ -21,7 +21,9 @@ import (
 const mcpProtocolVersion = "2025-06-18"
 
 // mcpServerConfig is one entry of session/new's mcpServers: a stdio server
-// (command, args, env) or an HTTP one (type http, url, headers).
+// (command, args, env), an HTTP one (type http, url, headers), or one the
+// editor hosts on the ACP connection itself (type acp, id: the RFD
+// "MCP-over-ACP").
 type mcpServerConfig struct {
 	Type    string    `json:"type"`
 	Name    string    `json:"name"`
@@ -30,6 +32,19 @@ type mcpServerConfig struct {
 	Env     []nameVal `json:"env"`
 	URL     string    `json:"url"`
 	Headers []nameVal `json:"headers"`
+	// ID is an ACP-hosted server's id, which mcp/connect names. The RFD
+	// calls it "id"; the unstable schema has since renamed it
+	// "serverId", which is read too.
+	ID       string `json:"id"`
+	ServerID string `json:"serverId"`
+}
+
+// acpID returns an ACP-hosted server's id, by either name.
+func (c mcpServerConfig) acpID() string {
+	if c.ID != "" {
+		return c.ID
+	}
+	return c.ServerID
 }
 
 type nameVal struct {
@@ -75,6 +90,9 @@ func (a *agent) connectMCP(ctx context.Context, configs []mcpServerConfig) ([]*m
 	var clients []*mcpClient
 	var errs []error
 	for _, c := range configs {
+		if c.Type == "acp" {
+			continue // connected over ACP in each turn (see connectACP)
+		}
 		client, err := connectOne(ctx, c)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("mcp server %s: %w", c.Name, err))
@@ -97,6 +115,12 @@ func connectOne(ctx context.Context, c mcpServerConfig) (*mcpClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	return initClient(ctx, c.Name, t)
+}
+
+// initClient initializes an MCP server over t and lists its tools; t is
+// closed if that fails.
+func initClient(ctx context.Context, name string, t mcpTransport) (*mcpClient, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := t.call(ctx, "initialize", map[string]any{
@@ -126,7 +150,7 @@ func connectOne(ctx context.Context, c mcpServerConfig) (*mcpClient, error) {
 		t.close()
 		return nil, fmt.Errorf("tools/list: %w", err)
 	}
-	client := &mcpClient{name: c.Name, rpc: t, schemas: map[string]mcpToolSchema{}}
+	client := &mcpClient{name: name, rpc: t, schemas: map[string]mcpToolSchema{}}
 	for _, tool := range list.Tools {
 		client.tools = append(client.tools, tool.Name)
 		client.schemas[tool.Name] = tool.mcpToolSchema
@@ -402,15 +426,16 @@ type mcpCall struct {
 // the session's MCP servers that could not be connected.
 func (a *agent) mcpRounds(ctx context.Context, s *session) (string, error) {
 	var said []string
-	for _, err := range s.mcpErrs {
+	for _, err := range append(slices.Clone(s.mcpErrs), s.acpErrs...) {
 		said = append(said, err.Error())
 	}
-	if n := a.cfg.mcpBench; n > 0 && len(s.mcp) > 0 {
+	clients := s.clients()
+	if n := a.cfg.mcpBench; n > 0 && len(clients) > 0 {
 		rtts := make([]time.Duration, 0, n)
 		args := json.RawMessage(`{"topic":"answer"}`)
 		for range n {
 			start := time.Now()
-			if _, _, err := s.mcp[0].callTool(ctx, "lookup", args); err != nil {
+			if _, _, err := clients[0].callTool(ctx, "lookup", args); err != nil {
 				return "", err
 			}
 			rtts = append(rtts, time.Since(start))
@@ -420,7 +445,7 @@ func (a *agent) mcpRounds(ctx context.Context, s *session) (string, error) {
 	}
 	for _, c := range a.cfg.mcpCalls {
 		var servers []*mcpClient
-		for _, m := range s.mcp {
+		for _, m := range clients {
 			if slices.Contains(m.tools, c.tool) {
 				servers = append(servers, m)
 			}
@@ -493,7 +518,7 @@ func (a *agent) closeMCP() {
 // model (LLM mode), named mcp__SERVER__TOOL as agents name them.
 func (s *session) mcpFunctions() []any {
 	var out []any
-	for _, c := range s.mcp {
+	for _, c := range s.clients() {
 		for _, tool := range c.tools {
 			schema := c.schemas[tool]
 			params := schema.InputSchema
@@ -516,7 +541,7 @@ func (a *agent) mcpFunction(ctx context.Context, s *session, name, args string) 
 	if !found || !found2 {
 		return "", false, nil
 	}
-	for _, c := range s.mcp {
+	for _, c := range s.clients() {
 		if c.name == server && slices.Contains(c.tools, tool) {
 			text, err := a.mcpToolCall(ctx, s, c, mcpCall{tool: tool, args: json.RawMessage(args)})
 			return text, true, err

@@ -27,7 +27,7 @@ const featuresUsage = "turn on parts of ACP a real editor session uses: a comma-
 	"load (session/load with history, session/list, session/resume, session/close), " +
 	"modes (ask and code; the mode words the answer), models (session/set_model), " +
 	"terminal (a terminal round in each turn), elicit (an elicitation/create in each turn), " +
-	"vendor (a _testagent/status request, a _testagent/progress notification and an mcp/message request in each turn)"
+	"vendor (a _testagent/status request and a _testagent/progress notification in each turn)"
 
 func parseFeatures(v string) (features, error) {
 	var f features
@@ -247,16 +247,6 @@ func (a *agent) featureRounds(ctx context.Context, s *session) (string, error) {
 			return "", err
 		default:
 			said = append(said, "status: "+string(res))
-		}
-		// An MCP-over-ACP message, which an editor without MCP servers
-		// of type acp refuses.
-		err = a.c.call(ctx, "mcp/message", map[string]any{"sessionId": s.id, "connectionId": "conn-1",
-			"message": map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}, &res)
-		if ctx.Err() != nil || errors.Is(err, errInputClosed) {
-			return "", errCancelled
-		}
-		if errors.As(err, &rerr) {
-			said = append(said, fmt.Sprintf("mcp: error %d", rerr.Code))
 		}
 	}
 	if a.cfg.features.elicit {

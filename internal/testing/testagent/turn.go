@@ -36,6 +36,12 @@ func (a *agent) turn(ctx context.Context, s *session, prompt string) string {
 	if a.echo != "" {
 		a.messageChunk(s, "environment: "+a.echo+"\n")
 	}
+	// The editor's MCP servers are reached within the turn: the
+	// connection is made before the session/new answer, which the
+	// editor awaits, could come back, and given up before the turn's
+	// answer, so that the editor sees no request of a turn after it.
+	a.connectACP(ctx, s)
+	defer a.disconnectACP(s)
 	if a.llm != nil {
 		return a.llmTurn(ctx, s, prompt)
 	}

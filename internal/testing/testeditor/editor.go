@@ -81,6 +81,10 @@ type Options struct {
 	// MCPServers, if not nil, is the mcpServers array of session/new and
 	// session/load (JSON); nil sends an empty one.
 	MCPServers json.RawMessage
+	// MCPOverACP are the names of MCP servers the editor hosts on the
+	// ACP connection (see acpHost), each with testmcp's lookup tool,
+	// added to MCPServers when the agent advertises mcpCapabilities.acp.
+	MCPOverACP []string
 	// Zed makes the editor behave as Zed 1.x does: UUID string ids;
 	// terminal and elicitation capabilities, whose requests it serves
 	// (commands run in the session's cwd; every form field filled in);
@@ -214,7 +218,7 @@ func Run(ctx context.Context, opts Options) (*Transcript, error) {
 	if opts.Zed {
 		opts.StringIDs = true
 	}
-	e := &editor{opts: opts, tr: tr}
+	e := &editor{opts: opts, tr: tr, acp: newACPHost(opts.MCPOverACP)}
 	if err := e.start(); err != nil {
 		return tr, err
 	}
@@ -263,6 +267,7 @@ type editor struct {
 	// index in tr.Turns), by sessionId.
 	turnOf map[string]int
 	terms  terminals // the agent's terminals, in Zed mode
+	acp    *acpHost  // the MCP servers hosted over ACP
 }
 
 func (e *editor) start() error {
@@ -337,6 +342,10 @@ func (e *editor) converse(ctx context.Context, cwd string, prompts []string) err
 	err := e.call(ctx, "initialize", "the initialize response", init, &caps)
 	if err != nil {
 		return err
+	}
+	e.acp.offered = caps.AgentCapabilities.MCPCapabilities.ACP
+	if len(e.opts.MCPOverACP) > 0 && !e.acp.offered {
+		fmt.Fprintf(e.stderr(), "testeditor: the agent does not advertise mcpCapabilities.acp: no MCP server over ACP for it\n")
 	}
 	if e.opts.Authenticate != nil {
 		if err := e.call(ctx, "authenticate", "the authenticate response", e.opts.Authenticate, &struct{}{}); err != nil {
@@ -637,6 +646,8 @@ func (e *editor) handle(m *acp.Envelope) {
 		}
 	case m.Method == "session/update":
 		e.update(m)
+	case m.Method == "mcp/message":
+		e.acp.notify(m)
 	}
 }
 
@@ -689,6 +700,11 @@ func (e *editor) update(m *acp.Envelope) {
 
 // serve answers a request from the agent.
 func (e *editor) serve(m *acp.Envelope) (any, *acp.ResponseError) {
+	if len(e.acp.servers) > 0 {
+		if result, rerr, ok := e.acp.serve(m); ok {
+			return result, rerr
+		}
+	}
 	switch m.Method {
 	case "session/request_permission":
 		return e.permission(m)
@@ -916,10 +932,31 @@ func newUUID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
-// mcpServers returns the mcpServers of session/new and session/load.
+// mcpServers returns the mcpServers of session/new and session/load:
+// Options.MCPServers, then the servers hosted over ACP.
 func (e *editor) mcpServers() any {
-	if e.opts.MCPServers == nil {
-		return []any{}
+	hosted := e.acp.entries()
+	if hosted == nil {
+		if e.opts.MCPServers == nil {
+			return []any{}
+		}
+		return e.opts.MCPServers
 	}
-	return e.opts.MCPServers
+	var servers []any
+	if e.opts.MCPServers != nil {
+		if err := json.Unmarshal(e.opts.MCPServers, &servers); err != nil {
+			// Not an array: sent as it is, as without hosted servers,
+			// for the agent to refuse.
+			return e.opts.MCPServers
+		}
+	}
+	return append(servers, hosted...)
+}
+
+// stderr is where the editor's notes go: Options.Stderr, else os.Stderr.
+func (e *editor) stderr() io.Writer {
+	if e.opts.Stderr != nil {
+		return e.opts.Stderr
+	}
+	return os.Stderr
 }

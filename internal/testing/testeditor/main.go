@@ -50,6 +50,8 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //	--transcript FILE  write the transcript to FILE as NDJSON
 //	--initialize-meta JSON  send JSON as initialize's _meta
 //	--authenticate JSON     send an authenticate request with JSON as its params after initialize
+//	--mcp-servers JSON      send JSON, an array, as the mcpServers of session/new and session/load
+//	--mcp-acp NAME          host an MCP server NAME on the ACP connection (type acp); repeatable
 //
 // SIGINT and SIGTERM stop the session as the timeout does.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -117,6 +119,8 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 	termWait := fs.Duration("term-wait", 0, "how long to wait for the agent to exit after SIGTERM (default: --exit-wait)")
 	stringIDs := fs.Bool("string-ids", false, "use UUID strings as request ids")
 	mcpServers := fs.String("mcp-servers", "", "send `JSON`, an array, as the mcpServers of session/new and session/load")
+	var mcpACP stringList
+	fs.Var(&mcpACP, "mcp-acp", "host an MCP server `NAME` with testmcp's lookup tool on the ACP connection (type acp, RFD MCP-over-ACP), for an agent that advertises mcpCapabilities.acp; repeatable")
 	zed := fs.Bool("zed", false, "behave as Zed 1.x: UUID ids, two sessions at once, modes, models, session/list, terminals, elicitation, then session/close and session/load of the first session")
 	transcript := fs.String("transcript", "", "write the transcript to `FILE` as NDJSON")
 	initMeta := fs.String("initialize-meta", "", "send `JSON` as initialize's _meta")
@@ -171,6 +175,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 			InitializeMeta:  rawJSON[0],
 			Authenticate:    rawJSON[1],
 			MCPServers:      rawJSON[2],
+			MCPOverACP:      mcpACP,
 		},
 		timeout:    *timeout,
 		transcript: *transcript,

@@ -467,7 +467,7 @@ func TestMainZed(t *testing.T) {
 		t.Fatalf("Main = %d, want 0; stderr:\n%s", code, stderr)
 	}
 	for _, want := range []string{
-		"status: error -32601; mcp: error -32601; elicitation: accept hello from the editor; terminal: terminal round\n[code mode] You said: one (session 1)",
+		"status: error -32601; elicitation: accept hello from the editor; terminal: terminal round\n[code mode] You said: one (session 1)",
 		"[code mode] You said: one (session 2)",
 		"[code mode] You said: and once more (session 1)",
 	} {

@@ -13,9 +13,13 @@ import (
 	"github.com/acptap/acptap/internal/acp"
 )
 
-// agentCaps is what the editor reads of initialize's answer in Zed mode.
+// agentCaps is what the editor reads of initialize's answer: in Zed mode,
+// and whether the agent reaches MCP servers over ACP.
 type agentCaps struct {
 	AgentCapabilities struct {
+		MCPCapabilities struct {
+			ACP bool `json:"acp"`
+		} `json:"mcpCapabilities"`
 		LoadSession         bool `json:"loadSession"`
 		SessionCapabilities struct {
 			List   json.RawMessage `json:"list"`
