@@ -36,9 +36,9 @@ type agentConfig struct {
 	frames  lane.Lines
 	timeout time.Duration
 	pathMap map[string]string
-	// mcpRoots are the recorded directories and the sandbox's, for the
+	// mcpMatching are the recorded directories and the sandbox's, for the
 	// MCP servers the recorded editor hosted over ACP.
-	mcpRoots driver.MCPRoots
+	mcpMatching driver.MCPMatching
 	// keep keeps the agent's lines in memory (agentRun.kept) and the
 	// driver's timeline.
 	keep bool
@@ -74,11 +74,11 @@ type agentRun struct {
 func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	// The lines are kept here, if at all: the driver keeps no copy.
 	drv, err := driver.NewFrom(cfg.frames, driver.Options{
-		Timeout:    cfg.timeout,
-		PathMap:    cfg.pathMap,
-		MCPRoots:   cfg.mcpRoots,
-		Discard:    true,
-		NoTimeline: !cfg.keep,
+		Timeout:     cfg.timeout,
+		PathMap:     cfg.pathMap,
+		MCPMatching: cfg.mcpMatching,
+		Discard:     true,
+		NoTimeline:  !cfg.keep,
 	})
 	if err != nil {
 		return nil, err

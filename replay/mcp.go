@@ -99,9 +99,7 @@ func (rec *recording) standIns(sb *sandbox, o standInOptions) (_ *mcpStandIns, e
 
 			Calibrating: o.calibrating,
 		}
-		if len(o.rules) > 0 {
-			p.Rules = string(normalize.FormatRules(o.rules))
-		}
+		p.Rules = mcpRules(o.rules)
 		for _, f := range faults {
 			if f.Server == server.Name {
 				p.Faults = append(p.Faults, f.Fault)
@@ -131,6 +129,15 @@ func (rec *recording) standIns(sb *sandbox, o standInOptions) (_ *mcpStandIns, e
 		}
 	}
 	return m, nil
+}
+
+// mcpRules is the rules file of rules for an mcpstandin.Plan, "" for
+// none.
+func mcpRules(rules []normalize.Rule) string {
+	if len(rules) == 0 {
+		return ""
+	}
+	return string(normalize.FormatRules(rules))
 }
 
 // rewrite returns the rewrite of the editor's frames that has the agent

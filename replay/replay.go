@@ -298,10 +298,11 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		frames:  rec.frames,
 		timeout: opts.Timeout,
 		pathMap: sb.pathMap(rec),
-		mcpRoots: driver.MCPRoots{
-			Cwd:  nonEmpty(append(slices.Clone(rec.cwds), rec.meta.Cwd, sb.work)...),
-			Home: nonEmpty(rec.meta.Home, sb.home),
-			Tmp:  nonEmpty(rec.meta.Tmp, sb.tmp),
+		mcpMatching: driver.MCPMatching{
+			Cwd:   nonEmpty(append(slices.Clone(rec.cwds), rec.meta.Cwd, sb.work)...),
+			Home:  nonEmpty(rec.meta.Home, sb.home),
+			Tmp:   nonEmpty(rec.meta.Tmp, sb.tmp),
+			Rules: mcpRules(norms.opts.Rules),
 		},
 		keep: !opts.Discard,
 		mask: llm.mask,

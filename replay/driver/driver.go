@@ -54,10 +54,10 @@ type Options struct {
 	// prefix wins.
 	PathMap map[string]string
 
-	// MCPRoots are the directories the tool calls of MCP servers the
-	// editor hosts over ACP are normalized under, to be matched with the
-	// recorded ones (see the answers to mcp/message in mcpacp.go).
-	MCPRoots MCPRoots
+	// MCPMatching is how the tool calls of MCP servers the editor hosts
+	// over ACP are normalized, to be matched with the recorded ones (see
+	// the answers to mcp/message in mcpacp.go).
+	MCPMatching MCPMatching
 }
 
 // A Driver plays one recording's editor side. It is immutable: Run may be
@@ -136,7 +136,7 @@ func NewFrom(src lane.Lines, opts Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.mcp.plans(opts.MCPRoots)
+	p.mcp.plans(opts.MCPMatching)
 	d := &Driver{
 		plan:       p,
 		timeout:    opts.Timeout,

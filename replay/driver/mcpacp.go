@@ -43,11 +43,13 @@ const (
 	mcpDisconnect = "mcp/disconnect"
 )
 
-// MCPRoots are the directories under which an MCP tool call's arguments
-// are normalized before they are matched with the recorded ones (see
-// mcpstandin.Plan): the recorded directories and the replay's.
-type MCPRoots struct {
+// MCPMatching is how an MCP tool call's arguments are normalized before
+// they are matched with the recorded ones (see mcpstandin.Plan): under
+// the recorded directories and the replay's, with Rules, a rules file
+// (normalize.FormatRules), applied besides the defaults.
+type MCPMatching struct {
 	Cwd, Home, Tmp []string
+	Rules          string
 }
 
 // mcpParams are what the driver reads of the params of mcp/connect,
@@ -223,9 +225,9 @@ func innerRequest(id int, p mcpParams) string {
 
 // plans makes each server's mcpstandin.Plan, its tool calls normalized
 // under roots.
-func (mp *mcpPlan) plans(roots MCPRoots) {
+func (mp *mcpPlan) plans(m MCPMatching) {
 	for _, srv := range mp.servers {
-		srv.plan = &mcpstandin.Plan{Server: srv.name, Cwd: roots.Cwd, Home: roots.Home, Tmp: roots.Tmp, Lines: srv.lines}
+		srv.plan = &mcpstandin.Plan{Server: srv.name, Cwd: m.Cwd, Home: m.Home, Tmp: m.Tmp, Rules: m.Rules, Lines: srv.lines}
 	}
 }
 
