@@ -13,7 +13,7 @@ import (
 // stdio server's stand-in reports them.
 func TestRunMCPOverACP(t *testing.T) {
 	st := openStore(t)
-	argv := recordSession(t, st, "acp", session{args: []string{"--mcp-call", `lookup={"topic":"answer"}`}, mcpOverACP: []string{"tools"}})
+	argv := recordSession(t, st, "acp", session{args: []string{"--features", "mcp-acp", "--mcp-call", `lookup={"topic":"answer"}`}, mcpOverACP: []string{"tools"}})
 	res := replayIt(t, st, "acp", runOptions(t))
 	if !res.Equal() {
 		t.Fatalf("replay diverged: %v\n%s", res.Divergences, res.Diff)

@@ -15,7 +15,7 @@ func recordMCPOverACP(t *testing.T, dir, name string) string {
 	t.Helper()
 	db := filepath.Join(dir, "s.db")
 	out, err := runEditor(dir, "--mcp-acp", "tools", "--prompt", "look it up", "--prompt", "again", "--",
-		"acptap", "record", "--store", db, "--name", name, "--", "testagent", "--mcp-call", `lookup={"topic":"answer"}`)
+		"acptap", "record", "--store", db, "--name", name, "--", "testagent", "--features", "mcp-acp", "--mcp-call", `lookup={"topic":"answer"}`)
 	if err != nil || strings.Count(string(out), "mcp tools lookup: 42") != 2 {
 		t.Fatalf("recording: %v\n%s", err, out)
 	}
@@ -112,11 +112,11 @@ func TestMCPOverACPReplay(t *testing.T) {
 		agent []string
 		want  []string
 	}{
-		{"other arguments", []string{"testagent", "--mcp-call", `lookup={"topic":"weather"}`}, []string{
+		{"other arguments", []string{"testagent", "--features", "mcp-acp", "--mcp-call", `lookup={"topic":"weather"}`}, []string{
 			`MCP server tools: the agent asked tools/call lookup {"topic":"weather"}, which the recording has no answer for`,
 			`MCP server tools: the recorded tools/call lookup {"topic":"answer"} was never asked`,
 		}},
-		{"no call", []string{"testagent"}, []string{
+		{"no call", []string{"testagent", "--features", "mcp-acp"}, []string{
 			`MCP server tools: the recorded tools/call lookup {"topic":"answer"} was never asked`,
 		}},
 	} {

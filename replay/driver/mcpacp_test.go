@@ -61,7 +61,7 @@ func toolResults(t *testing.T, res driver.Result) []string {
 func TestReplayMCPOverACP(t *testing.T) {
 	opts := testeditor.Options{Prompts: []string{"one", "two"}, MCPOverACP: []string{"tools"}}
 	answer, weather := `lookup={"topic":"answer"}`, `lookup={"topic":"weather"}`
-	frames, _ := record(t, opts, "--mcp-call", answer, "--mcp-call", weather)
+	frames, _ := record(t, opts, "--features", "mcp-acp", "--mcp-call", answer, "--mcp-call", weather)
 	d := driver.New(driver.Options{Recorded: frames})
 	for _, tc := range []struct {
 		name        string
@@ -80,7 +80,7 @@ func TestReplayMCPOverACP(t *testing.T) {
 			[]string{`tools/call lookup {"topic":"weather"}`, `tools/call lookup {"topic":"weather"}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var args []string
+			args := []string{"--features", "mcp-acp"}
 			for _, c := range tc.calls {
 				args = append(args, "--mcp-call", c)
 			}
@@ -105,7 +105,7 @@ func TestReplayMCPOverACP(t *testing.T) {
 // skipped is a *MissingError.
 func TestReplayMCPOverACPConnections(t *testing.T) {
 	opts := testeditor.Options{Prompts: []string{"one", "two"}, MCPOverACP: []string{"tools"}}
-	frames, _ := record(t, opts, "--mcp-call", `lookup={"topic":"answer"}`)
+	frames, _ := record(t, opts, "--features", "mcp-acp", "--mcp-call", `lookup={"topic":"answer"}`)
 	d := driver.New(driver.Options{Recorded: frames})
 	res, err := replay(t, d, agentEnviron())
 	var conns []string

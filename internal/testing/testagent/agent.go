@@ -601,10 +601,10 @@ func (a *agent) initialize(m *acp.Envelope) {
 		res["authMethods"] = []any{map[string]any{"id": "login", "name": "Log in", "description": "Log in to the test LLM in a terminal", "type": "terminal", "args": []string{"--login"}}}
 	}
 	caps := res["agentCapabilities"].(map[string]any)
-	// acp: the agent reaches servers of type acp over this connection
-	// (mcp/connect, mcp/message, mcp/disconnect), as the RFD
-	// "MCP-over-ACP" has an agent advertise it.
-	caps["mcpCapabilities"] = map[string]any{"http": true, "sse": false, "acp": true}
+	// --features mcp-acp adds acp: the agent reaches servers of type acp
+	// over this connection (mcp/connect, mcp/message, mcp/disconnect), as
+	// the RFD "MCP-over-ACP" has an agent advertise it.
+	caps["mcpCapabilities"] = map[string]any{"http": true, "sse": false}
 	a.cfg.features.capabilities(caps)
 	if meta := a.echoMeta(); meta != nil {
 		res["_meta"] = meta

@@ -16,7 +16,7 @@ import (
 // mcp/disconnect of that connection, all before the turn's answer.
 func TestMCPOverACP(t *testing.T) {
 	tr, _ := mustSession(t, testeditor.Options{Prompts: []string{"one", "two"}, MCPOverACP: []string{"tools"}}, nil,
-		"--mcp-call", `lookup={"topic":"answer"}`)
+		"--features", "mcp-acp", "--mcp-call", `lookup={"topic":"answer"}`)
 	msgs := decode(t, tr)
 	if acpCap := get(msgs[1].Result, "agentCapabilities", "mcpCapabilities", "acp"); acpCap != true {
 		t.Errorf("initialize's mcpCapabilities.acp = %v, want true", acpCap)

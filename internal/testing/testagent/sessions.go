@@ -21,13 +21,15 @@ type features struct {
 	terminal bool // a terminal round in each scripted turn: terminal/create, wait_for_exit, output, release
 	elicit   bool // an elicitation/create in each scripted turn, its answer in the text
 	vendor   bool // a _testagent/status request and a _testagent/progress notification in each scripted turn
+	mcpACP   bool // mcpCapabilities.acp: the agent reaches MCP servers the editor hosts over ACP (the RFD "MCP-over-ACP")
 }
 
 const featuresUsage = "turn on parts of ACP a real editor session uses: a comma-separated `LIST` of " +
 	"load (session/load with history, session/list, session/resume, session/close), " +
 	"modes (ask and code; the mode words the answer), models (session/set_model), " +
 	"terminal (a terminal round in each turn), elicit (an elicitation/create in each turn), " +
-	"vendor (a _testagent/status request and a _testagent/progress notification in each turn)"
+	"vendor (a _testagent/status request and a _testagent/progress notification in each turn), " +
+	"mcp-acp (mcpCapabilities.acp: MCP servers of type acp, reached over the ACP connection)"
 
 func parseFeatures(v string) (features, error) {
 	var f features
@@ -45,8 +47,10 @@ func parseFeatures(v string) (features, error) {
 			f.elicit = true
 		case "vendor":
 			f.vendor = true
+		case "mcp-acp":
+			f.mcpACP = true
 		default:
-			return features{}, fmt.Errorf("--features: unknown feature %q (want load, modes, models, terminal, elicit or vendor)", name)
+			return features{}, fmt.Errorf("--features: unknown feature %q (want load, modes, models, terminal, elicit, vendor or mcp-acp)", name)
 		}
 	}
 	return f, nil
@@ -67,6 +71,9 @@ var sessionModels = []map[string]string{
 // capabilities adds what the features advertise to initialize's
 // agentCapabilities.
 func (f features) capabilities(caps map[string]any) {
+	if f.mcpACP {
+		caps["mcpCapabilities"].(map[string]any)["acp"] = true
+	}
 	if f.load {
 		caps["loadSession"] = true
 		caps["sessionCapabilities"] = map[string]any{"list": map[string]any{}, "resume": map[string]any{}, "close": map[string]any{}}
