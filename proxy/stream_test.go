@@ -259,7 +259,7 @@ func TestEncodedResponses(t *testing.T) {
 					t.Fatalf("recorded body %q, want the decoded %q", x.Body(), plain)
 				}
 				if len(x.Chunks) != len(events) {
-					t.Fatalf("recorded %d decoded chunks, want one per event (%d): %q", len(x.Chunks), len(events), x.Chunks)
+					t.Fatalf("recorded %d decoded chunks, want one per event (%d): %+v", len(x.Chunks), len(events), x.Chunks)
 				}
 				for i, c := range x.Chunks {
 					if !bytes.Equal(c.Data, events[i]) {

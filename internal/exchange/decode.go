@@ -274,7 +274,7 @@ func decodeChunk(el []byte, c *Chunk) bool {
 	if el[0] != '{' {
 		return false
 	}
-	var seenAt, seenData, ok = false, false, true
+	var seenAt, seenData, seenBinary, ok = false, false, false, true
 	jsonscan.Members(el, func(k, v []byte) bool {
 		switch string(k) {
 		case `"at"`:
@@ -297,6 +297,19 @@ func decodeChunk(el []byte, c *Chunk) bool {
 			if string(v) != "null" {
 				ok = decodeBytes(v, &c.Data)
 			}
+		case `"binary"`:
+			if seenBinary {
+				ok = false
+				break
+			}
+			seenBinary = true
+			switch string(v) {
+			case "true":
+				c.Binary = true
+			case "false", "null":
+			default:
+				ok = false
+			}
 		default:
 			ok = !foldsToChunkField(k)
 		}
@@ -315,7 +328,7 @@ func foldsToChunkField(key []byte) bool {
 			return true
 		}
 	}
-	return strings.EqualFold(string(key), `"at"`) || strings.EqualFold(string(key), `"data"`)
+	return strings.EqualFold(string(key), `"at"`) || strings.EqualFold(string(key), `"data"`) || strings.EqualFold(string(key), `"binary"`)
 }
 
 // isObject reports whether valid JSON text b is an object.

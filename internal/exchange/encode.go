@@ -67,6 +67,9 @@ func encodeFast(e *Exchange) ([]byte, bool) {
 			b = strconv.AppendInt(b, int64(c.At), 10)
 			b = append(b, `,"data":`...)
 			b = appendBytes(b, c.Data)
+			if c.Binary {
+				b = append(b, `,"binary":true`...)
+			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')

@@ -22,7 +22,7 @@ var encodeSamples = []Exchange{
 		RequestEncoding: "zstd",
 		Status:          200, ResponseHeaders: http.Header{"Content-Type": {"text/event-stream"}, "Bad": {"\xff\xfe ok \u2029 é"}},
 		ResponseEncoding: "gzip",
-		Chunks:           []Chunk{{At: time.Millisecond, Data: []byte("data: a\n\n")}, {At: -1, Data: nil}, {Data: []byte{}}},
+		Chunks:           []Chunk{{At: time.Millisecond, Data: []byte("data: a\n\n")}, {At: -1, Data: nil}, {Data: []byte{}, Binary: true}},
 		TTFB:             time.Millisecond, Duration: 3 * time.Millisecond, End: EndCut, Error: "response cut <&> \xc3",
 	},
 }

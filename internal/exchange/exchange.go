@@ -68,10 +68,14 @@ type Exchange struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Chunk is one piece of a response body.
+// Chunk is one piece of a response body; of a WebSocket exchange (see
+// WebSocket), one message of the server's.
 type Chunk struct {
 	At   time.Duration `json:"at"` // since the request started
 	Data []byte        `json:"data"`
+	// Binary marks a WebSocket message that is binary; the others are
+	// text.
+	Binary bool `json:"binary,omitempty"`
 }
 
 // Body returns the whole decoded response body.

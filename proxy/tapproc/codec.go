@@ -42,6 +42,11 @@ func appendExchange(b []byte, x *exchange.Exchange) []byte {
 		for _, c := range x.Chunks {
 			b = binary.AppendVarint(b, int64(c.At))
 			b = appendBytes(b, c.Data)
+			if c.Binary {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
 		}
 	}
 	b = binary.AppendVarint(b, int64(x.TTFB))
@@ -108,7 +113,7 @@ func decodeExchange(data []byte) (*exchange.Exchange, error) {
 	if n, ok := d.count(); ok && n > 0 {
 		x.Chunks = make([]exchange.Chunk, n-1)
 		for i := range x.Chunks {
-			x.Chunks[i] = exchange.Chunk{At: time.Duration(d.varint()), Data: d.bytes()}
+			x.Chunks[i] = exchange.Chunk{At: time.Duration(d.varint()), Data: d.bytes(), Binary: d.uvarint() == 1}
 		}
 	}
 	x.TTFB = time.Duration(d.varint())

@@ -27,7 +27,7 @@ func sampleExchange() *exchange.Exchange {
 		Chunks: []exchange.Chunk{
 			{At: time.Millisecond, Data: []byte("data: {\"a\":1}\n\n")},
 			{At: -1, Data: []byte{}},
-			{At: 2 * time.Second, Data: []byte{0xff, 0xfe, '\n'}},
+			{At: 2 * time.Second, Data: []byte{0xff, 0xfe, '\n'}, Binary: true},
 		},
 		ResponseEncoding: "gzip",
 		TTFB:             3 * time.Millisecond,
