@@ -380,7 +380,8 @@ func TestIncompleteWhileStreaming(t *testing.T) {
 	}
 }
 
-// TestUpgradeRefused: protocol upgrades are answered 501 and recorded.
+// TestUpgradeRefused: protocol upgrades other than WebSocket are
+// answered 501 and recorded.
 func TestUpgradeRefused(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("the upstream got an upgrade request")
@@ -388,7 +389,7 @@ func TestUpgradeRefused(t *testing.T) {
 	s := setup(t, routes[4], h, "/v1/realtime", proxy.Config{})
 	req, _ := http.NewRequest(http.MethodGet, s.url, nil)
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Upgrade", "h2c")
 	resp, err := s.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -270,8 +270,32 @@ func New(cfg Config) (*Tap, error) {
 // client sends at once; it does not limit idle connections or bodies.
 const readHeaderTimeout = time.Minute
 
-// newTransport returns the default Transport.
-func newTransport(extraRoots *x509.CertPool) *http.Transport {
+// newTransport returns the default Transport: with extra roots, one that
+// verifies upstreams against them, and a second, speaking only
+// HTTP/1.1, for WebSocket upgrades, which an HTTP/2 connection that the
+// first's own TLS dial offers cannot carry.
+func newTransport(extraRoots *x509.CertPool) http.RoundTripper {
+	tr := newHTTPTransport(extraRoots, []string{"h2", "http/1.1"})
+	if extraRoots == nil {
+		// net/http dials HTTP/1.1 alone for an upgrade itself.
+		return tr
+	}
+	return &splitTransport{http: tr, upgrades: newHTTPTransport(extraRoots, []string{"http/1.1"})}
+}
+
+// splitTransport sends upgrades by a transport of their own.
+type splitTransport struct{ http, upgrades *http.Transport }
+
+func (s *splitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if isUpgrade(r.Header) {
+		return s.upgrades.RoundTrip(r)
+	}
+	return s.http.RoundTrip(r)
+}
+
+// newHTTPTransport returns an http.Transport that trusts extraRoots
+// besides the system's, offering protos in its own TLS dials.
+func newHTTPTransport(extraRoots *x509.CertPool, protos []string) *http.Transport {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
 		DialContext:           dialer.DialContext,
@@ -285,7 +309,7 @@ func newTransport(extraRoots *x509.CertPool) *http.Transport {
 		DisableCompression:    true,
 	}
 	if extraRoots != nil {
-		tr.DialTLSContext = dialTLS(dialer, extraRoots)
+		tr.DialTLSContext = dialTLS(dialer, extraRoots, protos)
 	}
 	return tr
 }
@@ -298,7 +322,7 @@ const tlsHandshakeTimeout = 10 * time.Second
 // merged into the system's, so the chain is verified here, as crypto/tls
 // does, once against each; the dial address gives the name to verify,
 // which the ConnectionState lacks for an IP address.
-func dialTLS(dialer *net.Dialer, extra *x509.CertPool) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func dialTLS(dialer *net.Dialer, extra *x509.CertPool, protos []string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
@@ -310,7 +334,7 @@ func dialTLS(dialer *net.Dialer, extra *x509.CertPool) func(ctx context.Context,
 		}
 		conn := tls.Client(raw, &tls.Config{
 			ServerName:         host,
-			NextProtos:         []string{"h2", "http/1.1"},
+			NextProtos:         protos,
 			MinVersion:         tls.VersionTLS12,
 			InsecureSkipVerify: true, // verified by VerifyConnection
 			VerifyConnection: func(cs tls.ConnectionState) error {

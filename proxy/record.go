@@ -84,10 +84,11 @@ const maxPresize = 4 << 20
 const maxDecodedBody = 256 << 20
 
 // chunkEnd is where a chunk of the response body ends in the arena, and
-// when it arrived.
+// when it arrived; binary marks a binary WebSocket message.
 type chunkEnd struct {
-	end int
-	at  time.Duration
+	end    int
+	at     time.Duration
+	binary bool
 }
 
 // newRecord starts recording an exchange, which Begin places among what
@@ -197,6 +198,16 @@ func (r *record) chunk(p []byte, at time.Duration) {
 	r.ends = append(r.ends, chunkEnd{end: r.body.n, at: at})
 }
 
+// message records a message of a WebSocket's server that arrived at at,
+// binary or text, as a chunk of its own.
+func (r *record) message(p []byte, at time.Duration, binary bool) {
+	if r == nil {
+		return
+	}
+	r.body.write(p)
+	r.ends = append(r.ends, chunkEnd{end: r.body.n, at: at, binary: binary})
+}
+
 // end finishes the exchange, ended as how says, failed with err unless
 // how is EndComplete, and has it recorded in the background, within
 // endDelay.
@@ -284,7 +295,7 @@ func (r *record) finish() {
 	chunks := make([]exchange.Chunk, len(r.ends))
 	from := 0
 	for i, e := range r.ends {
-		chunks[i] = exchange.Chunk{At: e.at, Data: data[from:e.end:e.end]}
+		chunks[i] = exchange.Chunk{At: e.at, Data: data[from:e.end:e.end], Binary: e.binary}
 		from = e.end
 	}
 	if len(codings) > 0 {

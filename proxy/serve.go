@@ -66,6 +66,10 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 		return
 	}
 	defer t.active.Done()
+	if isWebSocket(r) && !tg.passOn {
+		t.serveWebSocket(w, r, tg, start)
+		return
+	}
 	var rec *record
 	if !tg.passOn {
 		rec = t.newRecord(start, r.Method, tg)
@@ -87,7 +91,7 @@ func (t *Tap) serveExchange(w http.ResponseWriter, r *http.Request, tg target) {
 		return
 	}
 	if upgrade {
-		t.refuse(w, r, tg, rec, http.StatusNotImplemented, errors.New("protocol upgrades and tunnels within tunnels are not supported by the tap"))
+		t.refuse(w, r, tg, rec, http.StatusNotImplemented, errors.New("protocol upgrades other than WebSocket, and tunnels within tunnels, are not supported by the tap"))
 		return
 	}
 

@@ -39,6 +39,9 @@ func Reassemble(f Format, body []byte) (Message, error) {
 	)
 	switch {
 	case len(trimSpace(body)) == 0:
+	case f == OpenAIResponses && isJSONSequence(body):
+		// The messages of a WebSocket, one event each, back to back.
+		events, errs = readJSONSequence(body, d)
 	case isJSONDocument(f, body):
 		var err error
 		if events, err = d.document(body); err != nil {
@@ -75,6 +78,39 @@ func isJSONDocument(f Format, body []byte) bool {
 		return json.Valid(b)
 	}
 	return b[0] == '{' || b[0] == '['
+}
+
+// isJSONSequence reports whether body is JSON objects back to back, more
+// than one: the messages of a WebSocket, as an exchange's chunks join
+// them.
+func isJSONSequence(body []byte) bool {
+	b := trimSpace(body)
+	if len(b) == 0 || b[0] != '{' || json.Valid(b) {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var first json.RawMessage
+	return dec.Decode(&first) == nil && dec.More()
+}
+
+// readJSONSequence hands each object of a sequence to d as an event and
+// returns their number.
+func readJSONSequence(body []byte, d decoder) (int, []error) {
+	var errs []error
+	dec := json.NewDecoder(bytes.NewReader(body))
+	n := 0
+	for dec.More() {
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			errs = append(errs, fmt.Errorf("%w: message %d: %w", ErrMalformed, n+1, err))
+			break
+		}
+		n++
+		if err := d.event(v); err != nil {
+			errs = append(errs, fmt.Errorf("%w: message %d: %w", ErrMalformed, n, err))
+		}
+	}
+	return n, errs
 }
 
 // readSSE hands the events of an event stream to d and returns their

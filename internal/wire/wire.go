@@ -64,7 +64,15 @@ func Detect(method, rawURL string, respHeaders http.Header) Format {
 // RequestFormat returns the format of a request from its method and URL
 // alone, as Detect tells it before the response is known: a POST to one
 // of the paths Detect names.
+//
+// A WebSocket (a GET of a ws:// or wss:// URL, as the tap records one)
+// to a path ending in /responses is OpenAIResponses: the Responses API's
+// WebSocket mode, whose server messages are the events its event stream
+// carries, one a message.
 func RequestFormat(method, rawURL string) Format {
+	if method == http.MethodGet && IsWebSocket(rawURL) && strings.HasSuffix(urlPath(rawURL), "/responses") {
+		return OpenAIResponses
+	}
 	if method != http.MethodPost {
 		return Unknown
 	}
@@ -91,6 +99,35 @@ func RequestFormat(method, rawURL string) Format {
 		return Ollama
 	}
 	return Unknown
+}
+
+// IsWebSocket reports whether rawURL is a WebSocket's: ws:// or wss://,
+// as the tap records the URL of a WebSocket's exchanges.
+func IsWebSocket(rawURL string) bool {
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	return ok && (strings.EqualFold(scheme, "ws") || strings.EqualFold(scheme, "wss"))
+}
+
+// WebSocketTurnEnd reports whether msg, a text message of the server's on
+// a WebSocket of format f, ends the response to the agent's last message:
+// for the Responses API, response.completed, response.failed,
+// response.incomplete or error. The tap ends the message's exchange
+// there, rather than at the agent's next message.
+func WebSocketTurnEnd(f Format, msg []byte) bool {
+	if f != OpenAIResponses {
+		return false
+	}
+	var m struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(msg, &m) != nil {
+		return false
+	}
+	switch m.Type {
+	case "response.completed", "response.failed", "response.incomplete", "error":
+		return true
+	}
+	return false
 }
 
 // apiContentType reports whether a response with Content-Type ct can be an
