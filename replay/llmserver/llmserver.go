@@ -429,6 +429,9 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("replaying %s %s: reading the request body: %w", req.Method, masker.URL(req.URL.String()), err)
 	}
 	route, _, _ := exchange.RouteFromContext(req.Context())
+	if isWebSocketUpgrade(req) && wire.ClassOf(route, req.Method, wsURL(req)) == wire.ClassLLM {
+		return s.roundTripWebSocket(req, start)
+	}
 	if wire.ClassOf(route, req.Method, req.URL.String()) == wire.ClassHTTP {
 		return s.roundTripHTTP(req, start)
 	}
@@ -445,12 +448,30 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		RequestBody:     body,
 		RequestEncoding: encoding,
 	}
+	e, fault, reason := s.takeLLM(key, live, decodeErr)
+	if e == nil {
+		msg := "acptap replay: no recorded exchange for " + key + " (" + reason + ")"
+		return errorResponse(req, format, http.StatusBadRequest, "acptap_replay", msg, http.Header{markHeader: {"unanswered"}}), nil
+	}
+	x, err := s.loadAndCompare(e, fault, live)
+	if err != nil {
+		return nil, err
+	}
+	return s.answer(req, start, format, e, x, fault)
+}
+
+// takeLLM takes the recorded exchange that answers live, an LLM request
+// of key: its queue's cursor's, or the one it matches (see Matching),
+// with its fault if it is the first request it is due for. A request
+// whose queue has none left gets none: it is listed in
+// Report.Unanswered, and takeLLM returns why.
+func (s *Server) takeLLM(key string, live *exchange.Exchange, decodeErr error) (*entry, *Fault, string) {
 	var matched *entry
 	if s.converse != nil {
 		matched = s.match(key, live)
 	}
-
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	q := s.queues[key]
 	if q == nil {
 		q = &queue{key: key}
@@ -464,31 +485,33 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		if decodeErr != nil {
 			reason += "; " + decodeErr.Error()
 		}
-		s.unanswered = append(s.unanswered, Request{Method: req.Method, URL: masker.URL(req.URL.String()), Queue: key, Reason: reason})
-		s.mu.Unlock()
-		msg := "acptap replay: no recorded exchange for " + key + " (" + reason + ")"
-		return errorResponse(req, format, http.StatusBadRequest, "acptap_replay", msg, http.Header{markHeader: {"unanswered"}}), nil
+		s.unanswered = append(s.unanswered, Request{Method: live.Method, URL: masker.URL(live.URL), Queue: key, Reason: reason})
+		return nil, nil, reason
 	}
 	e := q.entries[q.next]
 	if matched != nil && !matched.served {
 		e = matched
 	}
-	fault := s.take(q, e)
-	s.mu.Unlock()
+	return e, s.take(q, e), ""
+}
+
+// loadAndCompare loads the whole exchange of e, if the answer or the
+// comparison needs it, and compares live with it in the background.
+func (s *Server) loadAndCompare(e *entry, fault *Fault, live *exchange.Exchange) (*exchange.Exchange, error) {
 	var x *exchange.Exchange
 	if s.compare != nil || replays(fault) {
+		var err error
 		if x, err = s.exchangeOf(e); err != nil {
 			return nil, err
 		}
 	}
-
 	if s.compare != nil {
 		// Off the response path: normalizing a request that carries a
 		// whole conversation takes milliseconds, and the agent should
 		// not wait for it. Report waits for every comparison.
 		s.comparing.Go(func() { s.checkDrift(e, x, live) })
 	}
-	return s.answer(req, start, format, e, x, fault)
+	return x, nil
 }
 
 // exchangeOf returns the whole recorded exchange of e, as Exchanges.Load
