@@ -102,6 +102,10 @@ var (
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Encoding: r.Header.Get("Content-Encoding"), Step: "error"}
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/responses") && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		s.serveWebSocket(w, r, rec)
+		return
+	}
 	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/responses") {
 		s.Keep(rec)
 		apiError(w, http.StatusNotFound, "fakeresponses serves POST /v1/responses only, not "+r.Method+" "+r.URL.Path)
@@ -120,6 +124,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "the request body is not JSON: "+err.Error())
 		return
 	}
+	if !req.Stream {
+		s.Keep(rec)
+		apiError(w, http.StatusBadRequest, "fakeresponses streams only: set \"stream\": true")
+		return
+	}
+	if len(req.Input) == 0 {
+		s.Keep(rec)
+		apiError(w, http.StatusBadRequest, "the request has no input")
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("X-Request-Id", "req_"+fakellm.RandomHex(16))
+	w.WriteHeader(http.StatusOK)
+	st := newStream(req.Model, func(typ string, data []byte) {
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
+		w.(http.Flusher).Flush()
+	})
+	if !s.respond(rec, req, st, r.Context().Done()) {
+		// The stream never ended: a clean return would end the chunked
+		// body as if the response were complete.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// respond streams the answer to req on st, choosing it as the package
+// says, and keeps rec with the step taken. It returns false for an
+// answer that never ended (a "slowly" one): gone closed, or the server
+// closed, before it did.
+func (s *Server) respond(rec Request, req request, st *stream, gone <-chan struct{}) bool {
 	var tools []tool
 	for _, raw := range req.Tools {
 		var t tool
@@ -132,18 +165,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rec.Tools = append(rec.Tools, name)
 		}
 	}
-	if !req.Stream {
-		s.Keep(rec)
-		apiError(w, http.StatusBadRequest, "fakeresponses streams only: set \"stream\": true")
-		return
-	}
-	if len(req.Input) == 0 {
-		s.Keep(rec)
-		apiError(w, http.StatusBadRequest, "the request has no input")
-		return
-	}
-
-	st := s.newStream(w, req.Model)
 	last := lastItem(req.Input)
 	switch {
 	case strings.HasSuffix(last.Type, "_call_output"):
@@ -153,14 +174,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case last.Type == "message" && last.Role == "user" && slowlyWord.MatchString(contentText(last.Content)):
 		rec.Step = "slow"
 		s.Keep(rec)
-		st.slow(r, s.Done(), s.opts.Delay)
+		st.slow(gone, s.Done(), s.opts.Delay)
+		return false
 	case last.Type == "message" && last.Role == "user" && runWord.MatchString(contentText(last.Content)):
 		name, args, ok := shellCall(tools)
 		if !ok {
 			rec.Step = "text"
 			s.Keep(rec)
 			st.text(s.opts.Variant + "I have no shell tool to run it with; the tools offered are: " + strings.Join(rec.Tools, ", "))
-			return
+			return true
 		}
 		rec.Step = "shell"
 		s.Keep(rec)
@@ -170,6 +192,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.Keep(rec)
 		st.text(s.opts.Variant + fakellm.Answer(contentText(last.Content)))
 	}
+	return true
 }
 
 // lastItem returns the last input item that is a user message or a tool
@@ -297,29 +320,27 @@ func apiError(w http.ResponseWriter, status int, msg string) {
 	w.Write(b)
 }
 
-// stream writes one streamed response.
+// stream writes one streamed response, each event by emit: an SSE
+// event, or a WebSocket message.
 type stream struct {
-	w       http.ResponseWriter
+	emit    func(typ string, data []byte)
 	seq     int
 	id      string
 	model   string
 	created int64
 }
 
-func (s *Server) newStream(w http.ResponseWriter, model string) *stream {
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("X-Request-Id", "req_"+fakellm.RandomHex(16))
-	w.WriteHeader(http.StatusOK)
-	return &stream{w: w, id: "resp_" + fakellm.RandomHex(24), model: model, created: time.Now().Unix()}
+func newStream(model string, emit func(typ string, data []byte)) *stream {
+	return &stream{emit: emit, id: "resp_" + fakellm.RandomHex(24), model: model, created: time.Now().Unix()}
 }
 
-// event writes one SSE event, its type in both the event line and the data.
+// event emits one event, its type in the data (and, over SSE, in the
+// event line).
 func (st *stream) event(typ string, fields map[string]any) {
 	fields["type"] = typ
 	fields["sequence_number"] = st.seq
 	st.seq++
-	fmt.Fprintf(st.w, "event: %s\ndata: %s\n\n", typ, marshal(fields))
-	st.w.(http.Flusher).Flush()
+	st.emit(typ, marshal(fields))
 }
 
 // response is the response object of response.created, .in_progress and
@@ -388,9 +409,9 @@ func (st *stream) text(answer string) {
 }
 
 // slow streams SlowDeltas words of SlowAnswer, each after delay, and then
-// keeps the response open, as a model still thinking does, until the
-// client goes away or done is closed.
-func (st *stream) slow(r *http.Request, done <-chan struct{}, delay time.Duration) {
+// keeps the response open, as a model still thinking does, until gone or
+// done is closed.
+func (st *stream) slow(gone, done <-chan struct{}, delay time.Duration) {
 	st.start()
 	id := st.messageItem()
 	words := strings.SplitAfter(fakellm.SlowAnswer, " ")
@@ -399,23 +420,20 @@ func (st *stream) slow(r *http.Request, done <-chan struct{}, delay time.Duratio
 			t := time.NewTimer(delay)
 			select {
 			case <-t.C:
-			case <-r.Context().Done():
+			case <-gone:
 				t.Stop()
-				panic(http.ErrAbortHandler)
+				return
 			case <-done:
 				t.Stop()
-				panic(http.ErrAbortHandler)
+				return
 			}
 		}
 		st.delta(id, words[i%len(words)])
 	}
 	select {
-	case <-r.Context().Done():
+	case <-gone:
 	case <-done:
 	}
-	// The stream never ended: a clean return would end the chunked body
-	// as if the response were complete.
-	panic(http.ErrAbortHandler)
 }
 
 // functionCall streams one call of tool name, its arguments in two

@@ -52,6 +52,7 @@ type config struct {
 	stringIDs         bool          // mint UUID strings as request ids
 	thought           string        // agent_thought_chunk sent first, "" for none
 	llm               string        // OpenAI base URL, "" for the scripted mode
+	llmWS             bool          // --llm-ws: the Responses API over a WebSocket
 	model             string        // model of the main LLM calls
 	system            string        // extra system prompt text (LLM mode)
 	titleCall         bool          // race a title-generation call against the first turn
@@ -114,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.StringVar(&cfg.thought, "thought", "", "send an agent_thought_chunk with `TEXT` first in each turn (scripted mode)")
 	fs.StringVar(&cfg.llm, "llm", "", "OpenAI base `URL` (default $OPENAI_BASE_URL); enables the LLM mode")
 	fs.StringVar(&cfg.model, "model", "test-model", "model `NAME` of the LLM calls")
+	fs.BoolVar(&cfg.llmWS, "llm-ws", false, "speak the OpenAI Responses API over a WebSocket (URL/responses, ws or wss) instead of Chat Completions, as Codex does; no tools are offered")
 	fs.StringVar(&cfg.system, "system", "", "append `TEXT` to the system prompt (LLM mode): a changed prompt for request comparison")
 	fs.BoolVar(&cfg.titleCall, "title-call", false, "race a title-generation LLM call against the first turn")
 	fs.StringVar(&cfg.ca, "ca", "", "also trust the CA certificates in PEM `FILE`")

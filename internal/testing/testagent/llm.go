@@ -85,6 +85,7 @@ type llmClient struct {
 	http    *http.Client
 	retries int
 	log     *log.Logger
+	ws      *wsClient // --llm-ws: the Responses API over a WebSocket instead
 }
 
 func newLLMClient(cfg *config, getenv func(string) string, logger *log.Logger) (*llmClient, error) {
@@ -92,14 +93,18 @@ func newLLMClient(cfg *config, getenv func(string) string, logger *log.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	return &llmClient{
+	c := &llmClient{
 		url:     cfg.secrets.requestURL(strings.TrimRight(cfg.llm, "/") + "/chat/completions"),
 		key:     cmp.Or(cfg.secrets.apiKey, getenv("OPENAI_API_KEY")),
 		headers: cfg.secrets.headers,
 		http:    client,
 		retries: cfg.retries,
 		log:     logger,
-	}, nil
+	}
+	if cfg.llmWS {
+		c.ws = &wsClient{url: wsURLOf(cfg.llm), http: client, key: c.key}
+	}
+	return c, nil
 }
 
 // newHTTPClient returns the agent's HTTP client: it goes through the
@@ -231,6 +236,9 @@ func bypassProxy(noProxy string, u *url.URL) bool {
 // onText (when not nil) with each content delta as it arrives. A cut
 // stream is an error unless it had already finished its choice.
 func (c *llmClient) stream(ctx context.Context, req *chatapi.Request, onText func(string)) (*completion, error) {
+	if c.ws != nil {
+		return c.ws.stream(ctx, req, onText)
+	}
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	enc.SetEscapeHTML(false)
