@@ -68,6 +68,7 @@ type scenario struct {
 	codex       []string // extra codex-acp arguments
 	retries     int      // the provider's request_max_retries
 	model       string   // the model; empty for the constant model
+	websockets  bool     // the provider's supports_websockets: Codex's default, the Responses API over a WebSocket
 }
 
 // shellScenario is a prompt that makes the fake call the shell tool,
@@ -90,10 +91,10 @@ func (s scenario) modelName() string {
 	return model
 }
 
-// providerTOML is the -c value that defines the "fake" provider.
-func providerTOML(baseURL string, retries int) string {
-	return fmt.Sprintf(`model_providers.fake={name="fake",base_url="%s",env_key="%s",wire_api="responses",supports_websockets=false,request_max_retries=%d,stream_max_retries=0}`,
-		baseURL, apiKeyVar, retries)
+// providerTOML is the -c value that defines the "fake" provider of s.
+func providerTOML(baseURL string, s scenario) string {
+	return fmt.Sprintf(`model_providers.fake={name="fake",base_url="%s",env_key="%s",wire_api="responses",supports_websockets=%v,request_max_retries=%d,stream_max_retries=0}`,
+		baseURL, apiKeyVar, s.websockets, s.retries)
 }
 
 // agent returns the agent command for the route, with the fake at
@@ -104,9 +105,9 @@ func (r route) agent(fakeURL string, s scenario) []string {
 	args := []string{"-c", "model_provider=fake", "-c", "model=" + s.modelName()}
 	args = append(args, s.codex...)
 	if r.tls {
-		return append([]string{codexBin, "-c", providerTOML(fakeURL, s.retries)}, args...)
+		return append([]string{codexBin, "-c", providerTOML(fakeURL, s)}, args...)
 	}
-	script := `exec "$0" -c "` + strings.ReplaceAll(providerTOML("$"+baseURLVar, s.retries), `"`, `\"`) + `" "$@"`
+	script := `exec "$0" -c "` + strings.ReplaceAll(providerTOML("$"+baseURLVar, s), `"`, `\"`) + `" "$@"`
 	return append([]string{"sh", "-c", script, codexBin}, args...)
 }
 
@@ -182,6 +183,42 @@ func TestCodexPlainAnswer(t *testing.T) {
 				!strings.Contains(res.stdout, "no recorded exchange") || !strings.Contains(res.stdout, "model gpt-5.4") {
 				t.Errorf("replay with -c model=gpt-5.4: got %s\nwant exit 1, FAIL and the request of model gpt-5.4 that has no recorded exchange", clip(res.String(), 6000))
 			}
+		})
+	}
+}
+
+// TestCodexWebSocket: codex-acp with WebSockets on, its default, speaks
+// the Responses API over a WebSocket through the tap by both routes; the
+// plain turn and the shell tool turn are recorded as exchanges of the
+// connection and replay green with --requests fail.
+func TestCodexWebSocket(t *testing.T) {
+	for _, r := range routes {
+		t.Run(r.name, func(t *testing.T) {
+			l := newCodexLab(t)
+			plain := scenario{prompts: []string{"Say hi"}, websockets: true}
+			s := l.recordCodex("ws-plain", r, plain, fakeresponses.Options{})
+			if got, want := s.answers, fakellm.Answer("Say hi")+"\n"; got != want {
+				t.Errorf("the editor got the answer %q, want %q", got, want)
+			}
+			for _, req := range s.requests {
+				if req.Method != "GET" {
+					t.Errorf("codex sent %s %s; want its messages on a WebSocket", req.Method, req.Path)
+				}
+			}
+			l.replayEqual(s.session, "--requests", "fail")
+
+			shell := shellScenario("untrusted", "Please run the command")
+			shell.websockets = true
+			s = l.recordCodex("ws-shell", r, shell, fakeresponses.Options{})
+			// Codex warms the WebSocket up first: a response.create
+			// with "generate": false.
+			if got, want := s.steps, []string{"prewarm", "shell", "tool-answer"}; !slices.Equal(got, want) {
+				t.Fatalf("the fake answered %q, want %q", got, want)
+			}
+			if got, want := s.answers, fakellm.ToolAnswer(fakeresponses.ShellOutput, fakeresponses.ShellOutput)+"\n"; got != want {
+				t.Errorf("the editor got the answer %q, want %q", got, want)
+			}
+			l.replayEqual(s.session, "--requests", "fail")
 		})
 	}
 }

@@ -240,7 +240,11 @@ func timeKey(key, folded string) bool {
 		"mtime", "ctime", "atime", "expires", "deadline", "started", "finished", "completed":
 		return true
 	}
-	for _, suffix := range []string{"_at", "_at_ms", "_at_us", "_at_ns", "_at_s", "At", "AtMs", "_unix", "_unix_ms", "_unix_us", "_unix_ns", "_unix_s", "Unix", "UnixMs", "_time", "Time", "_timestamp", "Timestamp", "_ts", "_date", "Date"} {
+	for _, suffix := range []string{"_at", "_at_ms", "_at_us", "_at_ns", "_at_s", "At", "AtMs", "_unix", "_unix_ms", "_unix_us", "_unix_ns", "_unix_s", "Unix", "UnixMs", "_time", "Time", "_timestamp", "Timestamp", "_ts", "_date", "Date",
+		// kebab-case, as in headers and metadata keys
+		// (x-codex-ws-stream-request-start-ms), and a start or end
+		// in milliseconds
+		"-at", "-at-ms", "-time", "-timestamp", "-ts", "-date", "-start-ms", "-end-ms", "_start_ms", "_end_ms", "StartMs", "EndMs"} {
 		if strings.HasSuffix(key, suffix) {
 			return true
 		}

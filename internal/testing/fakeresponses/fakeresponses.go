@@ -13,6 +13,9 @@
 //     turn can only end by the client cancelling it;
 //   - anything else: a short answer that quotes the prompt (see [Answer]).
 //
+// A request with "generate": false (Codex warms a WebSocket up with one,
+// its input empty) gets a response without output.
+//
 // Responses have the shape of the real API's, with fresh random ids,
 // created_at, obfuscation and sequence numbers on every call. Request
 // bodies may be compressed (Content-Encoding zstd, gzip or deflate, as
@@ -78,6 +81,9 @@ type request struct {
 	Input  []json.RawMessage `json:"input"`
 	Tools  []json.RawMessage `json:"tools"`
 	Stream bool              `json:"stream"`
+	// Generate false asks for no output: a warm-up of the connection,
+	// as Codex sends one on a WebSocket before the first turn.
+	Generate *bool `json:"generate"`
 }
 
 // item is an input item.
@@ -167,6 +173,11 @@ func (s *Server) respond(rec Request, req request, st *stream, gone <-chan struc
 	}
 	last := lastItem(req.Input)
 	switch {
+	case req.Generate != nil && !*req.Generate:
+		rec.Step = "prewarm"
+		s.Keep(rec)
+		st.start()
+		st.complete([]any{}, 0)
 	case strings.HasSuffix(last.Type, "_call_output"):
 		rec.Step = "tool-answer"
 		s.Keep(rec)

@@ -76,7 +76,7 @@ func (s *Server) wsMessage(rec Request, msg []byte, write func(wsframe.Frame), g
 	var typ struct {
 		Type string `json:"type"`
 	}
-	if err := json.Unmarshal(msg, &req); err != nil || json.Unmarshal(msg, &typ) != nil || typ.Type != "response.create" || len(req.Input) == 0 {
+	if err := json.Unmarshal(msg, &req); err != nil || json.Unmarshal(msg, &typ) != nil || typ.Type != "response.create" || len(req.Input) == 0 && (req.Generate == nil || *req.Generate) {
 		s.Keep(rec)
 		write(wsframe.ServerFrame(wsframe.Text, marshal(map[string]any{"type": "error", "status": 400,
 			"error": map[string]any{"type": "invalid_request_error", "message": "fakeresponses answers response.create messages with input"}})))
