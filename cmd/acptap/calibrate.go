@@ -200,6 +200,9 @@ func printCalibration(w io.Writer, res *calibrate.Result, color bool) {
 	switch {
 	case !res.Calibrated():
 		fmt.Fprintf(w, "%s %s: %s; nothing learned\n", paint(colorRed, "FAIL"), res.Name, res.Conflicts[0])
+		if res.Conflicts[0].Kind == calibrate.Steady {
+			fmt.Fprintf(w, "  fix: acptap replay --update %s takes the runs' behaviour as the expected one; or record the session again\n", res.Name)
+		}
 		more := res.Conflicts[1:]
 		for i, c := range more {
 			if i == maxAlso {
