@@ -35,7 +35,9 @@ type Learned struct {
 	Sample int
 	Path   string
 	// Values are the varying part of the values there, one per run in
-	// the order of Sample.Values: for a string varying in part, the part.
+	// the order of Sample.Values: for a string varying in part, the part;
+	// for a presence rule, how many of its frames the recording and each
+	// run had there.
 	Values []string
 }
 
@@ -53,7 +55,10 @@ type Learned struct {
 //     array indices ($.params.update.content[*].content.text). Each part
 //     that varies gets a rule of its own. The replacement names what
 //     varied: <number> for digits, <hex>, <random> for other letters and
-//     digits, <varies> for the rest.
+//     digits, <varies> for the rest. Parts whose words and punctuation
+//     differ from run to run ("Z8qUtU", "a-b_cd") still get a rule each
+//     where constant text separates them, as a per-run directory named in
+//     several places of a system prompt does.
 //   - A string that varies whole, and a number, get a regexp over the
 //     whole value at its exact path ("^[0-9a-f]{16}$" → "<hex>").
 //

@@ -200,15 +200,11 @@ func presenceRule(where, name string, ss []normalize.Stream) (Learned, *Conflict
 		c.Kind, c.Run = Steady, 1
 		return Learned{}, &c
 	}
-	var seen []string
+	seen := make([]string, len(counts))
 	for i, n := range counts {
-		run := fmt.Sprintf("run %d", i)
-		if i == 0 {
-			run = "recorded"
-		}
-		seen = append(seen, fmt.Sprintf("%s %d", run, n))
+		seen[i] = fmt.Sprint(n)
 	}
-	comment := fmt.Sprintf("calibrate: sent in some runs only at %s: %s; %s", where, kindWords(what), strings.Join(seen, ", "))
+	comment := fmt.Sprintf("calibrate: sent in some runs only at %s: %s; recorded %s, runs %s", where, kindWords(what), seen[0], strings.Join(seen[1:], " "))
 	return Learned{Rule: rule.WithComment(comment), Sample: -1, Path: where, Values: seen}, nil
 }
 

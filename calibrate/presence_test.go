@@ -93,7 +93,7 @@ func TestPresence(t *testing.T) {
 			if len(rules) != 1 || rules[0] != tc.rule {
 				t.Fatalf("rules\n%s\nwant\n%s", strings.Join(rules, "\n"), tc.rule)
 			}
-			if c := res.Rules[0].Rule.Comment(); !strings.HasPrefix(c, "calibrate: sent in some runs only at agent output turn 1, ") || !strings.Contains(c, "recorded 0, run 1 ") {
+			if c := res.Rules[0].Rule.Comment(); !strings.HasPrefix(c, "calibrate: sent in some runs only at agent output turn 1, ") || !strings.Contains(c, "recorded 0, runs ") {
 				t.Errorf("comment %q, want where and how often it was sent", c)
 			}
 			if err := Save(st, res); err != nil {

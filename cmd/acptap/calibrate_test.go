@@ -311,7 +311,7 @@ func TestCalibratePresence(t *testing.T) {
 	rule := `{"at":"last","optional":"update tool_call_update completed"}`
 	mustContain(t, "calibrate", out,
 		"CALIBRATED flaky (20 runs): 1 rule stored with the recording",
-		"sent in some runs only at agent output turn 1, tool call <toolCallId:1>: tool_call_update (completed); recorded 0, run 1 ",
+		"sent in some runs only at agent output turn 1, tool call <toolCallId:1>: tool_call_update (completed); recorded 0, runs ",
 		"    "+rule+"\n")
 	out, errOut, code = runAcptap(t, dir, agentEnv(), "show", "--store", db, "flaky")
 	if code != 0 {
