@@ -126,9 +126,10 @@ func TestPresence(t *testing.T) {
 	}
 }
 
-// TestLearnPresenceConflicts checks what learnPresence refuses: a frame
-// every run lacks and the recording has (a rare behaviour, or a change),
-// and a tool call missing whole.
+// TestLearnPresenceConflicts checks what learnPresence learns from
+// transcripts, and what it refuses: a frame every run lacks and the
+// recording has (a rare behaviour, or a change), and a tool call missing
+// whole.
 func TestLearnPresenceConflicts(t *testing.T) {
 	call := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call","toolCallId":"c","title":"Read","kind":"read","status":"pending"}}}`
 	done := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call_update","toolCallId":"c","status":"completed"}}}`
@@ -156,7 +157,13 @@ func TestLearnPresenceConflicts(t *testing.T) {
 	if l, c := learnPresence(results(with, without)); len(c) != 0 || len(l) != 1 {
 		t.Errorf("one run: learned %v, conflicts %v; want a rule", l, c)
 	}
-	_, c := learnPresence(results(with, without, without))
+	// A notification of its own method, in some runs only.
+	note := `{"jsonrpc":"2.0","method":"_x/progress","params":{"sessionId":"s"}}`
+	l, c := learnPresence(results(with, transcript(call, done, note, answer), with))
+	if len(c) != 0 || len(l) != 1 || l[0].Rule.WithComment("").String() != `{"optional":"notification _x/progress"}` {
+		t.Errorf("a notification in one run: learned %v, conflicts %v; want it optional", l, c)
+	}
+	_, c = learnPresence(results(with, without, without))
 	if len(c) != 1 || c[0].Kind != Steady || !strings.HasPrefix(c[0].String(), "every run differs from the recording the same way, which is no noise: the recording caught a rare behaviour") ||
 		!strings.Contains(c[0].Path, "agent output turn 1, tool call <toolCallId:1>, value 2") {
 		t.Errorf("every run without: conflicts %v; want Steady at the update", c)
