@@ -13,11 +13,16 @@
 // stored by an earlier calibration left out, and compares the normalized
 // agent output, LLM requests and MCP calls (with the servers served from
 // the recording, or live ones' answers) of the runs, and of the
-// recording, frame by frame and request by request in their order: where they differ only
-// in strings and numbers, Learn makes rules of the values;
-// where they differ in more (an update missing or extra, a different
-// tool call, a request more, an editor side that could not follow), or
-// where every run differs from the recording the same way (a change, not
+// recording. Where a stream of the output has frames some runs lack,
+// learnPresence makes presence rules of them (a tool call's last update,
+// an agent request of one method after a frame of one kind), and the runs
+// are made again with those rules, which number what follows alike.
+// Then, frame by frame and request by request in their order: where they
+// differ only in strings and numbers, Learn makes rules of the values;
+// where they differ in more (a frame missing or extra that no presence
+// rule describes, a different tool call, a request more, an editor side
+// that could not follow), or where every run differs from the recording
+// the same way (a rare behaviour the recording caught, or a change: not
 // noise), the Result has Conflicts and Save refuses it. Save stores the
 // rules with the recording (store.RulesBlob), replacing those of an
 // earlier calibration; replay.Run applies them.
@@ -55,9 +60,10 @@ type Options struct {
 // Result is what Run learned from one recording.
 type Result struct {
 	Name string
-	Runs int // replays made: Options.Runs, or fewer when one diverged in more than the agent's output
-	// Rules are the rules learned, in the order they apply; empty when
-	// nothing varies. Meaningful only when Conflicts is empty.
+	Runs int // replays made: Options.Runs, or fewer when one diverged in more than the agent's output, or twice as many when frames some runs lack were learned
+	// Rules are the rules learned, in the order they apply, presence
+	// rules first (their Sample is -1 and their Path the stream); empty
+	// when nothing varies. Meaningful only when Conflicts is empty.
 	Rules []Learned
 	// Conflicts are the ways the runs differ in more than values: the
 	// divergences of the first replay that diverged in more than the
@@ -83,8 +89,9 @@ const (
 	// member, an element or a whole frame one side lacks, values of
 	// different types.
 	Structure
-	// Steady: every run has the same value there, and the recording
-	// another.
+	// Steady: every run has the same value there, or the same frames,
+	// and the recording another: the recording caught a rare behaviour
+	// (replay --update takes the usual one), or the agent changed.
 	Steady
 	// Shapeless: the values vary in a way no narrow rule describes.
 	Shapeless
@@ -124,7 +131,7 @@ func (c Conflict) String() string {
 	values := c.Mismatch.String()
 	switch c.Kind {
 	case Steady:
-		return fmt.Sprintf("every run differs from the recording the same way, which is a change, not noise, at %s", values)
+		return fmt.Sprintf("every run differs from the recording the same way, which is no noise: the recording caught a rare behaviour, or the agent changed since; at %s", values)
 	case Shapeless:
 		return fmt.Sprintf("run %d varies in a way no narrow rule describes at %s", c.Run, values)
 	}
@@ -149,6 +156,65 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	ro.MCPCalls = true
 	ro.Requests = replay.RequestsWarn
 	out := &Result{Name: name}
+	// The first runs learn which frames some runs lack; runs with those
+	// rules then number the rest alike (an agent request one run lacks
+	// shifts the ids of the next) and learn the values.
+	var presence []Learned
+	for round := 1; ; round++ {
+		results, err := replays(ctx, st, name, ro, runs, out)
+		if err != nil || len(out.Conflicts) > 0 {
+			return out, err
+		}
+		more, conflicts := learnPresence(results)
+		if len(conflicts) == 0 {
+			conflicts = unexplained(results, append(slices.Clone(presence), more...), ro.Rules)
+		}
+		if len(conflicts) > 0 {
+			out.Conflicts = conflicts
+			return out, nil
+		}
+		if len(more) > 0 {
+			if round == maxRounds {
+				out.Conflicts = []Conflict{{Kind: Structure, Run: 1, Mismatch: mismatch.Mismatch{
+					Path: more[0].Path, Recorded: "the frames of the rules learned before", Live: more[0].Rule.String()}}}
+				return out, nil
+			}
+			presence = append(presence, more...)
+			ro.Rules = slices.Clip(ro.Rules)
+			for _, l := range more {
+				ro.Rules = append(ro.Rules, l.Rule)
+			}
+			continue
+		}
+		samples, conflicts := agentSamples(results)
+		more2, c := requestSamples(results)
+		samples, conflicts = append(samples, more2...), append(conflicts, c...)
+		more2, c = mcpSamples(results)
+		samples, conflicts = append(samples, more2...), append(conflicts, c...)
+		if len(conflicts) > 0 {
+			out.Conflicts = conflicts
+			return out, nil
+		}
+		learned, lc := Learn(samples)
+		out.Conflicts = lc
+		if len(out.Conflicts) == 0 {
+			out.Rules = append(presence, learned...)
+		}
+		return out, nil
+	}
+}
+
+// maxRounds bounds the rounds of runs of Run: the first learns which
+// frames some runs lack, the next the values, or frames lacking that the
+// first did not see.
+const maxRounds = 3
+
+// replays replays recording name of st runs times with ro, counting them
+// in out.Runs, and returns their results. A replay that diverged in more
+// than the agent's output adds a Diverged conflict to out and ends the
+// replays, unless it is an agent request missing or extra, which
+// learnPresence judges from the output.
+func replays(ctx context.Context, st *store.Store, name string, ro replay.Options, runs int, out *Result) ([]*replay.Result, error) {
 	results := make([]*replay.Result, 0, runs)
 	for i := range runs {
 		res, err := replay.Run(ctx, st, name, ro)
@@ -163,30 +229,35 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		out.Runs++
 		results = append(results, res)
 		for _, d := range res.Divergences {
-			if d.Kind != replay.OutputDiffers {
+			if _, ok := presenceError(d); d.Kind != replay.OutputDiffers && !ok {
 				out.Conflicts = append(out.Conflicts, Conflict{Kind: Diverged, Run: i + 1, Divergence: &d})
 			}
 		}
 		if len(out.Conflicts) > 0 {
 			// Nothing can be learned: the runs left would tell no more.
-			return out, nil
+			return results, nil
 		}
 	}
-	samples, conflicts := agentSamples(results)
-	more, c := requestSamples(results)
-	samples, conflicts = append(samples, more...), append(conflicts, c...)
-	more, c = mcpSamples(results)
-	samples, conflicts = append(samples, more...), append(conflicts, c...)
-	if len(conflicts) > 0 {
-		out.Conflicts = conflicts
-		return out, nil
+	return results, nil
+}
+
+// unexplained returns a Diverged conflict for each agent request missing
+// or extra in a run (see presenceError) of a method no presence rule of
+// learned or of rules makes optional.
+func unexplained(results []*replay.Result, learned []Learned, rules []normalize.Rule) []Conflict {
+	all := slices.Clone(rules)
+	for _, l := range learned {
+		all = append(all, l.Rule)
 	}
-	learned, lc := Learn(samples)
-	out.Conflicts = lc
-	if len(out.Conflicts) == 0 {
-		out.Rules = learned
+	var conflicts []Conflict
+	for i, res := range results {
+		for _, d := range res.Divergences {
+			if method, ok := presenceError(d); ok && !normalize.OptionalRequest(all, method) {
+				conflicts = append(conflicts, Conflict{Kind: Diverged, Run: i + 1, Divergence: &d})
+			}
+		}
 	}
-	return out, nil
+	return conflicts
 }
 
 // agentSamples returns the frames of the normalized agent output, one

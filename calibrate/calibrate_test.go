@@ -138,11 +138,15 @@ func TestRun(t *testing.T) {
 		want string
 	}{
 		{[]string{"--message", "Something else"}, Steady, DefaultRuns,
-			`every run differs from the recording the same way, which is a change, not noise, at agent output $[6].params.update.content.text: recorded "You said: fix the typo", live "Something else"`},
+			`every run differs from the recording the same way, which is no noise: the recording caught a rare behaviour, or the agent changed since; at agent output $[6].params.update.content.text: recorded "You said: fix the typo", live "Something else"`},
+		// A stream more, in every run: no presence rule makes a stream.
 		{[]string{"--thought", "Hm."}, Structure, DefaultRuns,
-			`run 1 differs from the recording in more than values at agent output $[`},
-		{[]string{"--no-permission"}, Diverged, 1,
-			"run 1 diverged in more than the agent's output: editor side: the agent did not send session/request_permission #1"},
+			`run 1 differs from the recording in more than values at agent output turn 1, agent thought, value 1: recorded nothing, live {`},
+		// A request fewer in every run: no noise either.
+		{[]string{"--no-permission"}, Steady, DefaultRuns,
+			`every run differs from the recording the same way, which is no noise: the recording caught a rare behaviour, or the agent changed since; at agent output turn 1, requests and responses, value 3: recorded {"id":"<agentRpc:1>","jsonrpc":"2.0","method":"session/request_permission"`},
+		{[]string{"--exit", "3"}, Diverged, 1,
+			"run 1 diverged in more than the agent's output: editor side: "},
 	} {
 		o := options(t, 0)
 		o.Replay.Argv = append([]string{argv[0], "--noise", "--read", "notes.txt"}, tc.args...)

@@ -35,7 +35,9 @@ type Learned struct {
 	Sample int
 	Path   string
 	// Values are the varying part of the values there, one per run in
-	// the order of Sample.Values: for a string varying in part, the part.
+	// the order of Sample.Values: for a string varying in part, the part;
+	// for a presence rule, how many of its frames the recording and each
+	// run had there.
 	Values []string
 }
 
@@ -53,7 +55,10 @@ type Learned struct {
 //     array indices ($.params.update.content[*].content.text). Each part
 //     that varies gets a rule of its own. The replacement names what
 //     varied: <number> for digits, <hex>, <random> for other letters and
-//     digits, <varies> for the rest.
+//     digits, <varies> for the rest. Parts whose words and punctuation
+//     differ from run to run ("Z8qUtU", "a-b_cd") still get a rule each
+//     where constant text separates them, as a per-run directory named in
+//     several places of a system prompt does.
 //   - A string that varies whole, and a number, get a regexp over the
 //     whole value at its exact path ("^[0-9a-f]{16}$" → "<hex>").
 //
@@ -276,17 +281,36 @@ func partRules(name string, path normalize.Path, strs []string, values []any) ([
 	for i, s := range strs {
 		toks[i] = tokenize(s)
 	}
-	var spans []span
+	var tries [][]span
 	if s, ok := tokenSpans(toks); ok {
-		spans = s
-	} else if s, ok := charSpan(strs); ok {
-		// The strings differ in their punctuation too: one part from the
+		tries = append(tries, s)
+	} else {
+		// The strings differ in their punctuation too. Several parts
+		// apart, as a per-run directory named in several places of a
+		// system prompt is, get a rule each; else one part from the
 		// first difference to the last, split into tokens again so that
 		// its context is whole tokens.
-		spans = []span{s}
-	} else {
-		return nil, false
+		d, several := diffSpans(toks)
+		if several && len(d) > 1 {
+			tries = append(tries, d)
+		}
+		if s, ok := charSpan(strs); ok {
+			tries = append(tries, []span{s})
+		}
+		if several && len(d) == 1 {
+			tries = append(tries, d)
+		}
 	}
+	for _, spans := range tries {
+		if out, ok := spansRules(name, path, spans, values); ok {
+			return out, true
+		}
+	}
+	return nil, false
+}
+
+// spansRules returns the rules of spans, if they make values equal.
+func spansRules(name string, path normalize.Path, spans []span, values []any) ([]Learned, bool) {
 	var out []Learned
 	var rules []normalize.Rule
 	for _, sp := range spans {
@@ -301,6 +325,125 @@ func partRules(name string, path normalize.Path, strs []string, values []any) ([
 		return nil, false
 	}
 	return out, true
+}
+
+// maxPart bounds the tokens of a part diffSpans finds, and resync is the
+// number of tokens that must agree after it (fewer at the end).
+const (
+	maxPart = 64
+	resync  = 4
+)
+
+// diffSpans returns the varying parts of strings whose tokens do not line
+// up, a part being one word in one string and several in another
+// ("Z8qUtU" and "a-b_c"): after each difference, the first place where
+// resync tokens agree again in every string, within maxPart tokens, ends
+// the part. Each part must be non-empty in every string.
+func diffSpans(toks [][]token) ([]span, bool) {
+	pos := make([]int, len(toks))
+	varying := make([]bool, len(toks[0])) // the tokens of toks[0] in a part
+	var spans []span
+	var ends []int // where each part ends in toks[0]
+	for {
+		for allBefore(toks, pos) && sameAt(toks, pos) {
+			for r := range pos {
+				pos[r]++
+			}
+		}
+		if !allBefore(toks, pos) {
+			for r := range pos {
+				if pos[r] != len(toks[r]) {
+					return nil, false // a part empty at the end of one
+				}
+			}
+			break
+		}
+		end, ok := resyncAt(toks, pos)
+		if !ok {
+			return nil, false
+		}
+		sp := span{mids: make([]string, len(toks))}
+		for r := range toks {
+			sp.mids[r] = joinTokens(toks[r][pos[r]:end[r]])
+			lo := 0
+			for _, t := range toks[r][:pos[r]] {
+				lo += len(t.s)
+			}
+			if inPlaceholder(joinTokens(toks[r]), lo, lo+len(sp.mids[r])) {
+				return nil, false
+			}
+		}
+		sp.parts = []spanPart{{words: sp.mids}}
+		sp.before, sp.atStart = contextBefore(toks[0][:pos[0]], varying[:pos[0]])
+		for j := pos[0]; j < end[0]; j++ {
+			varying[j] = true
+		}
+		spans = append(spans, sp)
+		ends = append(ends, end[0])
+		copy(pos, end)
+	}
+	for i := range spans {
+		spans[i].after, spans[i].atEnd = contextAfter(toks[0][ends[i]:], varying[ends[i]:])
+	}
+	return spans, len(spans) > 0
+}
+
+// allBefore reports whether pos is before the end of every token list.
+func allBefore(toks [][]token, pos []int) bool {
+	for r, ts := range toks {
+		if pos[r] >= len(ts) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameAt reports whether the tokens at pos are the same in every list.
+func sameAt(toks [][]token, pos []int) bool {
+	for r := 1; r < len(toks); r++ {
+		if toks[r][pos[r]].s != toks[0][pos[0]].s {
+			return false
+		}
+	}
+	return true
+}
+
+// resyncAt returns where, past pos, the token lists agree again: the
+// nearest end of a part in toks[0] after which resync tokens (or all
+// that are left, to the end of every list) stand in every list within
+// maxPart tokens of pos.
+func resyncAt(toks [][]token, pos []int) ([]int, bool) {
+	t0 := toks[0]
+	for e0 := pos[0] + 1; e0 <= min(len(t0), pos[0]+maxPart); e0++ {
+		w := min(resync, len(t0)-e0)
+		window := t0[e0 : e0+w]
+		end := []int{e0}
+		for r := 1; r < len(toks); r++ {
+			ts := toks[r]
+			found := -1
+			for e := pos[r] + 1; e <= min(len(ts)-w, pos[r]+maxPart); e++ {
+				if w < resync && e+w != len(ts) {
+					continue // fewer than resync tokens agree only at the end
+				}
+				if tokensEqual(ts[e:e+w], window) {
+					found = e
+					break
+				}
+			}
+			if found < 0 {
+				break
+			}
+			end = append(end, found)
+		}
+		if len(end) == len(toks) {
+			return end, true
+		}
+	}
+	return nil, false
+}
+
+func tokensEqual(a, b []token) bool {
+	return slices.EqualFunc(a, b, func(x, y token) bool { return x.s == y.s })
 }
 
 // A span is a varying part of some strings: before, the constant text

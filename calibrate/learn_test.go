@@ -196,6 +196,7 @@ func FuzzLearn(f *testing.F) {
 	f.Add("", "a1b2-c3d4", "e5f6-a7b8", "9c0d-1e2f", " end", int64(0), int64(-3))
 	f.Add("key=", "ab+/cd", "q9Z/x", "zz", "==", int64(5), int64(50))
 	f.Add("x", "<a>", "b>", "", "é", int64(7), int64(7))
+	f.Add("home is /tmp/home-", "Z8qUtU", "a-b_cd", "Q1_w2e", "/.agent and", int64(1), int64(2))
 	f.Fuzz(func(t *testing.T, pre, m1, m2, m3, suf string, n1, n2 int64) {
 		var values []any
 		for i, m := range []string{m1, m2, m3} {
@@ -203,7 +204,10 @@ func FuzzLearn(f *testing.F) {
 			if i == 1 {
 				n = n2
 			}
-			values = append(values, json.RawMessage(fmt.Sprintf(`{"text":%s,"list":[%s,{"n":%d}]}`, encodeJSON(pre+m+suf), encodeJSON(m+suf), n)))
+			// The part twice in one string, as a per-run directory is in
+			// a system prompt.
+			values = append(values, json.RawMessage(fmt.Sprintf(`{"text":%s,"list":[%s,{"n":%d}],"twice":%s}`,
+				encodeJSON(pre+m+suf), encodeJSON(m+suf), n, encodeJSON(pre+m+suf+"\nagain: "+pre+m+suf))))
 		}
 		learned, conflicts := Learn([]Sample{{Name: "f", Values: values}})
 		if len(conflicts) > 0 {
@@ -240,4 +244,50 @@ func FuzzLearn(f *testing.F) {
 func same(a, b any) bool {
 	_, _, _, differ := normalize.FirstDifference(a, b)
 	return !differ
+}
+
+// TestLearnSeveralParts checks that a long string with a per-run part in
+// several places, spelled in words and punctuation that differ from run
+// to run (a system prompt naming a per-run home directory three times),
+// gets a narrow rule per place, and that the text between them is still
+// compared.
+func TestLearnSeveralParts(t *testing.T) {
+	filler := strings.Repeat("The agent reads files and answers questions. ", 30)
+	prompt := func(home string) string {
+		return "You are a helpful agent. Your home is /tmp/home-" + home + "/.agent and\n" + filler +
+			"\nSettings are in /tmp/home-" + home + "/.agent/settings.json.\n" + filler +
+			"\nYour cache: /tmp/home-" + home + "/cache"
+	}
+	homes := []string{"Z8qUtU", "a-b_cd", "Q1_w2e", "k9-8j7"}
+	smp := Sample{Name: "llm #1 $"}
+	for _, h := range homes {
+		smp.Values = append(smp.Values, map[string]any{"body": map[string]any{"system": prompt(h)}})
+	}
+	learned, conflicts := Learn([]Sample{smp})
+	if len(conflicts) != 0 {
+		t.Fatalf("conflicts %v, want none", conflicts)
+	}
+	want := []string{
+		`{"path":"$.body.system","regexp":"( Your home is /tmp/home-)[0-9A-Za-z\\-_]{6}(/\\.agent and\n)","replace":"${1}<random>${2}"}`,
+		`{"path":"$.body.system","regexp":"( are in /tmp/home-)[0-9A-Za-z\\-_]{6}(/\\.agent/settings\\.json\\.\n)","replace":"${1}<random>${2}"}`,
+		`{"path":"$.body.system","regexp":"(\nYour cache: /tmp/home-)[0-9A-Za-z\\-_]{6}(/cache)$","replace":"${1}<random>${2}"}`,
+	}
+	if got := learnedStrings(learned); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("learned\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var rules []normalize.Rule
+	for _, l := range learned {
+		rules = append(rules, l.Rule)
+	}
+	norm := func(s string) any {
+		return normalize.ApplyRules(rules, map[string]any{"body": map[string]any{"system": s}}, nil)
+	}
+	first := norm(prompt(homes[0]))
+	if _, _, _, differ := normalize.FirstDifference(norm(prompt("x_y-zz")), first); differ {
+		t.Errorf("another run's home is not covered")
+	}
+	changed := strings.Replace(prompt(homes[0]), "answers questions", "asks questions", 1)
+	if _, _, _, differ := normalize.FirstDifference(norm(changed), first); !differ {
+		t.Errorf("a changed word between the parts is covered too")
+	}
 }

@@ -12,11 +12,13 @@ import (
 	"github.com/acptap/acptap/lane"
 )
 
-// fuzzOptions has roots nested in each other and user rules whose
-// replacements are fixed points, as ParseRules demands.
+// fuzzOptions has roots nested in each other, user rules whose
+// replacements are fixed points, as ParseRules demands, and presence
+// rules of each kind.
 func fuzzOptions(t testing.TB) Options {
 	rules, err := ParseRules([]byte(`[{"path":"$.**.started","placeholder":"<started>"},{"regexp":"build [0-9]+","replace":"build N"},` +
-		`{"path":"$.**.text","regexp":"(PGID: )[0-9]+","replace":"${1}<number>"},{"path":"$.**.n","regexp":"^[0-9]+$","replace":"<number>"}]`))
+		`{"path":"$.**.text","regexp":"(PGID: )[0-9]+","replace":"${1}<number>"},{"path":"$.**.n","regexp":"^[0-9]+$","replace":"<number>"},` +
+		`{"optional":"update tool_call_update completed","at":"last"},{"optional":"request _x/drain","after":"update tool_call_update completed"},{"optional":"notification _x/progress"}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +51,13 @@ func FuzzIdempotent(f *testing.F) {
 		"/home/u/.claude/projects/-w-ws/m -w-ws-w-ws _w_ws_x", "?p=%2Fw%2Fws%2Fa&q=%2fw%2fws <cwd>%2Fw%2Fws", `["\/w\/ws\/a","\/tmp\/b"]`, "<cwd>-w-ws/<tmp>_w_ws"} {
 		f.Add([]byte(s))
 	}
+	// Frames the presence rules leave out, on both lanes, and around them.
+	var presence []string
+	for _, l := range []string{toolCall("s", "c", "Read"), toolUpdate("s", "c", "completed"), drain(1, "s"), toolUpdate("s", "c", "completed"),
+		progress("s"), drain(2, "s"), permission(3, "s", "c"), msgChunk("s", "x"), answer(1, "end_turn"), drain(4, "s")} {
+		presence = append(presence, l, l)
+	}
+	f.Add([]byte(strings.Join(presence, "\n")))
 	opts := fuzzOptions(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		once := New(opts).Frame(lane.Agent, data)
@@ -99,6 +108,8 @@ func FuzzParseRules(f *testing.F) {
 	f.Add([]byte(`[{"path":"$..a","placeholder":"x"}]`))
 	f.Add([]byte(`[{"path":"$.a[*].b","regexp":"(x=)[0-9]+","replace":"${1}<number>","comment":"calibrate"}]`))
 	f.Add([]byte(`[{"regexp":"[0-9]+","replace":"N1"}]`))
+	f.Add([]byte(`[{"optional":"update tool_call_update completed","at":"last","comment":"calibrate"},{"optional":"request _x/drain","after":"update tool_call completed"},{"optional":"notification _x/progress"}]`))
+	f.Add([]byte(`[{"optional":"update usage_update","at":"last"},{"optional":"request x","at":"first"}]`))
 	f.Add([]byte(`{"rules":[]}`))
 	if b, err := os.ReadFile("testdata/rules.ndjson"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {

@@ -113,6 +113,7 @@ type Normalizer struct {
 	order      Order
 	roots      []root
 	rules      []Rule
+	presence   []presence // the presence rules of rules
 
 	links  map[string]string // value key ("s:..." or "n:...") to placeholder
 	counts map[string]int    // placeholders handed out per kind
@@ -130,6 +131,7 @@ func New(opts Options) *Normalizer {
 		order:      opts.Order,
 		roots:      newRoots(opts),
 		rules:      slices.Clone(opts.Rules),
+		presence:   presenceRules(opts.Rules),
 		links:      map[string]string{},
 		counts:     map[string]int{},
 		rpc:        [2]map[string]string{{}, {}},

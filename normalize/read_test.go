@@ -52,7 +52,7 @@ func digested(t *Transcript) *Transcript {
 	for _, turn := range t.Turns {
 		tt := Turn{Session: turn.Session, Answered: turn.Answered}
 		for _, s := range turn.Streams {
-			ss := Stream{Name: s.Name, Session: s.Session}
+			ss := Stream{Name: s.Name, Session: s.Session, After: s.After}
 			for _, v := range s.Values {
 				ss.Values = append(ss.Values, d(v))
 			}

@@ -15,7 +15,8 @@ import (
 // A Rule is a user rule, applied after the default rules. A path rule
 // replaces every value at the paths its pattern matches with a
 // placeholder; a regexp rule rewrites every string value it matches, or,
-// with a path, the strings and numbers at the paths its pattern matches.
+// with a path, the strings and numbers at the paths its pattern matches;
+// a presence rule leaves some of the agent's frames out of a Transcript.
 // Rules come from ParseRules or LoadRules, or from calibrate.Learn; the zero Rule
 // does nothing.
 type Rule struct {
@@ -26,12 +27,23 @@ type Rule struct {
 	re      *regexp.Regexp // a regexp rule's expression; nil otherwise
 	replace string
 
+	presence *presence // a presence rule's; nil otherwise
+
 	comment string
 }
 
 // String returns the rule in the JSON form ParseRules reads.
 func (r Rule) String() string {
 	m := map[string]string{}
+	if p := r.presence; p != nil {
+		m["optional"] = p.what
+		if p.at != "" {
+			m["at"] = p.at
+		}
+		if p.after != "" {
+			m["after"] = p.after
+		}
+	}
 	if r.pattern != nil {
 		m["path"] = r.path
 	}
@@ -84,6 +96,9 @@ type ruleJSON struct {
 	Placeholder *string `json:"placeholder"`
 	Regexp      *string `json:"regexp"`
 	Replace     *string `json:"replace"`
+	Optional    *string `json:"optional"`
+	At          *string `json:"at"`
+	After       *string `json:"after"`
 	Comment     string  `json:"comment"`
 }
 
@@ -120,6 +135,26 @@ func LoadRules(path string) ([]Rule, error) {
 //
 // and then rewrites only the values at the paths it matches: strings, and
 // numbers, whose literal (8680) it rewrites, the result a string.
+//
+// A presence rule says that some of the agent's frames may be there in
+// one run and not in another, naming them by kind (see FrameKind) and
+// place:
+//
+//	{"optional": "update tool_call_update completed", "at": "last"}
+//	{"optional": "request _vendor/drain", "after": "update tool_call_update completed"}
+//	{"optional": "notification _vendor/progress"}
+//
+// The first leaves out of the comparison a tool call's last updates of
+// status completed (never the first value of a tool call's stream, so a
+// tool call is never missing whole); the second an agent request of
+// method _vendor/drain when the agent's frame before it is a completed
+// tool call update (state notifications and other such requests passed
+// over); the third every notification of a method. An update takes "at":
+// "last"; a request may take "after"; a notification takes neither. What
+// a presence rule leaves out is left out in the recording and in the
+// replay alike, where Transcript arranges the frames per stream (not
+// under Strict); a replay also takes the editor side's failure to answer
+// such a request, or the request's absence, for no divergence.
 //
 // Normalizing twice must equal normalizing once, so a regexp must not match
 // the empty string, and its replacement must not be rewritten again by it:
@@ -166,9 +201,23 @@ func parseRule(elem json.RawMessage) (Rule, string, error) {
 			return Rule{}, te.Field, fmt.Errorf("want a string, got %s", te.Value)
 		}
 		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return Rule{}, "", fmt.Errorf("unknown field %s (want path and placeholder, or regexp and replace)", name)
+			return Rule{}, "", fmt.Errorf("unknown field %s (want path and placeholder, regexp and replace, or optional)", name)
 		}
 		return Rule{}, "", err
+	}
+	if rj.Optional != nil {
+		p, field, err := parsePresence(rj)
+		if err != nil {
+			return Rule{}, field, err
+		}
+		return Rule{presence: &p, comment: rj.Comment}, "", nil
+	}
+	if rj.At != nil || rj.After != nil {
+		field := "at"
+		if rj.At == nil {
+			field = "after"
+		}
+		return Rule{}, field, errors.New("belongs to a presence rule, which names its frames in optional")
 	}
 	switch {
 	case rj.Path != nil && rj.Regexp != nil && rj.Placeholder != nil:
@@ -222,7 +271,7 @@ func parseRule(elem json.RawMessage) (Rule, string, error) {
 		}
 		return r, "", nil
 	}
-	return Rule{}, "", errors.New("has neither path nor regexp")
+	return Rule{}, "", errors.New("has neither path, regexp nor optional")
 }
 
 // groupRef matches the group references of a regexp replacement template.

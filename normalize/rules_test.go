@@ -48,7 +48,7 @@ func TestParseRulesErrors(t *testing.T) {
 		{`null`, `want a JSON array of rule objects, got null`},
 		{"[\n  {\"path\": \"$.a\",\n  \"placeholder\" \"x\"}]", `line 3, column 17: invalid character '"' after object key`},
 		{`[17]`, `rules[0]: want an object, got number`},
-		{`[{}]`, `rules[0]: has neither path nor regexp`},
+		{`[{}]`, `rules[0]: has neither path, regexp nor optional`},
 		{`[{"path":"$.a","placeholder":"x"},{"path":"$.b","regexp":"b","placeholder":"x"}]`, `rules[1]: has a path, a regexp and a placeholder; a path rule takes a placeholder, a regexp rule (with or without a path) a replace`},
 		{`[{"path":"$.b","regexp":"b"}]`, `rules[0].replace: missing: a regexp rule needs a replacement ("" deletes)`},
 		{`[{"path":"$.b[","regexp":"b","replace":"c"}]`, `rules[0].path: missing ] at offset 3`},
@@ -68,7 +68,7 @@ func TestParseRulesErrors(t *testing.T) {
 		{`[{"regexp":"[0-9]+","replace":"N1"}]`, `rules[0].replace: "N1" is rewritten again by the regexp (to "NN1"), so normalizing twice would differ from once`},
 		{`[{"regexp":"(a)b","replace":"${1}ab"}]`, `rules[0].replace: "ab" is rewritten again by the regexp (to "aab"), so normalizing twice would differ from once`},
 		{`[{"regexp":"b","placeholder":"x","replace":"c"}]`, `rules[0].placeholder: belongs to a path rule; a regexp rule takes a replace`},
-		{`[{"regexp":"b","replacement":"c"}]`, `rules[0]: unknown field "replacement" (want path and placeholder, or regexp and replace)`},
+		{`[{"regexp":"b","replacement":"c"}]`, `rules[0]: unknown field "replacement" (want path and placeholder, regexp and replace, or optional)`},
 	}
 	for _, tt := range tests {
 		_, err := ParseRules([]byte(tt.src))

@@ -123,6 +123,12 @@ type Stream struct {
 	// Values are its values, normalized, each message chunk run joined
 	// unless Options.NoCoalesce.
 	Values []json.RawMessage
+	// After is, for the requests and responses (RequestsStream), the
+	// kind (see FrameKind) of the agent's frame before each value in the
+	// order the agent wrote them, state notifications and frames of the
+	// value's own kind passed over: "" for none, and for the others.
+	// calibrate learns where a request may be missing from it.
+	After []string
 }
 
 // A State is the value of one kind of state notification at a turn's end.
@@ -232,6 +238,7 @@ func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, kee
 		}
 		v := parseLine(f.Data)
 		c := classify(v)
+		c.what = FrameKind(v)
 		slot, answer := sessions.place(f.Lane, v, c)
 		if f.Lane == lane.Editor && n.omitEditor {
 			continue
@@ -313,7 +320,9 @@ func (n *Normalizer) turns(r *frameIndex, frames []placed, session string, emit 
 			continue
 		}
 		end := min(i+1, len(frames))
-		turn, err := n.turn(&turnFrames{frameIndex: r, frames: frames[from:end]}, emit, cum, turns)
+		seg := &turnFrames{frameIndex: r, frames: frames[from:end]}
+		seg.frames = n.present(seg)
+		turn, err := n.turn(seg, emit, cum, turns)
 		if err != nil {
 			return nil, err
 		}
@@ -439,6 +448,7 @@ type class struct {
 	state    string // the kind of a state notification, or ""
 	stream   string // the stream of the others, with the raw key of its tool call or session
 	answer   bool   // a response with a stopReason, which ends a turn
+	what     string // its kind, as FrameKind says it, for the presence rules
 }
 
 // classify returns the class of a decoded frame.
@@ -530,7 +540,7 @@ func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum m
 	// Everything but chunk texts is normalized in this order, which
 	// numbers the placeholders: the requests and responses, the streams,
 	// the state notifications.
-	requests, firstRequest, err := n.turnRequests(seg, emit)
+	requests, after, firstRequest, err := n.turnRequests(seg, emit)
 	if err != nil {
 		return Turn{}, err
 	}
@@ -550,7 +560,7 @@ func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum m
 		turn.Streams = append(turn.Streams, Stream{Name: k.name, Session: k.session, Values: n.join(its, emit)})
 	}
 	if len(requests) > 0 {
-		s := Stream{Name: RequestsStream, Values: requests}
+		s := Stream{Name: RequestsStream, Values: requests, After: after}
 		// In order of first frames, as the other streams are.
 		at := 0
 		for _, k := range keys {
@@ -577,9 +587,10 @@ func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum m
 }
 
 // turnRequests normalizes the turn's requests and responses, in order,
-// and returns them with the index of the first of them among the turn's
+// and returns them with the kind of the frame before each (see
+// Stream.After) and the index of the first of them among the turn's
 // frames (-1 if none).
-func (n *Normalizer) turnRequests(seg *turnFrames, emit func(any) json.RawMessage) (requests []json.RawMessage, first int, err error) {
+func (n *Normalizer) turnRequests(seg *turnFrames, emit func(any) json.RawMessage) (requests []json.RawMessage, after []string, first int, err error) {
 	first = -1
 	for i, f := range seg.frames {
 		if !seg.classes[f.class].requests {
@@ -590,11 +601,12 @@ func (n *Normalizer) turnRequests(seg *turnFrames, emit func(any) json.RawMessag
 		}
 		v, err := seg.value(i)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		requests = append(requests, emit(n.frame(f.side, v)))
+		after = append(after, n.before(seg, i, seg.class(i).what))
 	}
-	return requests, first, nil
+	return requests, after, first, nil
 }
 
 // turnStreams normalizes the frames of the turn's streams, a stream at a

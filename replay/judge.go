@@ -3,10 +3,12 @@ package replay
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 
 	"github.com/acptap/acptap/lane"
 
 	"github.com/acptap/acptap/normalize"
+	"github.com/acptap/acptap/replay/driver"
 	"github.com/acptap/acptap/replay/llmserver"
 	"github.com/acptap/acptap/replay/mcpstandin"
 )
@@ -33,6 +35,9 @@ type evidence struct {
 	strictHTTP bool
 	// normalizer returns a fresh Normalizer for each stream.
 	normalizer func() *normalize.Normalizer
+	// rules are the normalizer's rules: of the editor side's errors, those
+	// of an agent request a presence rule makes optional are none.
+	rules []normalize.Rule
 	// mcp are what the MCP servers' stand-ins saw, by server.
 	mcp []mcpstandin.Report
 }
@@ -51,6 +56,9 @@ type verdict struct {
 	// the agent's output is the same.
 	diff             string
 	expected, actual []json.RawMessage // the normalized streams, listed for the diff (normalize.Comparison); nil if equal unless evidence.keep
+	// transcripts are the normalized streams, recorded and replayed, per
+	// turn and stream; nil if equal unless evidence.keep.
+	transcripts [2]*normalize.Transcript
 }
 
 // judge compares the agent's normalized output with the recorded and
@@ -58,17 +66,20 @@ type verdict struct {
 // reports show first. It fails only if the lines cannot be read.
 func judge(ev evidence) (verdict, error) {
 	var v verdict
-	c, err := compareOutput(ev.normalizer, ev.recorded, ev.live, ev.keep)
+	c, transcripts, err := compareOutput(ev.normalizer, ev.recorded, ev.live, ev.keep)
 	if err != nil {
 		return verdict{}, err
 	}
-	v.expected, v.actual = c.Want, c.Got
+	v.expected, v.actual, v.transcripts = c.Want, c.Got, transcripts
 	if c.Diff != nil {
 		v.divergences = append(v.divergences, outputDiffers(c.Diff))
 		v.diff = unifiedDiff("recorded", "replayed", pretty(v.expected), pretty(v.actual))
 	}
 	if ev.driveErr != nil {
 		for _, e := range unjoin(ev.driveErr) {
+			if optionalRequest(ev.rules, e) {
+				continue
+			}
 			v.divergences = append(v.divergences, editorFailed(e))
 		}
 	}
@@ -103,35 +114,53 @@ func judge(ev evidence) (verdict, error) {
 	return v, nil
 }
 
+// optionalRequest reports whether err, an error of the editor side, is
+// an agent request missing or extra (a *driver.MissingError or
+// *driver.MismatchError) of a method a presence rule of rules makes
+// optional: the comparison of the agent's output, which the rule places,
+// judges it.
+func optionalRequest(rules []normalize.Rule, err error) bool {
+	var missing *driver.MissingError
+	if errors.As(err, &missing) {
+		return normalize.OptionalRequest(rules, missing.Method)
+	}
+	var extra *driver.MismatchError
+	if errors.As(err, &extra) {
+		return normalize.OptionalRequest(rules, extra.Method)
+	}
+	return false
+}
+
 // compareOutput compares two agent streams, each normalized by a fresh
 // normalizer, reading their lines a turn at a time. Unless keep, it
 // compares their digests first (normalize.DigestTranscript), which holds
 // 24 bytes per value, and returns an empty Comparison when they are
 // equal; else, and when they differ, it compares the values, for the
-// diff.
-func compareOutput(normalizer func() *normalize.Normalizer, recorded, live lane.Lines, keep bool) (normalize.Comparison, error) {
+// diff, and returns the two transcripts too.
+func compareOutput(normalizer func() *normalize.Normalizer, recorded, live lane.Lines, keep bool) (normalize.Comparison, [2]*normalize.Transcript, error) {
+	var none [2]*normalize.Transcript
 	if !keep {
 		want, err := normalizer().DigestTranscript(recorded)
 		if err != nil {
-			return normalize.Comparison{}, err
+			return normalize.Comparison{}, none, err
 		}
 		got, err := normalizer().DigestTranscript(live)
 		if err != nil {
-			return normalize.Comparison{}, err
+			return normalize.Comparison{}, none, err
 		}
 		if normalize.Compare(want, got).Diff == nil {
-			return normalize.Comparison{}, nil
+			return normalize.Comparison{}, none, nil
 		}
 	}
 	want, err := normalizer().ReadTranscript(recorded)
 	if err != nil {
-		return normalize.Comparison{}, err
+		return normalize.Comparison{}, none, err
 	}
 	got, err := normalizer().ReadTranscript(live)
 	if err != nil {
-		return normalize.Comparison{}, err
+		return normalize.Comparison{}, none, err
 	}
-	return normalize.Compare(want, got), nil
+	return normalize.Compare(want, got), [2]*normalize.Transcript{want, got}, nil
 }
 
 // pretty renders a normalized stream as indented JSON, one value after

@@ -81,7 +81,7 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 		Order:      opts.Order,
 	})
 	res := &DiffResult{A: a, B: b}
-	c, err := compareOutput(norms.new, ra.acpLines(), rb.acpLines(), true)
+	c, _, err := compareOutput(norms.new, ra.acpLines(), rb.acpLines(), true)
 	if err != nil {
 		return nil, err
 	}

@@ -197,6 +197,10 @@ type Result struct {
 	// values arranged for the diff (see normalize.Comparison); nil with
 	// Options.Discard.
 	Expected, Actual []json.RawMessage
+	// Transcripts are the same streams, recorded and replayed, per turn
+	// and stream (see normalize.Transcript), for calibrate to learn which
+	// frames some runs lack; nil with Options.Discard.
+	Transcripts [2]*normalize.Transcript
 	// Requests are the LLM requests and their recorded twins, normalized,
 	// by exchange Number, with Options.KeepRequests; nil without.
 	Requests []RequestPair
@@ -355,13 +359,14 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		requests:   opts.Requests,
 		strictHTTP: opts.StrictHTTP,
 		normalizer: norms.new,
+		rules:      norms.opts.Rules,
 	})
 	if err != nil {
 		return nil, err
 	}
 	res.Divergences, res.Warnings, res.Diff = v.divergences, v.warnings, v.diff
 	if !opts.Discard {
-		res.Expected, res.Actual = v.expected, v.actual
+		res.Expected, res.Actual, res.Transcripts = v.expected, v.actual, v.transcripts
 	}
 	res.Duration = time.Since(started)
 	return res, nil

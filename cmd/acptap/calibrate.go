@@ -39,8 +39,10 @@ func calibrateCommand(stdio *IO) *cli.Command {
 			"and the recording, normalized, frame by frame and request by request. Each value that varies\n" +
 			"between them becomes a rule (its JSON path, and a regexp over the part that varies), stored with\n" +
 			"the recording in place of an earlier calibration's and printed; later replays apply the rules.\n" +
-			"Runs that differ in more than values (an update missing or extra, another tool call) are not\n" +
-			"noise: calibrate names the place and learns nothing from that recording.\n\n" +
+			"A frame some runs send and others do not (a tool call's last update, an agent request of one\n" +
+			"method) becomes a presence rule, and the runs are made again with it. Runs that differ in more\n" +
+			"(another tool call, a frame every run lacks against the recording) are not noise: calibrate\n" +
+			"names the place and learns nothing from that recording.\n\n" +
 			"Exit 0 when every recording is calibrated (or nothing varies), 1 when runs differ in more than\n" +
 			"values, 2 on a usage or environment error.",
 		Flags: append([]cli.Flag{
@@ -200,6 +202,9 @@ func printCalibration(w io.Writer, res *calibrate.Result, color bool) {
 	switch {
 	case !res.Calibrated():
 		fmt.Fprintf(w, "%s %s: %s; nothing learned\n", paint(colorRed, "FAIL"), res.Name, res.Conflicts[0])
+		if res.Conflicts[0].Kind == calibrate.Steady {
+			fmt.Fprintf(w, "  fix: acptap replay --update %s takes the runs' behaviour as the expected one; or record the session again\n", res.Name)
+		}
 		more := res.Conflicts[1:]
 		for i, c := range more {
 			if i == maxAlso {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/demollm"
+	"github.com/acptap/acptap/store"
 )
 
 // noiseSession records the test agent with --noise, which puts a fresh
@@ -170,19 +173,20 @@ func TestCalibrateScriptedAgent(t *testing.T) {
 	}
 
 	// Calibrating a changed agent learns nothing, and leaves the rules
-	// as they were: a message that changed the same way in every run is
-	// a change; an update more is more than a value.
+	// as they were: a message that changed the same way in every run, or
+	// a request every run lacks, is a change (or a rare behaviour the
+	// recording caught); a stream more is more than a value.
 	before := showOf(t, db, "tool")
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--read", "notes.txt", "--message", "Something else"},
-			`FAIL tool: every run differs from the recording the same way, which is a change, not noise, at agent output $[6].params.update.content.text: recorded "You said: fix the typo", live "Something else"; nothing learned`},
+			`FAIL tool: every run differs from the recording the same way, which is no noise: the recording caught a rare behaviour, or the agent changed since; at agent output $[6].params.update.content.text: recorded "You said: fix the typo", live "Something else"; nothing learned`},
 		{[]string{"--read", "notes.txt", "--thought", "Let me see."},
-			`FAIL tool: run 1 differs from the recording in more than values at agent output $[`},
+			`FAIL tool: run 1 differs from the recording in more than values at agent output turn 1, agent thought, value 1: recorded nothing, live {`},
 		{[]string{"--no-permission", "--read", "notes.txt"},
-			`FAIL tool: run 1 diverged in more than the agent's output: editor side: the agent did not send session/request_permission #1`},
+			`FAIL tool: every run differs from the recording the same way, which is no noise: the recording caught a rare behaviour, or the agent changed since; at agent output turn 1, requests and responses, value 3: recorded {"id":"<agentRpc:1>","jsonrpc":"2.0","method":"session/request_permission"`},
 	} {
 		out, _, code := runAcptap(t, t.TempDir(), agentEnv(), append([]string{"calibrate", "--store", db, "tool", "--"}, append(agent, tc.args...)...)...)
 		if code != ExitDiverged || !strings.Contains(out, tc.want) {
@@ -223,4 +227,109 @@ func showOf(t *testing.T, db, name string) string {
 		t.Fatalf("show %s: exit %d\n%s", name, code, errOut)
 	}
 	return out
+}
+
+// recordedToolDone reports whether recording name of db holds a tool
+// call's completed update from the agent.
+func recordedToolDone(t *testing.T, db, name string) bool {
+	t.Helper()
+	st, err := store.Open(db, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	found := false
+	err = st.Events(name, func(e store.Event) error {
+		found = found || e.Kind == store.KindFrame && e.Lane == store.LaneAgent &&
+			bytes.Contains(e.Data, []byte(`"sessionUpdate":"tool_call_update"`)) && bytes.Contains(e.Data, []byte(`"status":"completed"`))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+// TestCalibratePresence records the test agent with --flaky tool-done,
+// which sends a tool call's final update in about half the runs, as
+// codex-acp does, until a recording lacks it. Such a recording fails the
+// replays whose agent sends it, with a hint to calibrate; calibrate
+// refuses an agent that always sends it (the recording caught a rare
+// behaviour) and learns a presence rule from the flaky one, which show
+// lists; then 20 replays pass, and a changed message or a tool call
+// missing whole still fail.
+func TestCalibratePresence(t *testing.T) {
+	dir := workspace(t)
+	var db string
+	for i := range 30 {
+		db = filepath.Join(dir, fmt.Sprintf("s%d.db", i))
+		recordSession(t, dir, db, "flaky", agentEnv(), nil, "--read", "notes.txt", "--flaky", "tool-done")
+		if !recordedToolDone(t, db, "flaky") {
+			break
+		}
+	}
+	if recordedToolDone(t, db, "flaky") {
+		t.Fatal("30 recordings all have the tool call's final update")
+	}
+	replay := func(agent ...string) (string, int) {
+		args := []string{"replay", "--store", db, "flaky"}
+		if agent != nil {
+			args = append(append(args, "--", "testagent"), agent...)
+		}
+		out, errOut, code := runAcptap(t, dir, agentEnv(), args...)
+		return out + errOut, code
+	}
+	failed := false
+	for range 20 {
+		out, code := replay()
+		if code == ExitDiverged {
+			mustContain(t, "the uncalibrated replay", out,
+				"FAIL flaky: agent output differs in turn 1, tool call <toolCallId:1>, update 2: expected nothing, got tool_call_update (completed)",
+				"hint: if this varies from run to run, `acptap calibrate flaky` learns it as a rule")
+			failed = true
+			break
+		}
+	}
+	if !failed {
+		t.Fatal("20 uncalibrated replays passed; want those whose agent sends the update to fail")
+	}
+
+	// An agent that always sends it: every run differs from the recording
+	// alike, which is no noise.
+	out, errOut, code := runAcptap(t, dir, agentEnv(), "calibrate", "--store", db, "flaky", "--", "testagent", "--read", "notes.txt")
+	if code != ExitDiverged {
+		t.Fatalf("calibrate of an agent always sending the update: exit %d, want %d\n%s%s", code, ExitDiverged, out, errOut)
+	}
+	mustContain(t, "calibrate of an agent always sending the update", out,
+		"FAIL flaky: every run differs from the recording the same way, which is no noise: the recording caught a rare behaviour, or the agent changed since; at agent output turn 1, tool call <toolCallId:1>, value 2: recorded nothing, live {",
+		"fix: acptap replay --update flaky takes the runs' behaviour as the expected one; or record the session again")
+
+	out, errOut, code = runAcptap(t, dir, agentEnv(), "calibrate", "--store", db, "--runs", "10", "flaky")
+	if code != 0 {
+		t.Fatalf("calibrate: exit %d\n%s%s", code, out, errOut)
+	}
+	rule := `{"at":"last","optional":"update tool_call_update completed"}`
+	mustContain(t, "calibrate", out,
+		"CALIBRATED flaky (20 runs): 1 rule stored with the recording",
+		"sent in some runs only at agent output turn 1, tool call <toolCallId:1>: tool_call_update (completed); recorded 0, runs ",
+		"    "+rule+"\n")
+	out, errOut, code = runAcptap(t, dir, agentEnv(), "show", "--store", db, "flaky")
+	if code != 0 {
+		t.Fatalf("show: exit %d\n%s%s", code, out, errOut)
+	}
+	mustContain(t, "show", out, "calibrated: 1 rules, applied by replay", "sent in some runs only at agent output turn 1", "      "+rule+"\n")
+
+	for i := range 20 {
+		if out, code := replay(); code != 0 {
+			t.Fatalf("calibrated replay %d: exit %d\n%s", i+1, code, out)
+		}
+	}
+	for _, change := range [][]string{
+		{"--read", "notes.txt", "--flaky", "tool-done", "--message", "Something else"},
+		{"--flaky", "tool-done"},
+	} {
+		if out, code := replay(change...); code != ExitDiverged {
+			t.Errorf("calibrated replay of testagent %q: exit %d, want %d\n%s", change, code, ExitDiverged, out)
+		}
+	}
 }

@@ -65,6 +65,7 @@ type config struct {
 	race              raceOrder     // --concurrent-updates (see race.go)
 	racing            racing        // --racing
 	plant             plant         // --plant
+	flaky             flaky         // --flaky: what may be sent
 	secrets           secrets       // --api-key, --header, --query, --echo-env (see secrets.go)
 	features          features      // --features (see sessions.go)
 	terminalLogin     bool          // advertise a terminal login (authMethods) running this agent with --login
@@ -162,6 +163,10 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.BoolVar(&cfg.login, "login", false, "be the terminal login: print that the user logged in and exit, speaking no ACP")
 	fs.Func("features", featuresUsage, func(v string) (err error) {
 		cfg.features, err = parseFeatures(v)
+		return err
+	})
+	fs.Func("flaky", flakyUsage, func(v string) (err error) {
+		cfg.flaky, err = parseFlaky(v)
 		return err
 	})
 	fs.Func("plant", plantUsage, func(v string) (err error) {
@@ -270,6 +275,11 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //	                  tool call also gets an in_progress update
 //	--racing LIST     which of them race: commands, tool, usage
 //	                  (comma-separated; default all; the others early)
+//	--flaky LIST      send, in about half the runs each, chosen at random
+//	                  at start-up: tool-done (a read tool call's final
+//	                  update, completed), drain (an agent request
+//	                  _testagent/drainQueue after a read tool's result,
+//	                  whose answer, or error, it ignores)
 //	--plant CHANGE    behave differently in one way, for a replay to catch:
 //	                  swap-chunks (scripted mode), progress-last (a tool
 //	                  call's in_progress after its completed update),
@@ -322,6 +332,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 		c:        newConn(stdout, cfg.stringIDs),
 		log:      logger,
 		sessions: make(map[string]*session),
+		flaky:    cfg.flaky.choose(),
 	}
 	if a.echo = cfg.secrets.echo(getenv); a.echo != "" {
 		logger.Printf("environment: %s", a.echo)
@@ -415,6 +426,8 @@ type agent struct {
 	noise *noise
 	// echo is --echo-env's NAME=VALUE, "" without it.
 	echo string
+	// flaky is what this run sends of --flaky's.
+	flaky flaky
 
 	turns sync.WaitGroup // running prompt turns
 

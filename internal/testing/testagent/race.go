@@ -198,6 +198,9 @@ func progressUpdate(callID string) toolCallUpdate {
 // toolDone sends a tool call's final update u, racing the message chunks
 // that follow under --concurrent-updates.
 func (a *agent) toolDone(s *session, u toolCallUpdate) {
+	if a.skipsToolDone() {
+		return
+	}
 	if a.cfg.plant == plantStatusFailed {
 		u.Status = "failed"
 	}

@@ -130,6 +130,7 @@ func TestRaceUsageErrors(t *testing.T) {
 		{[]string{"--concurrent-updates", "sometimes"}, `--concurrent-updates "sometimes": want timed, late or early`},
 		{[]string{"--plant", "bug"}, `--plant "bug": want swap-chunks, progress-last, status-failed, second-session, history-drop or mode-ignored`},
 		{[]string{"--racing", "tool,plan"}, `--racing "tool,plan": want a comma-separated list of commands, tool and usage`},
+		{[]string{"--flaky", "tool-done,other"}, `--flaky "tool-done,other": want a comma-separated list of tool-done and drain`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := testagent.Main(tt.args, strings.NewReader(""), &stdout, &stderr, func(string) string { return "" })

@@ -233,6 +233,7 @@ func (a *agent) readTool(ctx context.Context, s *session, callID, path string) (
 		Content:       textContent(text),
 		RawOutput:     out,
 	})
+	a.drain(ctx, s)
 	return res.Content, nil
 }
 
