@@ -195,26 +195,27 @@ func (s *wsSession) relay(src *bufio.Reader, dst io.Writer, fromAgent bool) erro
 		if err != nil {
 			return err
 		}
-		if _, err := dst.Write(raw); err != nil {
-			return fmt.Errorf("relaying: %w", err)
-		}
 		if f.Opcode == wsframe.Close {
 			s.mu.Lock()
 			s.closed = true
 			s.mu.Unlock()
 		}
-		m, err := asm.Add(f)
-		if err != nil {
+		m, aerr := asm.Add(f)
+		if aerr != nil {
 			// Relayed all the same; the recording leaves it out.
-			s.t.logf("http tap: a WebSocket message of %s not recorded: %v", s.tg.url.Host, err)
-			continue
+			s.t.logf("http tap: a WebSocket message of %s not recorded: %v", s.tg.url.Host, aerr)
+			m = nil
 		}
-		if m == nil {
-			continue
-		}
-		if fromAgent {
+		// The agent's message begins its exchange before its last frame
+		// goes upstream, so that no answer can come before it; the
+		// server's is recorded once the agent has it.
+		if m != nil && fromAgent {
 			s.agentMessage(m)
-		} else {
+		}
+		if _, err := dst.Write(raw); err != nil {
+			return fmt.Errorf("relaying: %w", err)
+		}
+		if m != nil && !fromAgent {
 			s.serverMessage(m)
 		}
 	}
