@@ -1,6 +1,7 @@
 package record
 
 import (
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -61,7 +62,7 @@ func withheld(k, v string, secrets *redact.Redactor) string {
 		// what the agent writes, but a value kept here would be kept
 		// for its own sake.
 		return store.WithheldSecret
-	case secrets.String(v) != v || userInfo.MatchString(v):
+	case secrets.String(v) != v || userInfo.MatchString(v) || queryCredentials(v, secrets):
 		return store.WithheldCredentials
 	case hasTokenRun(v):
 		return store.WithheldToken
@@ -69,6 +70,17 @@ func withheld(k, v string, secrets *redact.Redactor) string {
 		return store.WithheldLong
 	}
 	return ""
+}
+
+// queryCredentials reports whether v is a URL with a credential in its
+// query (?key=..., ?access_token=...), as redact masks them in the URLs it
+// records.
+func queryCredentials(v string, secrets *redact.Redactor) bool {
+	u, err := url.Parse(v)
+	if err != nil || u.Scheme == "" || u.RawQuery == "" {
+		return false
+	}
+	return secrets.URL(v) != secrets.String(u.String())
 }
 
 // hasTokenRun reports whether v has a run of minTokenRun or more letters,

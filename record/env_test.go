@@ -24,8 +24,10 @@ func TestRecordedEnv(t *testing.T) {
 		"ECHO=key is sk-planted-0123456789abcdef", // holds another variable's secret
 		"DATABASE_URL=postgres://me:pw@db/app",    // credentials in a URL
 		"SENTRY_DSN=https://abc123@o1.ingest.invalid/2",
-		"INVOCATION_ID=8f0e6d1c2b3a49587d6e5f4a3b2c1d0e", // an id
-		"GH_PAT=ghp_0123456789abcdefghijABCDEFGHIJ",      // a key by another name
+		"GEMINI_URL=https://llm.invalid/v1?key=AIzaPlanted&alt=sse", // a key in a query
+		"DOCS_URL=https://docs.invalid/a?page=2",                    // a query without one
+		"INVOCATION_ID=8f0e6d1c2b3a49587d6e5f4a3b2c1d0e",            // an id
+		"GH_PAT=ghp_0123456789abcdefghijABCDEFGHIJ",                 // a key by another name
 		"HUGE=" + strings.Repeat("a", maxEnvValue+1),
 		"LANG=C.UTF-8", // the last value of a name twice
 		"=no name",
@@ -34,8 +36,10 @@ func TestRecordedEnv(t *testing.T) {
 	want := []store.EnvVar{
 		{Name: "DATABASE_URL", Withheld: store.WithheldCredentials},
 		{Name: "DB_PASSWORD", Withheld: store.WithheldSecret},
+		{Name: "DOCS_URL", Value: "https://docs.invalid/a?page=2"},
 		{Name: "ECHO", Withheld: store.WithheldCredentials},
 		{Name: "EMPTY"},
+		{Name: "GEMINI_URL", Withheld: store.WithheldCredentials},
 		{Name: "GH_PAT", Withheld: store.WithheldToken},
 		{Name: "GOPATH", Value: "/home/me/go"},
 		{Name: "HUGE", Withheld: store.WithheldLong},

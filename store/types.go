@@ -194,7 +194,7 @@ type EnvVar struct {
 // Why a value of the environment was withheld.
 const (
 	WithheldSecret      = "secret"      // the name says secret (redact.SecretName)
-	WithheldCredentials = "credentials" // the value holds a secret variable's value, or a URL's user information
+	WithheldCredentials = "credentials" // the value holds a secret variable's value, or a URL's user information or a key in its query
 	WithheldToken       = "token"       // the value has a key- or id-like run of 20 letters and digits or more
 	WithheldLong        = "long"        // the value is longer than 4 KiB
 )
