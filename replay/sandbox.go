@@ -146,17 +146,15 @@ var allowedEnv = []string{"PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOG
 // tells a race-built agent how to report.
 var alwaysLive = []string{"PATH", "GORACE"}
 
-// tapVars are the variables with which the tap reaches the agent, in
-// record and in replay alike (proxy.Env, for the forward proxy; a
-// recording's base-URL variables are the others): the replay's tap sets
-// them as the recording's did, or leaves them out as it did. The
-// recorded values are never reproduced: a proxy would take the agent's
-// traffic elsewhere than the replay's LLM side, and a CA bundle, a NO_PROXY
-// of the recorder's ports, or a base URL would name what is not there.
-var tapVars = []string{
-	"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
-	"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "CODEX_CA_CERTIFICATE", "NODE_EXTRA_CA_CERTS",
-}
+// proxyVars point the agent at a forward proxy: a recorded one would take
+// its traffic elsewhere than the replay's LLM side (or, withheld, fail to
+// parse), so they are never reproduced; the replay's tap sets its own as
+// the recording's did (proxy.Env), or none. The tap's other variables
+// (NO_PROXY, the CA bundles, a recording's base-URL variables) it sets
+// over the recorded values too; without the forward proxy (record
+// --no-proxy-env) NO_PROXY and the CA bundles are the user's, reproduced
+// as any other variable.
+var proxyVars = []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"}
 
 // hookVars load code or settings from a file into every program of their
 // kind that starts. A recorded value that names a file under the recorded
@@ -223,8 +221,8 @@ func allowlistEnv(meta store.Recording, sb *sandbox) []string {
 // environment (store.Recording.Env): the recorded variables, so that an
 // agent that shows its environment to its LLM (the names of all its
 // variables in its system prompt) asks as it asked when recorded, each
-// with its value as reproduce makes it, but for the tap's (tapVars and the
-// recorded base-URL variables, which the replay's tap sets); then the
+// with its value as reproduce makes it, but for a proxy's (proxyVars) and
+// the recorded base-URL variables, which the replay's tap sets; then the
 // allowlist's live values, of the variables the recording had and of
 // alwaysLive; the sandbox's HOME, and its TMPDIR if the recording had
 // one (else the agent uses the system's, as it did).
@@ -234,7 +232,7 @@ func shapedEnv(meta store.Recording, sb *sandbox, paths map[string]string) []str
 	for _, v := range meta.Env {
 		had[v.Name] = true
 		_, baseURL := meta.BaseURLs[v.Name]
-		if baseURL || slices.Contains(tapVars, v.Name) || v.Name == "HOME" || v.Name == "TMPDIR" {
+		if baseURL || slices.Contains(proxyVars, v.Name) || v.Name == "HOME" || v.Name == "TMPDIR" {
 			continue
 		}
 		env = append(env, v.Name+"="+reproduce(v, sb, paths))

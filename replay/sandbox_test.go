@@ -303,6 +303,11 @@ func TestSandboxEnvShaped(t *testing.T) {
 		"URI":               "file:///sb/tmp/x",
 		"VAR_TMP":           "/var/tmp",
 		"XDG_RUNTIME_DIR":   "/sb/tmp/acptap-env-XDG_RUNTIME_DIR",
+		// The user's, without the forward proxy; the tap sets its own
+		// over them with it.
+		"NO_PROXY":            "corp.invalid",
+		"SSL_CERT_FILE":       "/etc/ssl/certs/ca-certificates.crt",
+		"NODE_EXTRA_CA_CERTS": "/etc/corp-ca.pem",
 	}
 	if gorace, ok := os.LookupEnv("GORACE"); ok {
 		want["GORACE"] = gorace
@@ -333,9 +338,10 @@ func TestSandboxEnvShaped(t *testing.T) {
 	}
 }
 
-// tapVars, which a replay leaves to its tap, are every variable the tap
-// sets for the forward proxy.
-func TestTapVarsAreTheTaps(t *testing.T) {
+// proxyVars, which a replay never reproduces, are variables the tap sets
+// for its forward proxy: a recording with the forward proxy replays with
+// them all.
+func TestProxyVarsAreTheTaps(t *testing.T) {
 	ca, err := proxy.LoadOrCreateCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -349,9 +355,14 @@ func TestTapVarsAreTheTaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var set []string
 	for _, kv := range env {
-		if k, _, _ := strings.Cut(kv, "="); !slices.Contains(tapVars, k) {
-			t.Errorf("the tap sets %s, which tapVars lacks: a replay would reproduce the recorded value", k)
+		k, _, _ := strings.Cut(kv, "=")
+		set = append(set, k)
+	}
+	for _, k := range proxyVars {
+		if !slices.Contains(set, k) {
+			t.Errorf("the tap does not set %s, which a replay never reproduces; the tap sets %q", k, set)
 		}
 	}
 }
