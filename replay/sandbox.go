@@ -162,7 +162,7 @@ var proxyVars = []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy
 // given a file that is not there fails where one given none runs: such a
 // value is reproduced empty, which loads nothing.
 var hookVars = []string{
-	"NODE_OPTIONS", "BASH_ENV", "ENV", "ZDOTDIR", "PYTHONSTARTUP", "PERL5OPT", "RUBYOPT",
+	"NODE_OPTIONS", "BASH_ENV", "ENV", "PYTHONSTARTUP", "PERL5OPT", "RUBYOPT",
 	"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "LD_PRELOAD", "DYLD_INSERT_LIBRARIES",
 }
 
