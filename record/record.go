@@ -352,9 +352,12 @@ func (p *Plan) create(st *store.Store) (*store.Writer, error) {
 		AgentPath: p.agentPath,
 		Cwd:       cwd,
 		EnvNames:  envNames(p.env),
-		Home:      getenv(p.env, "HOME"),
-		Tmp:       os.TempDir(),
-		ProxyEnv:  !opts.NoProxyEnv,
+		// The values too, but for secrets (see recordedEnv), for a
+		// replay to reproduce the environment's shape.
+		Env:      recordedEnv(p.env, p.secrets),
+		Home:     getenv(p.env, "HOME"),
+		Tmp:      os.TempDir(),
+		ProxyEnv: !opts.NoProxyEnv,
 		// What the tap's NO_PROXY did, for a replay to do the same.
 		LoopbackDirect: !opts.NoProxyEnv && !opts.ProxyLoopback,
 		Snapshot:       p.archive != nil,

@@ -1,9 +1,10 @@
 // Package replay re-runs a recorded agent session offline and says whether the agent's ACP output changed.
 //
 // A replay runs in phases. It loads the recording; builds the agent's
-// sandbox (a fresh workspace, HOME and TMPDIR, and an environment built
-// from an allowlist); starts the LLM side, a loopback proxy.Tap whose
-// transport is an llmserver.Server answering from the recording, which
+// sandbox (a fresh workspace, HOME and TMPDIR, and an environment of the
+// recorded one's shape, see sandboxEnv); starts the LLM side, a loopback
+// proxy.Tap whose transport is an llmserver.Server answering from the
+// recording, which
 // the agent reaches the way the recording says it reached the LLM
 // (rewritten base-URL variables, HTTPS_PROXY with the interception CA, or
 // both); runs the agent with a driver.Driver playing the recorded editor
@@ -79,7 +80,8 @@ type Options struct {
 	// workspace is restored from the recording's snapshot (record
 	// --snapshot), or starts empty if it has none.
 	Workspace string
-	// Env adds K=V pairs to the agent's environment, after the allowlist.
+	// Env adds K=V pairs to the agent's environment, over the recorded
+	// and the allowlist's values.
 	Env []string
 	// Speed scales recorded LLM timing: 0 no waits, N recorded/N.
 	Speed float64

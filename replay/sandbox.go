@@ -1,7 +1,9 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,7 +41,7 @@ func newSandbox(st *store.Store, rec *recording, workspace string, extraEnv []st
 	if err != nil {
 		return nil, err
 	}
-	if sb.env, err = sandboxEnv(rec.meta, sb, extraEnv); err != nil {
+	if sb.env, err = sandboxEnv(rec.meta, sb, sb.pathMap(rec), extraEnv); err != nil {
 		sb.remove()
 		return nil, err
 	}
@@ -134,13 +136,67 @@ func (sb *sandbox) pathMap(rec *recording) map[string]string {
 const dummyKey = "acptap-replay-dummy-key"
 
 // allowedEnv are the variables of acptap's environment passed to the
-// agent; everything else is dropped unless Options.Env adds it.
+// agent, with LC_*: for a recording of an older acptap, everything else is
+// dropped unless Options.Env adds it; for one that kept its environment,
+// they are passed if it had them (see shapedEnv).
 var allowedEnv = []string{"PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL", "GORACE"}
 
+// alwaysLive are the variables of allowedEnv passed whether or not the
+// recording had them: PATH finds the agent and its tools, and GORACE
+// tells a race-built agent how to report.
+var alwaysLive = []string{"PATH", "GORACE"}
+
+// proxyVars point the agent at a forward proxy: a recorded one would take
+// its traffic elsewhere than the replay's LLM side (or, withheld, fail to
+// parse), so they are never reproduced; the replay's tap sets its own as
+// the recording's did (proxy.Env), or none. The tap's other variables
+// (NO_PROXY, the CA bundles, a recording's base-URL variables) it sets
+// over the recorded values too; without the forward proxy (record
+// --no-proxy-env) NO_PROXY and the CA bundles are the user's, reproduced
+// as any other variable.
+var proxyVars = []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"}
+
+// hookVars load code or settings from a file into every program of their
+// kind that starts. A recorded value that names a file under the recorded
+// HOME, workspace or TMPDIR names one the sandbox lacks, and a program
+// given a file that is not there fails where one given none runs: such a
+// value is reproduced empty, which loads nothing.
+var hookVars = []string{
+	"NODE_OPTIONS", "BASH_ENV", "ENV", "PYTHONSTARTUP", "PERL5OPT", "RUBYOPT",
+	"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "LD_PRELOAD", "DYLD_INSERT_LIBRARIES",
+}
+
+// runtimeDirs hold the sockets of the recording machine's running
+// services (its session bus, its key agents): a recorded value naming one
+// would let the replayed agent reach them, and is replaced.
+var runtimeDirs = []string{"/run", "/var/run"}
+
 // sandboxEnv builds the agent's environment but for the LLM side's
-// variables: the allowlist of acptap's own, the sandbox's HOME and TMPDIR,
-// dummies for the recorded secret variables, then extra, K=V pairs.
-func sandboxEnv(meta store.Recording, sb *sandbox, extra []string) ([]string, error) {
+// variables, extra (K=V pairs) last, winning: for a recording that kept
+// its environment, one of the same shape (shapedEnv); for an older one,
+// the allowlist of acptap's own, the sandbox's HOME and TMPDIR and dummies
+// for the recorded API keys. paths maps the recorded directories to the
+// sandbox's (sandbox.pathMap).
+func sandboxEnv(meta store.Recording, sb *sandbox, paths map[string]string, extra []string) ([]string, error) {
+	var env []string
+	if meta.Env != nil {
+		env = shapedEnv(meta, sb, paths)
+	} else {
+		env = allowlistEnv(meta, sb)
+	}
+	for _, kv := range extra {
+		if !strings.Contains(kv, "=") {
+			return nil, fmt.Errorf("%w: %q (want K=V)", ErrEnv, kv)
+		}
+		env = append(env, kv)
+	}
+	return dedupeEnv(env), nil
+}
+
+// allowlistEnv is the environment of a replay of a recording that kept
+// only its variables' names: the allowlist of acptap's own, the sandbox's
+// HOME and TMPDIR, and dummies for the recorded API keys.
+func allowlistEnv(meta store.Recording, sb *sandbox) []string {
 	var env []string
 	for _, k := range allowedEnv {
 		if v, ok := os.LookupEnv(k); ok {
@@ -158,13 +214,133 @@ func sandboxEnv(meta store.Recording, sb *sandbox, extra []string) ([]string, er
 			env = append(env, k+"="+dummyKey)
 		}
 	}
-	for _, kv := range extra {
-		if !strings.Contains(kv, "=") {
-			return nil, fmt.Errorf("%w: %q (want K=V)", ErrEnv, kv)
+	return env
+}
+
+// shapedEnv is the environment of a replay of a recording that kept its
+// environment (store.Recording.Env): the recorded variables, so that an
+// agent that shows its environment to its LLM (the names of all its
+// variables in its system prompt) asks as it asked when recorded, each
+// with its value as reproduce makes it, but for a proxy's (proxyVars) and
+// the recorded base-URL variables, which the replay's tap sets; then the
+// allowlist's live values, of the variables the recording had and of
+// alwaysLive; the sandbox's HOME, and its TMPDIR if the recording had
+// one (else the agent uses the system's, as it did).
+func shapedEnv(meta store.Recording, sb *sandbox, paths map[string]string) []string {
+	had := map[string]bool{}
+	var env []string
+	for _, v := range meta.Env {
+		had[v.Name] = true
+		_, baseURL := meta.BaseURLs[v.Name]
+		if baseURL || slices.Contains(proxyVars, v.Name) || v.Name == "HOME" || v.Name == "TMPDIR" {
+			continue
 		}
-		env = append(env, kv)
+		env = append(env, v.Name+"="+reproduce(v, sb, paths))
 	}
-	return env, nil
+	for _, k := range allowedEnv {
+		if v, ok := os.LookupEnv(k); ok && (had[k] || slices.Contains(alwaysLive, k)) {
+			env = append(env, k+"="+v)
+		}
+	}
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "LC_") && had[k] {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "HOME="+sb.home)
+	if had["TMPDIR"] {
+		env = append(env, "TMPDIR="+sb.tmp)
+	}
+	return env
+}
+
+// reproduce is the value a replay gives the recorded variable v: a dummy
+// for an API key, as the recording's is masked; a placeholder for another
+// withheld value; the recorded value with the recorded directories in it
+// made the sandbox's, except a hook's (hookVars) that named one, which is
+// empty, and one naming a runtime directory (runtimeDirs), which is a
+// placeholder.
+func reproduce(v store.EnvVar, sb *sandbox, paths map[string]string) string {
+	if v.Withheld != "" {
+		if redact.SecretName(v.Name) && looksLikeAPIKey(v.Name) {
+			return dummyKey
+		}
+		return placeholder(sb, v.Name)
+	}
+	value, moved := mapPaths(v.Value, paths)
+	switch {
+	case moved && slices.Contains(hookVars, v.Name):
+		return ""
+	case slices.ContainsFunc(runtimeDirs, func(dir string) bool { return containsDir(v.Value, dir) }):
+		return placeholder(sb, v.Name)
+	}
+	return value
+}
+
+// placeholder is the value of a variable whose recorded value a replay
+// does not have or does not reproduce: a path in the sandbox's TMPDIR that
+// does not exist, named after the variable, so that a program taking it
+// for a directory or a socket finds nothing and makes nothing outside the
+// sandbox, a program taking it for a string gets the same one in every
+// replay once paths are normalized, and a secret's (8 characters or more)
+// is masked by name in the live requests as the recorded one was.
+func placeholder(sb *sandbox, name string) string {
+	return filepath.Join(sb.tmp, "acptap-env-"+strings.Map(func(r rune) rune {
+		if r == '/' || r == filepath.Separator {
+			return '_'
+		}
+		return r
+	}, name))
+}
+
+// mapPaths returns value with each recorded directory of paths in it (as
+// a whole path element: /home/me in /home/me/go, not in /home/meg)
+// replaced by the sandbox's, the longest first, and whether any was.
+func mapPaths(value string, paths map[string]string) (string, bool) {
+	dirs := slices.Collect(maps.Keys(paths))
+	// The longest first, so that the workspace under the recorded HOME
+	// becomes the sandbox's workspace, not a path under its HOME.
+	slices.SortFunc(dirs, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	var out strings.Builder
+	moved := false
+	for i := 0; i < len(value); {
+		if i == 0 || !pathByte(value[i-1]) {
+			if j := slices.IndexFunc(dirs, func(d string) bool { return atDir(value[i:], d) }); j >= 0 {
+				out.WriteString(paths[dirs[j]])
+				i += len(dirs[j])
+				moved = true
+				continue
+			}
+		}
+		out.WriteByte(value[i])
+		i++
+	}
+	return out.String(), moved
+}
+
+// containsDir reports whether value has the directory dir in it, or a
+// path under it, as a whole path element.
+func containsDir(value, dir string) bool {
+	for i := 0; i < len(value); i++ {
+		if (i == 0 || !pathByte(value[i-1])) && atDir(value[i:], dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// atDir reports whether s begins with the directory dir, followed by the
+// end, a path under it, or something that is not a path's.
+func atDir(s, dir string) bool {
+	rest, ok := strings.CutPrefix(s, dir)
+	return ok && dir != "" && (rest == "" || !pathByte(rest[0]))
+}
+
+// pathByte reports whether c may be part of a file's name next to a
+// directory's, so that a directory found next to it is part of another
+// name.
+func pathByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' || c == '~'
 }
 
 // looksLikeAPIKey picks, among secret-looking names, the credentials an

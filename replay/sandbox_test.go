@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/acptap/acptap/internal/snapshot"
+	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/store"
 )
 
@@ -146,6 +147,8 @@ func TestSandboxWorkspaceErrors(t *testing.T) {
 	}
 }
 
+// A recording of an older acptap, which kept only its variables' names,
+// replays with the allowlist.
 func TestSandboxEnv(t *testing.T) {
 	t.Setenv("LANG", "C.UTF-8")
 	t.Setenv("LC_TIME", "en_GB.UTF-8")
@@ -153,7 +156,7 @@ func TestSandboxEnv(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-real-0123456789")
 	meta := store.Recording{EnvNames: []string{"OPENAI_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "PATH"}}
 	sb := &sandbox{home: "/sb/home", tmp: "/sb/tmp"}
-	env, err := sandboxEnv(meta, sb, []string{"EXTRA=1", "LANG=fr_FR.UTF-8"})
+	env, err := sandboxEnv(meta, sb, nil, []string{"EXTRA=1", "LANG=fr_FR.UTF-8"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +182,7 @@ func TestSandboxEnv(t *testing.T) {
 	if last := env[len(env)-1]; last != "LANG=fr_FR.UTF-8" {
 		t.Errorf("the last variable is %q, want the last extra one", last)
 	}
-	if _, err := sandboxEnv(meta, sb, []string{"NOEQUALS"}); !errors.Is(err, ErrEnv) || !strings.Contains(err.Error(), "NOEQUALS") {
+	if _, err := sandboxEnv(meta, sb, nil, []string{"NOEQUALS"}); !errors.Is(err, ErrEnv) || !strings.Contains(err.Error(), "NOEQUALS") {
 		t.Errorf("sandboxEnv with NOEQUALS = %v, want ErrEnv naming it", err)
 	}
 }
@@ -233,5 +236,152 @@ func TestSandboxPathMap(t *testing.T) {
 	want := map[string]string{"/rec/project": "/sb/work", "/rec": "/sb/work", "/home/u": "/sb/home"}
 	if got := sb.pathMap(rec); !maps.Equal(got, want) {
 		t.Errorf("pathMap = %v, want %v", got, want)
+	}
+}
+
+// A recording that kept its environment replays with one of the same
+// shape: the recorded names, each with its recorded value, the sandbox's
+// paths for the recorded directories, or a placeholder; the allowlist's
+// live values and --env winning; the tap's variables left to the tap.
+func TestSandboxEnvShaped(t *testing.T) {
+	t.Setenv("LANG", "C.UTF-8")
+	t.Setenv("TERM", "dumb") // not recorded: left out
+	t.Setenv("LC_TIME", "en_GB.UTF-8")
+	t.Setenv("LC_PAPER", "de_DE.UTF-8") // not recorded: left out
+	t.Setenv("TZ", "")
+	os.Unsetenv("TZ") // recorded, not live: the recorded value
+	t.Setenv("OPENAI_API_KEY", "sk-real-0123456789")
+	meta := store.Recording{
+		Cwd: "/home/me/proj", Home: "/home/me", Tmp: "/tmp",
+		BaseURLs: map[string]string{"OPENAI_BASE_URL": "https://api.openai.com/v1"},
+		Env: []store.EnvVar{
+			{Name: "COLOR", Value: "blue"},
+			{Name: "DB_PASSWORD", Withheld: store.WithheldSecret},
+			{Name: "GOPATH", Value: "/home/me/go"},
+			{Name: "HOME", Value: "/home/me"},
+			{Name: "HTTPS_PROXY", Value: "http://proxy.invalid:3128"},
+			{Name: "INVOCATION_ID", Withheld: store.WithheldToken},
+			{Name: "JAVA_TOOL_OPTIONS", Value: "-Xmx1g"},
+			{Name: "LANG", Value: "en_US.UTF-8"},
+			{Name: "LC_TIME", Value: "fr_FR.UTF-8"},
+			{Name: "LIST", Value: "/home/me/bin:/usr/bin:/home/meg/bin"},
+			{Name: "NODE_EXTRA_CA_CERTS", Value: "/etc/corp-ca.pem"},
+			{Name: "NODE_OPTIONS", Value: "--require /home/me/hook.js"},
+			{Name: "NO_PROXY", Value: "corp.invalid"},
+			{Name: "OPENAI_API_KEY", Withheld: store.WithheldSecret},
+			{Name: "OPENAI_BASE_URL", Value: "https://api.openai.com/v1"},
+			{Name: "PATH", Value: "/rec/bin"},
+			{Name: "PROJECT", Value: "/home/me/proj/sub"},
+			{Name: "SSL_CERT_FILE", Value: "/etc/ssl/certs/ca-certificates.crt"},
+			{Name: "TZ", Value: "Europe/Paris"},
+			{Name: "URI", Value: "file:///tmp/x"},
+			{Name: "VAR_TMP", Value: "/var/tmp"},
+			{Name: "XDG_RUNTIME_DIR", Value: "/run/user/1000"},
+		},
+	}
+	sb := &sandbox{work: "/sb/work/proj", home: "/sb/home", tmp: "/sb/tmp"}
+	paths := map[string]string{"/home/me/proj": sb.work, "/home/me": sb.home, "/tmp": sb.tmp}
+	env, err := sandboxEnv(meta, sb, paths, []string{"COLOR=red"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"COLOR":             "red", // --env wins
+		"DB_PASSWORD":       "/sb/tmp/acptap-env-DB_PASSWORD",
+		"GOPATH":            "/sb/home/go",
+		"HOME":              "/sb/home",
+		"INVOCATION_ID":     "/sb/tmp/acptap-env-INVOCATION_ID",
+		"JAVA_TOOL_OPTIONS": "-Xmx1g", // a hook naming no recorded directory
+		"LANG":              "C.UTF-8",
+		"LC_TIME":           "en_GB.UTF-8",
+		"LIST":              "/sb/home/bin:/usr/bin:/home/meg/bin",
+		"NODE_OPTIONS":      "", // its file is not in the sandbox
+		"OPENAI_API_KEY":    dummyKey,
+		"PATH":              os.Getenv("PATH"),
+		"PROJECT":           "/sb/work/proj/sub",
+		"TZ":                "Europe/Paris",
+		"URI":               "file:///sb/tmp/x",
+		"VAR_TMP":           "/var/tmp",
+		"XDG_RUNTIME_DIR":   "/sb/tmp/acptap-env-XDG_RUNTIME_DIR",
+		// The user's, without the forward proxy; the tap sets its own
+		// over them with it.
+		"NO_PROXY":            "corp.invalid",
+		"SSL_CERT_FILE":       "/etc/ssl/certs/ca-certificates.crt",
+		"NODE_EXTRA_CA_CERTS": "/etc/corp-ca.pem",
+	}
+	if gorace, ok := os.LookupEnv("GORACE"); ok {
+		want["GORACE"] = gorace
+	}
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := got[k]; dup {
+			t.Errorf("%s is in the environment twice", k)
+		}
+		got[k] = v
+		if strings.Contains(v, "sk-real") {
+			t.Errorf("%s=%q: the live API key reached the agent", k, v)
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("the environment:\n%v\nwant\n%v", got, want)
+	}
+
+	// A recording with TMPDIR gets the sandbox's.
+	meta.Env = append(meta.Env, store.EnvVar{Name: "TMPDIR", Value: "/tmp"})
+	env, err = sandboxEnv(meta, sb, paths, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := envValue(env, "TMPDIR"); got != sb.tmp {
+		t.Errorf("TMPDIR=%q (set %v), want %q", got, ok, sb.tmp)
+	}
+}
+
+// proxyVars, which a replay never reproduces, are variables the tap sets
+// for its forward proxy: a recording with the forward proxy replays with
+// them all.
+func TestProxyVarsAreTheTaps(t *testing.T) {
+	ca, err := proxy.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap, err := proxy.New(proxy.Config{CA: ca, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tap.Close()
+	env, err := tap.Env(nil, proxy.EnvOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		set = append(set, k)
+	}
+	for _, k := range proxyVars {
+		if !slices.Contains(set, k) {
+			t.Errorf("the tap does not set %s, which a replay never reproduces; the tap sets %q", k, set)
+		}
+	}
+}
+
+func TestMapPaths(t *testing.T) {
+	paths := map[string]string{"/home/me": "/sb/home", "/home/me/proj": "/sb/work/proj"}
+	for value, want := range map[string]string{
+		"/home/me":                   "/sb/home",
+		"/home/me/proj/x":            "/sb/work/proj/x",
+		"/home/me/project":           "/sb/home/project",
+		"/home/meg":                  "/home/meg",
+		"/mnt/home/me":               "/mnt/home/me",
+		"a=/home/me,b=/home/me/proj": "a=/sb/home,b=/sb/work/proj",
+		"~/home/me":                  "~/home/me",
+		"plain":                      "plain",
+	} {
+		got, moved := mapPaths(value, paths)
+		if got != want || moved != (got != value) {
+			t.Errorf("mapPaths(%q) = %q, %v; want %q", value, got, moved, want)
+		}
 	}
 }

@@ -102,6 +102,12 @@ type Recording struct {
 	AgentPath string   `json:"agent_path,omitempty"`
 	Cwd       string   `json:"cwd"` // working directory of the agent
 	EnvNames  []string `json:"env_names,omitempty"`
+	// Env is the agent's environment, for a replay to give the agent one
+	// of the same shape: every variable of EnvNames, sorted, with its
+	// value where it was safe to keep, never a secret. Nil for a
+	// recording made before acptap kept it (EnvNames is kept as well,
+	// for the acptaps before), which a replay runs as it did then.
+	Env []EnvVar `json:"env,omitempty"`
 	// Home and Tmp are the agent's HOME and TMPDIR, so that a replay can
 	// tell paths under them from real content.
 	Home string `json:"home,omitempty"`
@@ -176,6 +182,22 @@ type Recording struct {
 	// committed is readable all the same.
 	Live bool `json:"-"`
 }
+
+// EnvVar is a variable of a recorded agent's environment: its value, or
+// why the value was withheld, never stored.
+type EnvVar struct {
+	Name     string `json:"name"`
+	Value    string `json:"value,omitempty"`
+	Withheld string `json:"withheld,omitempty"` // one of the Withheld constants; "" for a value kept
+}
+
+// Why a value of the environment was withheld.
+const (
+	WithheldSecret      = "secret"      // the name says secret (redact.SecretName)
+	WithheldCredentials = "credentials" // the value holds a secret variable's value, or a URL's user information or a key in its query
+	WithheldToken       = "token"       // the value has a key- or id-like run of 20 letters and digits or more
+	WithheldLong        = "long"        // the value is longer than 4 KiB
+)
 
 // MCPServer is an MCP server of a recording, as the editor gave it in
 // session/new, session/load or session/resume, secrets masked: a stdio

@@ -271,6 +271,7 @@ func (w *Writer) stop() {
 func (r Recording) clone() Recording {
 	r.Argv = slices.Clone(r.Argv)
 	r.EnvNames = slices.Clone(r.EnvNames)
+	r.Env = slices.Clone(r.Env)
 	return r
 }
 

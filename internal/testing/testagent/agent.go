@@ -67,6 +67,7 @@ type config struct {
 	plant             plant         // --plant
 	flaky             flaky         // --flaky: what may be sent
 	secrets           secrets       // --api-key, --header, --query, --echo-env (see secrets.go)
+	env               envShape      // --env-names, --env-file (see env.go)
 	features          features      // --features (see sessions.go)
 	terminalLogin     bool          // advertise a terminal login (authMethods) running this agent with --login
 	mcpCalls          []mcpCall     // --mcp-call: MCP tools called in each scripted turn
@@ -174,6 +175,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 		return err
 	})
 	cfg.secrets.flags(fs)
+	cfg.env.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -291,6 +293,11 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //	                  in a message chunk at the start of each turn and in
 //	                  the system prompt (LLM mode), and as
 //	                  {"environment":{NAME:VALUE}} in initialize's _meta
+//	--env-names       list the sorted names of its environment (its
+//	                  process's, whatever getenv says) in the system prompt
+//	                  (LLM mode), as a real agent does
+//	--env-file FILE   write its environment, sorted, one NAME=VALUE a line,
+//	                  to FILE at start-up
 //	--junk            print a non-JSON line to stdout at startup
 //	--stderr-log      log each received message to stderr
 //	--ignore-eof      keep running after stdin EOF until signalled
@@ -336,6 +343,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 	}
 	if a.echo = cfg.secrets.echo(getenv); a.echo != "" {
 		logger.Printf("environment: %s", a.echo)
+	}
+	if a.envText, err = cfg.env.start(); err != nil {
+		logger.Print(err)
+		return 2
 	}
 	if cfg.noise {
 		if a.noise, err = newNoise(getenv("TMPDIR")); err != nil {
@@ -428,6 +439,9 @@ type agent struct {
 	echo string
 	// flaky is what this run sends of --flaky's.
 	flaky flaky
+	// envText is what --env-names says in the system prompt, "" without
+	// it.
+	envText string
 
 	turns sync.WaitGroup // running prompt turns
 

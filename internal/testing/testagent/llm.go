@@ -486,7 +486,7 @@ func (a *agent) systemMessage(s *session) chatapi.Message {
 	return chatapi.Message{Role: "system", Content: fmt.Sprintf(
 		"You are acptap's test agent, a coding assistant. The working directory is %s. Today's date is %s.%s "+
 			"Use the read_file tool to read files.%s",
-		s.cwd, time.Now().Format(time.DateOnly), noise, a.modeWords(s)+a.cfg.system+a.echoText())}
+		s.cwd, time.Now().Format(time.DateOnly), noise, a.modeWords(s)+a.cfg.system+a.echoText()+a.envText)}
 }
 
 // modelTool runs a tool call of the model and returns the result to send
