@@ -199,3 +199,58 @@ func TestWebSocketRefused(t *testing.T) {
 		t.Errorf("recorded %s → %d, end %v; want the ws:// upgrade answered 426", x.URL, x.Status, x.End)
 	}
 }
+
+// TestWebSocketEnds: the exchange open when the connection ends is cut
+// if the server broke it mid-answer, the agent's gone if the agent
+// dropped it, and complete after a close handshake.
+func TestWebSocketEnds(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// server answers the agent's message with one event, then does
+		// what the case says.
+		server func(w io.Writer) bool // false: drop the connection
+		agent  func(conn io.ReadWriteCloser)
+		want   exchange.End
+	}{
+		{"server breaks", func(w io.Writer) bool { return false }, func(conn io.ReadWriteCloser) {}, exchange.EndCut},
+		{"agent drops", func(w io.Writer) bool { return true }, func(conn io.ReadWriteCloser) { conn.Close() }, exchange.EndClientGone},
+		{"close handshake", func(w io.Writer) bool { return true }, func(conn io.ReadWriteCloser) {
+			conn.Write(wsframe.Append(nil, wsframe.ClientFrame(wsframe.Close, wsframe.ClosePayload(1000, ""))))
+		}, exchange.EndComplete},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := wsServer(t, nil, func(r *bufio.Reader, w io.Writer) {
+				var asm wsframe.Assembler
+				for {
+					f, _, err := wsframe.Read(r, 1<<20)
+					if err != nil {
+						return
+					}
+					if f.Opcode == wsframe.Close {
+						w.Write(wsframe.Append(nil, wsframe.ServerFrame(wsframe.Close, f.Payload)))
+						return
+					}
+					if m, _ := asm.Add(f); m != nil {
+						w.Write(wsframe.Append(nil, wsframe.ServerFrame(wsframe.Text, []byte(`{"type":"response.created"}`))))
+						if !c.server(w) {
+							return
+						}
+					}
+				}
+			})
+			s := setup(t, routes[4], h, "/v1/responses", proxy.Config{})
+			_, conn := dialWS(t, s.client, s.url)
+			defer conn.Close()
+			br := bufio.NewReader(conn)
+			conn.Write(wsframe.Append(nil, wsframe.ClientFrame(wsframe.Text, []byte(`{"type":"response.create","model":"m"}`))))
+			if f, _, err := wsframe.Read(br, 1<<20); err != nil || f.Opcode != wsframe.Text {
+				t.Fatalf("the first event: %v %v", f.Opcode, err)
+			}
+			c.agent(conn)
+			x := s.rec.finished(t, 1)[0]
+			if x.End != c.want || len(x.Chunks) != 1 {
+				t.Errorf("recorded end %v (%s) with %d chunks; want %v with the one event", x.End, x.Error, len(x.Chunks), c.want)
+			}
+		})
+	}
+}
