@@ -47,13 +47,16 @@ func (c Class) String() string {
 // ClassOf returns the class of a request that reached the tap by route
 // (exchange.RouteProxy, exchange.RouteBaseURL, exchange.RouteMCP, or ""
 // when not known): an MCP route's is ClassMCP; a base-URL route is there
-// for the LLM, so everything that comes through one is ClassLLM; anything
-// else is ClassLLM if LLMRequest recognises it, and ClassHTTP otherwise.
+// for the LLM, so everything that comes through one is ClassLLM, as is a
+// WebSocket's exchange (a ws:// or wss:// URL); anything else is ClassLLM
+// if LLMRequest recognises it, and ClassHTTP otherwise.
 func ClassOf(route, method, rawURL string) Class {
 	if route == exchange.RouteMCP {
 		return ClassMCP
 	}
-	if route == exchange.RouteBaseURL || LLMRequest(method, rawURL) {
+	// A WebSocket's messages are a conversation, whatever its API:
+	// answered in order, never by URL.
+	if route == exchange.RouteBaseURL || LLMRequest(method, rawURL) || IsWebSocket(rawURL) {
 		return ClassLLM
 	}
 	return ClassHTTP

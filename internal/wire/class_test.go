@@ -53,3 +53,13 @@ func TestClassOfFormat2(t *testing.T) {
 		t.Errorf("class %v, want http", got)
 	}
 }
+
+// TestClassWebSocket: a WebSocket's exchanges are the LLM's class, of a
+// known API or not.
+func TestClassWebSocket(t *testing.T) {
+	for _, u := range []string{"wss://api.openai.com/v1/responses", "wss://api.example/v1/realtime", "ws://127.0.0.1:9/socket"} {
+		if got := ClassOf(exchange.RouteProxy, "GET", u); got != ClassLLM {
+			t.Errorf("ClassOf(proxy, GET %s) = %v, want llm", u, got)
+		}
+	}
+}

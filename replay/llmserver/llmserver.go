@@ -429,7 +429,7 @@ func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("replaying %s %s: reading the request body: %w", req.Method, masker.URL(req.URL.String()), err)
 	}
 	route, _, _ := exchange.RouteFromContext(req.Context())
-	if isWebSocketUpgrade(req) && wire.ClassOf(route, req.Method, wsURL(req)) == wire.ClassLLM {
+	if isWebSocketUpgrade(req) {
 		return s.roundTripWebSocket(req, start)
 	}
 	if wire.ClassOf(route, req.Method, req.URL.String()) == wire.ClassHTTP {

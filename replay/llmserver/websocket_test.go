@@ -203,3 +203,19 @@ func TestWebSocketRefusedUpgrade(t *testing.T) {
 		t.Errorf("got %s %q; want the recorded 426", resp.Status, b)
 	}
 }
+
+// TestWebSocketOtherAPI: a WebSocket of an API acptap does not know (a
+// realtime API) is served in order all the same, through the proxy.
+func TestWebSocketOtherAPI(t *testing.T) {
+	x := wsExchange("", "", `{"type":"session.created"}`, `{"type":"response.done"}`)
+	x.URL = strings.Replace(x.URL, "/v1/responses", "/v1/realtime", 1)
+	x.RequestBody = []byte(`{"type":"session.update"}`)
+	s := newServer(t, llmserver.Options{Exchanges: recordedList(x)})
+	tap, ca := newTap(t, s)
+	client, base := viaProxy(false)(t, tap, ca, upstream)
+	conn, br := wsDial(t, client, base+"/v1/realtime")
+	sendText(conn, `{"type":"session.update"}`)
+	if got, err := readMessages(br, 2); err != nil || strings.Join(got, "|") != `{"type":"session.created"}|{"type":"response.done"}` {
+		t.Errorf("got %q (%v); want the recorded messages", got, err)
+	}
+}
