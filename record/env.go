@@ -2,6 +2,8 @@ package record
 
 import (
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -44,10 +46,16 @@ func recordedEnv(env []string, secrets *redact.Redactor) []store.EnvVar {
 	}
 	out := make([]store.EnvVar, 0, len(last))
 	for k, v := range last {
-		out = append(out, store.EnvVar{Name: k, Value: v, Withheld: withheld(k, v, secrets)})
-		if out[len(out)-1].Withheld != "" {
-			out[len(out)-1].Value = ""
+		ev := store.EnvVar{Name: k, Value: v, Withheld: withheld(k, v, secrets)}
+		if filepath.IsAbs(v) {
+			if fi, err := os.Stat(v); err == nil && fi.IsDir() {
+				ev.Dir = true
+			}
 		}
+		if ev.Withheld != "" {
+			ev.Value = ""
+		}
+		out = append(out, ev)
 	}
 	slices.SortFunc(out, func(a, b store.EnvVar) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -64,7 +72,9 @@ func withheld(k, v string, secrets *redact.Redactor) string {
 		return store.WithheldSecret
 	case secrets.String(v) != v || userInfo.MatchString(v) || queryCredentials(v, secrets):
 		return store.WithheldCredentials
-	case hasTokenRun(v):
+	case hasTokenRun(v) && !isPaths(v):
+		// A run in a path is a directory's name (a temporary one's),
+		// not a key.
 		return store.WithheldToken
 	case len(v) > maxEnvValue:
 		return store.WithheldLong
@@ -81,6 +91,17 @@ func queryCredentials(v string, secrets *redact.Redactor) bool {
 		return false
 	}
 	return secrets.URL(v) != secrets.String(u.String())
+}
+
+// isPaths reports whether v is an absolute path, or a list of them
+// (PATH's form).
+func isPaths(v string) bool {
+	for p := range strings.SplitSeq(v, string(filepath.ListSeparator)) {
+		if !filepath.IsAbs(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // hasTokenRun reports whether v has a run of minTokenRun or more letters,

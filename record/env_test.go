@@ -1,6 +1,8 @@
 package record
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +14,14 @@ import (
 // The recorded environment keeps every name and the values that are
 // settings, and withholds every value that is, holds or may be a secret.
 func TestRecordedEnv(t *testing.T) {
+	// A directory whose name has a long run of letters and digits, as a
+	// temporary one's has: a path, not a key.
+	home := filepath.Join(t.TempDir(), "codexhome0123456789abcdefABCDEF")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{
+		"CODEX_HOME=" + home,
 		"PATH=/usr/local/bin:/usr/bin",
 		"LANG=en_US.UTF-8",
 		"TERM=xterm-256color",
@@ -34,6 +43,7 @@ func TestRecordedEnv(t *testing.T) {
 	}
 	got := recordedEnv(env, redact.New(env))
 	want := []store.EnvVar{
+		{Name: "CODEX_HOME", Value: home, Dir: true},
 		{Name: "DATABASE_URL", Withheld: store.WithheldCredentials},
 		{Name: "DB_PASSWORD", Withheld: store.WithheldSecret},
 		{Name: "DOCS_URL", Value: "https://docs.invalid/a?page=2"},

@@ -260,21 +260,40 @@ func shapedEnv(meta store.Recording, sb *sandbox, paths map[string]string) []str
 // made the sandbox's, except a hook's (hookVars) that named one, which is
 // empty, and one naming a runtime directory (runtimeDirs), which is a
 // placeholder.
+//
+// A value that named a directory when recording (store.EnvVar.Dir) names
+// one in the replay too: the sandbox's is made, and a path outside the
+// sandbox that this machine lacks becomes a placeholder, made.
 func reproduce(v store.EnvVar, sb *sandbox, paths map[string]string) string {
 	if v.Withheld != "" {
 		if redact.SecretName(v.Name) && looksLikeAPIKey(v.Name) {
 			return dummyKey
 		}
-		return placeholder(sb, v.Name)
+		return sb.dirIf(v.Dir, placeholder(sb, v.Name))
 	}
 	value, moved := mapPaths(v.Value, paths)
 	switch {
 	case moved && slices.Contains(hookVars, v.Name):
 		return ""
 	case slices.ContainsFunc(runtimeDirs, func(dir string) bool { return containsDir(v.Value, dir) }):
-		return placeholder(sb, v.Name)
+		return sb.dirIf(v.Dir, placeholder(sb, v.Name))
+	case v.Dir && moved:
+		return sb.dirIf(true, value)
+	case v.Dir:
+		if fi, err := os.Stat(value); err != nil || !fi.IsDir() {
+			return sb.dirIf(true, placeholder(sb, v.Name))
+		}
 	}
 	return value
+}
+
+// dirIf makes the directory path if dir is set and path is in the
+// sandbox (never outside), and returns path.
+func (sb *sandbox) dirIf(dir bool, path string) string {
+	if dir && (path == sb.root || strings.HasPrefix(path, sb.root+string(filepath.Separator))) {
+		os.MkdirAll(path, 0o700)
+	}
+	return path
 }
 
 // placeholder is the value of a variable whose recorded value a replay

@@ -385,3 +385,52 @@ func TestMapPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxEnvDirs: a variable that named a directory when recording
+// names one in the replay: the sandbox's, made; a placeholder, made, for
+// a directory this machine lacks or a withheld value; one that exists
+// here, as it is.
+func TestSandboxEnvDirs(t *testing.T) {
+	root := t.TempDir()
+	sb := &sandbox{root: root, work: filepath.Join(root, "work"), home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp")}
+	for _, d := range []string{sb.work, sb.home, sb.tmp} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta := store.Recording{Cwd: "/home/me/proj", Home: "/home/me", Env: []store.EnvVar{
+		{Name: "CODEX_HOME", Value: "/home/me/.codex", Dir: true},
+		{Name: "CACHE", Value: "/nonexistent/cache", Dir: true},
+		{Name: "RUN_DIR", Withheld: store.WithheldToken, Dir: true},
+		{Name: "SHARE", Value: "/usr", Dir: true},
+		{Name: "FILE", Value: "/home/me/notes.txt"},
+	}}
+	env, err := sandboxEnv(meta, sb, map[string]string{"/home/me/proj": sb.work, "/home/me": sb.home}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	for name, want := range map[string]string{
+		"CODEX_HOME": filepath.Join(sb.home, ".codex"),
+		"CACHE":      placeholder(sb, "CACHE"),
+		"RUN_DIR":    placeholder(sb, "RUN_DIR"),
+		"SHARE":      "/usr",
+		"FILE":       filepath.Join(sb.home, "notes.txt"),
+	} {
+		if got[name] != want {
+			t.Errorf("%s=%q, want %q", name, got[name], want)
+		}
+	}
+	for _, name := range []string{"CODEX_HOME", "CACHE", "RUN_DIR"} {
+		if fi, err := os.Stat(got[name]); err != nil || !fi.IsDir() {
+			t.Errorf("%s=%s: not made a directory: %v", name, got[name], err)
+		}
+	}
+	if _, err := os.Stat(got["FILE"]); err == nil {
+		t.Errorf("FILE=%s was made; only directories are", got["FILE"])
+	}
+}

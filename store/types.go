@@ -189,6 +189,10 @@ type EnvVar struct {
 	Name     string `json:"name"`
 	Value    string `json:"value,omitempty"`
 	Withheld string `json:"withheld,omitempty"` // one of the Withheld constants; "" for a value kept
+	// Dir says the value named a directory when recording, which a
+	// replay makes in its sandbox for the value it gives, lest an agent
+	// that checks its directory (CODEX_HOME) refuse to start.
+	Dir bool `json:"dir,omitempty"`
 }
 
 // Why a value of the environment was withheld.
