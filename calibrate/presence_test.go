@@ -2,6 +2,7 @@ package calibrate
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,7 +51,9 @@ func TestPresence(t *testing.T) {
 			`{"after":"update tool_call_update completed","optional":"request _testagent/drainQueue"}`},
 	} {
 		t.Run(tc.flaky, func(t *testing.T) {
-			args := []string{"--read", "notes.txt", "--flaky", tc.flaky}
+			// Runs alternate, sending and not: no chance in it.
+			seq := filepath.Join(t.TempDir(), "seq")
+			args := []string{"--read", "notes.txt", "--flaky", tc.flaky, "--flaky-seq", seq}
 			var st *store.Store
 			var argv []string
 			for range 30 {
@@ -109,8 +112,8 @@ func TestPresence(t *testing.T) {
 				}
 			}
 			for _, change := range [][]string{
-				{"--read", "notes.txt", "--flaky", tc.flaky, "--message", "Something else"},
-				{"--flaky", tc.flaky},
+				{"--read", "notes.txt", "--flaky", tc.flaky, "--flaky-seq", seq, "--message", "Something else"},
+				{"--flaky", tc.flaky, "--flaky-seq", seq},
 			} {
 				o := opts.Replay
 				o.Argv = append([]string{argv[0]}, change...)

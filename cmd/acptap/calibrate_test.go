@@ -260,10 +260,12 @@ func recordedToolDone(t *testing.T, db, name string) bool {
 // missing whole still fail.
 func TestCalibratePresence(t *testing.T) {
 	dir := workspace(t)
+	// Runs alternate, sending and not: no chance in it.
+	seq := filepath.Join(t.TempDir(), "seq")
 	var db string
 	for i := range 30 {
 		db = filepath.Join(dir, fmt.Sprintf("s%d.db", i))
-		recordSession(t, dir, db, "flaky", agentEnv(), nil, "--read", "notes.txt", "--flaky", "tool-done")
+		recordSession(t, dir, db, "flaky", agentEnv(), nil, "--read", "notes.txt", "--flaky", "tool-done", "--flaky-seq", seq)
 		if !recordedToolDone(t, db, "flaky") {
 			break
 		}
@@ -325,8 +327,8 @@ func TestCalibratePresence(t *testing.T) {
 		}
 	}
 	for _, change := range [][]string{
-		{"--read", "notes.txt", "--flaky", "tool-done", "--message", "Something else"},
-		{"--flaky", "tool-done"},
+		{"--read", "notes.txt", "--flaky", "tool-done", "--flaky-seq", seq, "--message", "Something else"},
+		{"--flaky", "tool-done", "--flaky-seq", seq},
 	} {
 		if out, code := replay(change...); code != ExitDiverged {
 			t.Errorf("calibrated replay of testagent %q: exit %d, want %d\n%s", change, code, ExitDiverged, out)

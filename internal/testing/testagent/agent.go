@@ -66,6 +66,7 @@ type config struct {
 	racing            racing        // --racing
 	plant             plant         // --plant
 	flaky             flaky         // --flaky: what may be sent
+	flakySeq          string        // --flaky-seq: the file counting runs, "" to choose at random
 	secrets           secrets       // --api-key, --header, --query, --echo-env (see secrets.go)
 	env               envShape      // --env-names, --env-file (see env.go)
 	features          features      // --features (see sessions.go)
@@ -170,6 +171,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 		cfg.flaky, err = parseFlaky(v)
 		return err
 	})
+	fs.StringVar(&cfg.flakySeq, "flaky-seq", "", "choose what --flaky sends from the count of runs kept in `FILE` (made if missing) instead of at random: the runs alternate, the first sending everything --flaky names, the second nothing, and so on; for tests that must not depend on chance")
 	fs.Func("plant", plantUsage, func(v string) (err error) {
 		cfg.plant, err = parsePlant(v)
 		return err
@@ -339,7 +341,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 		c:        newConn(stdout, cfg.stringIDs),
 		log:      logger,
 		sessions: make(map[string]*session),
-		flaky:    cfg.flaky.choose(),
+	}
+	if a.flaky, err = cfg.flaky.choose(cfg.flakySeq); err != nil {
+		logger.Printf("%v", err)
+		return 2
 	}
 	if a.echo = cfg.secrets.echo(getenv); a.echo != "" {
 		logger.Printf("environment: %s", a.echo)

@@ -3,7 +3,11 @@ package testagent
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
 	"strings"
 )
 
@@ -37,11 +41,26 @@ func parseFlaky(v string) (flaky, error) {
 }
 
 // choose returns what this run sends of f: each at random, with even
-// odds.
-func (f flaky) choose() flaky {
-	var b [1]byte
-	rand.Read(b[:])
-	return flaky{toolDone: f.toolDone && b[0]&1 == 0, drain: f.drain && b[0]&2 == 0}
+// odds; or, with seq a file counting the runs, everything in the runs
+// counted even and nothing in the others.
+func (f flaky) choose(seq string) (flaky, error) {
+	if seq == "" {
+		var b [1]byte
+		rand.Read(b[:])
+		return flaky{toolDone: f.toolDone && b[0]&1 == 0, drain: f.drain && b[0]&2 == 0}, nil
+	}
+	b, err := os.ReadFile(seq)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return flaky{}, fmt.Errorf("--flaky-seq: %w", err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := os.WriteFile(seq, []byte(strconv.Itoa(n+1)+"\n"), 0o600); err != nil {
+		return flaky{}, fmt.Errorf("--flaky-seq: %w", err)
+	}
+	if n%2 == 0 {
+		return f, nil
+	}
+	return flaky{}, nil
 }
 
 // skipsToolDone reports whether this run leaves out a read tool's final
