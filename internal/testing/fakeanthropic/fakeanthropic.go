@@ -9,8 +9,9 @@
 //     streams [SlowDeltas] text deltas (Options.Delay apart) and then keeps
 //     the stream open until the client goes away, so that the turn can
 //     only end by the client cancelling it;
-//   - its text contains the word "run": the model calls the agent's Bash
-//     tool to run [BashCommand];
+//   - its text contains the word "run": the model calls the agent's shell
+//     tool (Bash, or run_shell_command) to run [BashCommand], a required
+//     boolean argument of the tool's schema false;
 //   - the request asks for structured output (output_config.format of
 //     type json_schema, as Claude Code's session-title request does): the
 //     model answers a JSON object of the schema's required string
@@ -71,8 +72,9 @@ const ToolPreamble = "I'll run the command."
 const maxBody = 64 << 20
 
 // shellTools are the names under which agents offer a shell, in the order
-// they are preferred.
-var shellTools = []string{"Bash", "bash"}
+// they are preferred: Claude Code's and opencode's Bash, and qwen-code's
+// (and gemini-cli's) run_shell_command.
+var shellTools = []string{"Bash", "bash", "run_shell_command"}
 
 // Models are the models GET /v1/models lists, newest first.
 var Models = []Model{
@@ -183,8 +185,14 @@ type request struct {
 	Model    string    `json:"model"`
 	Messages []message `json:"messages"`
 	Tools    []struct {
-		Name string `json:"name"`
-		Type string `json:"type"`
+		Name        string `json:"name"`
+		Type        string `json:"type"`
+		InputSchema struct {
+			Properties map[string]struct {
+				Type json.RawMessage `json:"type"` // a name, or a list of them
+			} `json:"properties"`
+			Required []string `json:"required"`
+		} `json:"input_schema"`
 	} `json:"tools"`
 	Stream       bool `json:"stream"`
 	OutputConfig struct {
@@ -385,7 +393,20 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rec Request, b
 		}
 		rec.Step = "bash"
 		s.Keep(rec)
-		out.toolUse(s.opts.Variant+ToolPreamble, name, string(marshal(map[string]any{"command": BashCommand, "description": BashDescription})))
+		args := map[string]any{"command": BashCommand, "description": BashDescription}
+		// A required flag of the tool's own (qwen-code's is_background)
+		// is off.
+		for _, t := range req.Tools {
+			if t.Name != name {
+				continue
+			}
+			for _, p := range t.InputSchema.Required {
+				if _, ok := args[p]; !ok && string(t.InputSchema.Properties[p].Type) == `"boolean"` {
+					args[p] = false
+				}
+			}
+		}
+		out.toolUse(s.opts.Variant+ToolPreamble, name, string(marshal(args)))
 	default:
 		rec.Step = "text"
 		s.Keep(rec)
@@ -759,6 +780,18 @@ func Start(opts Options) *Listener {
 func StartTLS(opts Options, dir string) (*Listener, error) {
 	s := New(opts)
 	ep, err := fakellm.ServeTLS(s, "", dir, "fakeanthropic")
+	if err != nil {
+		return nil, err
+	}
+	return &Listener{Server: s, Endpoint: ep}, nil
+}
+
+// StartTLSAt starts an HTTPS fake on a loopback address other than
+// 127.0.0.1, such as 127.0.0.2 (see fakellm.ServeTLSAt), writing its
+// certificate into dir.
+func StartTLSAt(opts Options, ip, dir string) (*Listener, error) {
+	s := New(opts)
+	ep, err := fakellm.ServeTLSAt(s, ip, "", dir, "fakeanthropic")
 	if err != nil {
 		return nil, err
 	}

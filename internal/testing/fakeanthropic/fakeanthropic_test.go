@@ -124,6 +124,10 @@ const lookupToolDef = `{"name":"mcp__notes__lookup","input_schema":{"type":"obje
 const assistantLookup = `{"role":"assistant","content":[{"type":"tool_use","id":"toolu_02x","name":"mcp__notes__lookup","input":{"topic":"answer"}}]}`
 const lookupResult = `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_02x","content":[{"type":"text","text":"42"}]}]}`
 
+// qwenShellTool is qwen-code's shell tool: a required boolean flag, and a
+// property of several types.
+const qwenShellTool = `{"name":"run_shell_command","description":"Run a command","input_schema":{"type":"object","properties":{"command":{"type":"string"},"is_background":{"type":"boolean"},"directory":{"type":["string","null"]},"description":{"type":"string"}},"required":["command","is_background"]}}`
+
 const assistantCall = `{"role":"assistant","content":[{"type":"text","text":"I'll run the command."},{"type":"tool_use","id":"toolu_01x","name":"Bash","input":{"command":"echo"}}]}`
 
 // textEvents are the events of a text answer streamed in n deltas.
@@ -142,6 +146,7 @@ func TestScript(t *testing.T) {
 	l := Start(Options{})
 	defer l.Close()
 	bashInput := `{"command":"` + BashCommand + `","description":"` + BashDescription + `"}`
+	qwenShellInput := `{"command":"` + BashCommand + `","description":"` + BashDescription + `","is_background":false}`
 	tests := []struct {
 		name, encoding, body string
 		step, text, stop     string
@@ -173,6 +178,11 @@ func TestScript(t *testing.T) {
 			name: "bash not streamed", body: body(false, bashTool, user("run it")),
 			step: "bash", text: ToolPreamble, stop: "tool_use",
 			call: &wire.ToolCall{Name: "Bash", Arguments: bashInput},
+		},
+		{
+			name: "run_shell_command", body: body(true, readTool+","+qwenShellTool, user("Please run the command")),
+			step: "bash", text: ToolPreamble, stop: "tool_use", events: toolEvents((len(qwenShellInput) + 11) / 12),
+			call: &wire.ToolCall{Name: "run_shell_command", Arguments: qwenShellInput},
 		},
 		{
 			name: "no bash", body: body(true, readTool, user("run it")),

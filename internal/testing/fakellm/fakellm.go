@@ -2,12 +2,19 @@
 package fakellm
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -155,6 +162,70 @@ func ServeTLS(h http.Handler, path, dir, name string) (Endpoint, error) {
 		return Endpoint{}, err
 	}
 	return Endpoint{HTTP: srv, URL: srv.URL + path, CAFile: f.Name()}, nil
+}
+
+// ServeTLSAt is ServeTLS on a loopback address other than 127.0.0.1,
+// such as 127.0.0.2, with a certificate of its own for that address: an
+// upstream that an agent reaches through acptap's forward proxy without
+// record --proxy-loopback, since NO_PROXY names 127.0.0.1, localhost and
+// ::1 only. It is for agents that run an HTTP server of their own on
+// 127.0.0.1 (opencode), whose calls --proxy-loopback would send through
+// the tap too.
+func ServeTLSAt(h http.Handler, ip, path, dir, name string) (Endpoint, error) {
+	addr := net.ParseIP(ip)
+	if addr == nil || !addr.IsLoopback() {
+		return Endpoint{}, fmt.Errorf("fakellm: %q is no loopback address", ip)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return Endpoint{}, err
+	}
+	cert, der, err := selfSigned(addr)
+	if err != nil {
+		ln.Close()
+		return Endpoint{}, err
+	}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	f, err := os.CreateTemp(dir, name+"-ca-*.pem")
+	if err != nil {
+		srv.Close()
+		return Endpoint{}, err
+	}
+	err = pem.Encode(f, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		srv.Close()
+		return Endpoint{}, err
+	}
+	return Endpoint{HTTP: srv, URL: srv.URL + path, CAFile: f.Name()}, nil
+}
+
+// selfSigned returns a fresh self-signed certificate for ip, and its DER.
+func selfSigned(ip net.IP) (tls.Certificate, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "fakellm " + ip.String()},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{ip},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, der, nil
 }
 
 // RandomHex returns n random bytes in hex, for the fresh ids real APIs

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -67,6 +68,36 @@ func TestServeTLS(t *testing.T) {
 	}
 	if a, b := RandomHex(8), RandomHex(8); len(a) != 16 || a == b {
 		t.Errorf("RandomHex(8) = %q, %q; want two different 16-digit strings", a, b)
+	}
+}
+
+func TestServeTLSAt(t *testing.T) {
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.URL.Path) })
+	if _, err := ServeTLSAt(hello, "192.0.2.1", "", t.TempDir(), "test"); err == nil {
+		t.Error("ServeTLSAt 192.0.2.1 served; want an error: not loopback")
+	}
+	ep, err := ServeTLSAt(hello, "127.0.0.2", "/v1", t.TempDir(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.HTTP.Close()
+	if !strings.HasPrefix(ep.URL, "https://127.0.0.2:") || !strings.HasSuffix(ep.URL, "/v1") {
+		t.Errorf("URL %q, want https://127.0.0.2:PORT/v1", ep.URL)
+	}
+	pem, err := os.ReadFile(ep.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		t.Fatalf("%s holds no PEM certificate", ep.CAFile)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	if body := get(t, client, ep.URL); body != "hello /v1" {
+		t.Errorf("TLS with the CA file: got %q, want hello /v1", body)
+	}
+	if _, err := http.Get(ep.URL); err == nil {
+		t.Error("a client without the CA file was not refused")
 	}
 }
 
