@@ -10,6 +10,8 @@
 #	export ACPTAP_CODEX_ACP='.../codex-acp'          @zed-industries/codex-acp
 #	export ACPTAP_CLAUDE_ACP='.../claude-agent-acp'  @agentclientprotocol/claude-agent-acp
 #	export ACPTAP_GEMINI_CLI='.../gemini'            @google/gemini-cli
+#	export ACPTAP_OPENCODE='.../opencode'            opencode-ai
+#	export ACPTAP_QWEN_CODE='.../qwen'               @qwen-code/qwen-code
 #	export ACPTAP_MCP_FILESYSTEM='.../mcp-server-filesystem'  @modelcontextprotocol/server-filesystem
 #
 # (the last an MCP server the agents are given, not an agent).
@@ -25,6 +27,8 @@ set -euo pipefail
 codex_version="${CODEX_ACP_VERSION:-0.16.0}"
 claude_version="${CLAUDE_AGENT_ACP_VERSION:-0.101.0}"
 gemini_version="${GEMINI_CLI_VERSION:-0.61.0}"
+opencode_version="${OPENCODE_VERSION:-1.18.33}"
+qwen_version="${QWEN_CODE_VERSION:-0.24.4}"
 mcp_filesystem_version="${MCP_FILESYSTEM_VERSION:-2026.8.31}"
 cache="${ACPTAP_E2E_CACHE:-$HOME/.cache/acptap-e2e}"
 modules="$cache/node_modules"
@@ -54,6 +58,8 @@ agents=(
 	"ACPTAP_CODEX_ACP|@zed-industries/codex-acp|$codex_version|$modules/@zed-industries/codex-acp-$platform|$modules/@zed-industries/codex-acp-$platform/bin/codex-acp"
 	"ACPTAP_CLAUDE_ACP|@agentclientprotocol/claude-agent-acp|$claude_version|$modules/@agentclientprotocol/claude-agent-acp|$modules/.bin/claude-agent-acp"
 	"ACPTAP_GEMINI_CLI|@google/gemini-cli|$gemini_version|$modules/@google/gemini-cli|$modules/.bin/gemini"
+	"ACPTAP_OPENCODE|opencode-ai|$opencode_version|$modules/opencode-ai|$modules/.bin/opencode"
+	"ACPTAP_QWEN_CODE|@qwen-code/qwen-code|$qwen_version|$modules/@qwen-code/qwen-code|$modules/.bin/qwen"
 	"ACPTAP_MCP_FILESYSTEM|@modelcontextprotocol/server-filesystem|$mcp_filesystem_version|$modules/@modelcontextprotocol/server-filesystem|$modules/.bin/mcp-server-filesystem"
 )
 

@@ -89,7 +89,7 @@ type agentBin struct {
 }
 
 // agents are the agents of the suite.
-var agents = []*agentBin{codex, claude, gemini}
+var agents = []*agentBin{codex, claude, gemini, opencode, qwen}
 
 // need skips the test when the agent's variable is not set, and fails it
 // when it is set but the agent or the helper binaries are unusable. It
@@ -186,7 +186,7 @@ func newLab(t *testing.T) *lab {
 // around the tap, point it at a real account or configure acptap.
 func strippedEnv(key string) bool {
 	u := strings.ToUpper(key)
-	for _, prefix := range []string{"CODEX_", "OPENAI_", "ANTHROPIC_", "CLAUDE_", "GEMINI_", "GOOGLE_", "ACPTAP_", "FAKE_"} {
+	for _, prefix := range []string{"CODEX_", "OPENAI_", "ANTHROPIC_", "CLAUDE_", "GEMINI_", "GOOGLE_", "ACPTAP_", "FAKE_", "OPENCODE_", "QWEN_"} {
 		if strings.HasPrefix(u, prefix) {
 			return true
 		}

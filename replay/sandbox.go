@@ -37,7 +37,7 @@ func newSandbox(st *store.Store, rec *recording, workspace string, extraEnv []st
 			return nil, fmt.Errorf("%w: reading the recorded workspace snapshot: %v", ErrWorkspace, err)
 		}
 	}
-	sb, err := makeDirs(workspaceName(rec), workspace, archive)
+	sb, err := makeDirs(workspaceName(rec), recordedWorkspace(rec), rec.meta.Home, workspace, archive)
 	if err != nil {
 		return nil, err
 	}
@@ -63,10 +63,53 @@ func workspaceName(rec *recording) string {
 	return "work"
 }
 
-// makeDirs makes the sandbox's directories, its workspace, work/name, a
+// recordedWorkspace returns the recorded workspace whose name
+// workspaceName gives, or "".
+func recordedWorkspace(rec *recording) string {
+	for _, dir := range append(slices.Clone(rec.cwds), rec.meta.Cwd) {
+		if name := filepath.Base(dir); dir != "" && name != "." && name != ".." && name != string(filepath.Separator) {
+			return dir
+		}
+	}
+	return ""
+}
+
+// sandboxLayout returns the sandbox's workspace and HOME below root: work/name
+// and home; or, where the recorded workspace recWork and HOME recHome are
+// both absolute and the workspace is neither HOME nor above it, the two
+// placed below work/ as they were relative to each other, each at its
+// path from their deepest common directory (/home/me/proj and /home/me
+// become work/proj and work; /x/s/ws and /x/s/home, work/ws and
+// work/home), since an agent may name a file of HOME by its path from the
+// workspace (qwen-code's "../home/.qwen/output-language.md" in its system
+// prompt), which no path normalization sees.
+func sandboxLayout(root, name, recWork, recHome string) (work, home string) {
+	work, home = filepath.Join(root, "work", name), filepath.Join(root, "home")
+	if !filepath.IsAbs(recWork) || !filepath.IsAbs(recHome) {
+		return work, home
+	}
+	recWork, recHome = filepath.Clean(recWork), filepath.Clean(recHome)
+	common := recHome
+	for !within(recWork, common) {
+		common = filepath.Dir(common)
+	}
+	w, err1 := filepath.Rel(common, recWork)
+	h, err2 := filepath.Rel(common, recHome)
+	if err1 != nil || err2 != nil || w == "." || filepath.Base(recWork) != name {
+		return work, home
+	}
+	return filepath.Join(root, "work", w), filepath.Join(root, "work", h)
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	return path == dir || dir == string(filepath.Separator) || strings.HasPrefix(path, dir+string(filepath.Separator))
+}
+
+// makeDirs makes the sandbox's directories (see layout), its workspace a
 // copy of the directory seed, else the snapshot archive restored, else
 // empty.
-func makeDirs(name, seed string, archive []byte) (*sandbox, error) {
+func makeDirs(name, recWork, recHome, seed string, archive []byte) (*sandbox, error) {
 	// The sandboxes and tap files of replays killed with SIGKILL go
 	// first; this one's name has this process's id for the next replay
 	// to tell whether it is still needed.
@@ -84,9 +127,13 @@ func makeDirs(name, seed string, archive []byte) (*sandbox, error) {
 	}
 	// The workspace is a directory of its own below work/, so that its
 	// name cannot clash with home/ and tmp/.
-	sb := &sandbox{root: root, work: filepath.Join(root, "work", name), home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp")}
-	for d, perm := range map[string]os.FileMode{sb.home: 0o700, sb.tmp: 0o700, filepath.Dir(sb.work): 0o755} {
-		if err := os.Mkdir(d, perm); err != nil {
+	sb := &sandbox{root: root, tmp: filepath.Join(root, "tmp")}
+	sb.work, sb.home = sandboxLayout(root, name, recWork, recHome)
+	for _, d := range []struct {
+		path string
+		perm os.FileMode
+	}{{filepath.Dir(sb.work), 0o755}, {sb.home, 0o700}, {sb.tmp, 0o700}} {
+		if err := os.MkdirAll(d.path, d.perm); err != nil {
 			sb.remove()
 			return nil, fmt.Errorf("creating the replay sandbox: %w", err)
 		}

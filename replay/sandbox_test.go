@@ -434,3 +434,33 @@ func TestSandboxEnvDirs(t *testing.T) {
 		t.Errorf("FILE=%s was made; only directories are", got["FILE"])
 	}
 }
+
+func TestSandboxLayout(t *testing.T) {
+	for _, tc := range []struct {
+		name, work, home   string
+		wantWork, wantHome string
+	}{
+		{"the workspace in HOME", "/home/me/proj", "/home/me", "/sb/work/proj", "/sb/work"},
+		{"deeper in HOME", "/home/me/src/proj", "/home/me", "/sb/work/src/proj", "/sb/work"},
+		{"siblings", "/x/s/ws", "/x/s/home", "/sb/work/ws", "/sb/work/home"},
+		{"apart", "/tmp/a/proj", "/root", "/sb/work/tmp/a/proj", "/sb/work/root"},
+		{"HOME in the workspace", "/a", "/a/b", "/sb/work/a", "/sb/home"},
+		{"the workspace is HOME", "/home/me", "/home/me", "/sb/work/me", "/sb/home"},
+		{"no HOME", "/home/me/proj", "", "/sb/work/proj", "/sb/home"},
+		{"a relative workspace", "proj", "/home/me", "/sb/work/proj", "/sb/home"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			work, home := sandboxLayout("/sb", filepath.Base(tc.work), tc.work, tc.home)
+			if work != tc.wantWork || home != tc.wantHome {
+				t.Errorf("sandboxLayout(%q, %q) = %q, %q; want %q, %q", tc.work, tc.home, work, home, tc.wantWork, tc.wantHome)
+			}
+			if tc.wantHome != "/sb/home" {
+				rw, _ := filepath.Rel(tc.work, tc.home)
+				rs, _ := filepath.Rel(work, home)
+				if rw != rs {
+					t.Errorf("HOME from the workspace: recorded %q, sandbox %q", rw, rs)
+				}
+			}
+		})
+	}
+}

@@ -103,6 +103,11 @@ type Options struct {
 	// TermWait is how long to wait after SIGTERM before SIGKILL; zero
 	// means ExitWait.
 	TermWait time.Duration
+	// Linger is how long to go on handling the agent's messages after the
+	// last turn, before closing its stdin, as an editor that stays open
+	// does: what an agent sends a moment after its last turn (qwen-code's
+	// available_commands_update) is then part of the session.
+	Linger time.Duration
 
 	// InitializeMeta, if not nil, is sent as initialize's _meta, as
 	// editors send their own settings there (JetBrains a proxyConfig
@@ -230,6 +235,9 @@ func Run(ctx context.Context, opts Options) (*Transcript, error) {
 	waiting := e.waitingFor()
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("gave up waiting for %s: %w", waiting, context.Cause(ctx))
+	}
+	if err == nil && opts.Linger > 0 {
+		e.pumpUntil(e.exited, opts.Linger)
 	}
 	e.shutdown(exitWait, termWait)
 	e.releaseTerminals()

@@ -46,6 +46,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //	--timeout D        give up after D overall (default 30s; 0 for never)
 //	--exit-wait D      after closing the agent's stdin, wait D for it to exit before SIGTERM (default 5s)
 //	--term-wait D      after SIGTERM, wait D for the agent to exit before SIGKILL (default: --exit-wait)
+//	--linger D         after the last turn, handle the agent's messages for D before closing its stdin
 //	--string-ids       use UUID strings as request ids
 //	--transcript FILE  write the transcript to FILE as NDJSON
 //	--initialize-meta JSON  send JSON as initialize's _meta
@@ -116,6 +117,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 	cancelRequest := fs.Bool("cancel-request", false, "cancel with $/cancel_request of the session/prompt request instead of session/cancel")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long overall; 0 for never")
 	exitWait := fs.Duration("exit-wait", DefaultExitWait, "how long to wait for the agent to exit after closing its stdin")
+	linger := fs.Duration("linger", 0, "after the last turn, go on handling the agent's messages this long before closing its stdin")
 	termWait := fs.Duration("term-wait", 0, "how long to wait for the agent to exit after SIGTERM (default: --exit-wait)")
 	stringIDs := fs.Bool("string-ids", false, "use UUID strings as request ids")
 	mcpServers := fs.String("mcp-servers", "", "send `JSON`, an array, as the mcpServers of session/new and session/load")
@@ -172,6 +174,7 @@ func parseCommandLine(args []string, stdin io.Reader, stderr io.Writer) (*comman
 			Zed:             *zed,
 			ExitWait:        *exitWait,
 			TermWait:        *termWait,
+			Linger:          *linger,
 			InitializeMeta:  rawJSON[0],
 			Authenticate:    rawJSON[1],
 			MCPServers:      rawJSON[2],
