@@ -1,11 +1,14 @@
-// Package e2e holds acptap's end-to-end tests against three real agents:
+// Package e2e holds acptap's end-to-end tests against five real agents:
 // codex-acp (npm @zed-industries/codex-acp) talking to the scripted
 // Responses API of internal/testing/fakeresponses, claude-agent-acp talking to the
-// scripted Messages API of internal/testing/fakeanthropic, and gemini-cli talking
-// to the scripted Gemini API of internal/testing/fakegemini.
+// scripted Messages API of internal/testing/fakeanthropic, gemini-cli talking
+// to the scripted Gemini API of internal/testing/fakegemini, and opencode
+// (npm opencode-ai) and qwen-code (npm @qwen-code/qwen-code) talking to
+// fakeanthropic too.
 //
 // Each agent's tests run only when its variable (ACPTAP_CODEX_ACP,
-// ACPTAP_CLAUDE_ACP, ACPTAP_GEMINI_CLI) names its binary, as
+// ACPTAP_CLAUDE_ACP, ACPTAP_GEMINI_CLI, ACPTAP_OPENCODE, ACPTAP_QWEN_CODE)
+// names its binary, as
 // e2e/install.sh prints them:
 //
 //	eval "$(e2e/install.sh)"
@@ -98,4 +101,23 @@
 // after 5s or more); the one value of its requests that varies and that
 // no default rule covers, the PGID in the shell tool's output, is learned
 // by `acptap calibrate`.
+//
+// # How opencode and qwen-code reach the tap
+//
+// Both read ANTHROPIC_BASE_URL (opencode through {env:} in the
+// workspace's opencode.json) and ANTHROPIC_API_KEY. The base-URL route is
+// `acptap record --no-proxy-env --base-url ANTHROPIC_BASE_URL=<plain
+// fake>`; on the proxy route the agent command names the HTTPS fake in
+// ANTHROPIC_BASE_URL, and the fake listens on 127.0.0.2, which NO_PROXY
+// does not exempt, so that no --proxy-loopback is needed: with it,
+// opencode's calls to its own HTTP server on 127.0.0.1 would go through
+// the tap. Both keep their settings in the workspace, recorded with
+// --snapshot: opencode.json and a configuration directory in .config
+// (XDG_CONFIG_HOME, set by a shell wrapper to the workspace's, whichever
+// it is) holding what stops opencode's npm install of its plugin package
+// at start-up; qwen-code's .qwen/settings.json turning off its usage
+// statistics, memory subagents and follow-up suggestions, all of which
+// call out or ask the model for more. docs/agents.md says why each
+// setting is there. TestAgentMatrix (scripts/agent-matrix) measures every
+// agent of the suite.
 package e2e
