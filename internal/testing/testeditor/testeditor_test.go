@@ -517,3 +517,42 @@ func TestMainZed(t *testing.T) {
 		t.Errorf("session/load replayed %d user messages, want the 1 of the first session", history)
 	}
 }
+
+// lateAgent answers one prompt, then sends a state update 300ms after
+// the turn's end unless its stdin closes first (bash: read -t), as
+// qwen-code does.
+const lateAgent = `
+IFS= read -r line
+printf '%s\n' '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{},"authMethods":[]}}'
+IFS= read -r line
+printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s1"}}'
+IFS= read -r line
+printf '%s\n' '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}'
+IFS= read -r -t 0.3 line
+[ $? -gt 128 ] || exit 0
+printf '%s\n' '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}'
+IFS= read -r line || exit 0
+`
+
+// TestLinger: with Linger the editor handles what the agent sends a
+// moment after the last turn before closing its stdin; without, the
+// session ends first.
+func TestLinger(t *testing.T) {
+	for _, linger := range []time.Duration{0, 3 * time.Second} {
+		t.Run(linger.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // liveness guard
+			defer cancel()
+			tr, err := testeditor.Run(ctx, testeditor.Options{Argv: []string{"bash", "-c", lateAgent}, Cwd: t.TempDir(), Linger: linger})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			late := false
+			for _, m := range tr.Messages {
+				late = late || strings.Contains(string(m.Msg), "available_commands_update")
+			}
+			if late != (linger > 0) {
+				t.Errorf("linger %v: the update after the turn recorded: %v, want %v", linger, late, linger > 0)
+			}
+		})
+	}
+}
