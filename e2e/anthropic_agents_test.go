@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -25,6 +26,19 @@ const (
 	// own server on 127.0.0.1 through the tap too.
 	otherLoopback = "127.0.0.2"
 )
+
+// extraEnv opts into the tests of opencode and qwen-code, which take a
+// minute or more each: scripts/agent-matrix runs them, not ./scripts/test.
+const extraEnv = "ACPTAP_E2E_EXTRA"
+
+// needExtra skips a test of opencode's or qwen-code's unless extraEnv or
+// matrixEnv is 1.
+func needExtra(t *testing.T) {
+	t.Helper()
+	if os.Getenv(extraEnv) != "1" && os.Getenv(matrixEnv) != "1" {
+		t.Skipf("set %s=1 to run the tests of opencode and qwen-code (scripts/agent-matrix runs them)", extraEnv)
+	}
+}
 
 // newAnthropicLab returns a lab for an agent of a, with the API key in
 // ANTHROPIC_API_KEY.

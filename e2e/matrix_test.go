@@ -28,7 +28,7 @@ type matrixAgent struct {
 	bin    *agentBin
 	lab    func(t *testing.T) *lab
 	record func(l *lab, name string, r route, tool bool) *session
-	// flags are replay's (and, but --speed, calibrate's) flags.
+	// flags are replay's and calibrate's flags.
 	flags func(tool bool) []string
 }
 
@@ -174,14 +174,7 @@ func TestAgentMatrix(t *testing.T) {
 						}()
 						flags := a.flags(tool)
 						row.before = l.matrixReplays(s, n, flags, &row.notes)
-						calib := []string{"calibrate", "--store", l.store, "--grace", grace, "--runs", "4"}
-						for i := 0; i < len(flags); i++ {
-							if flags[i] == "--speed" {
-								i++
-								continue
-							}
-							calib = append(calib, flags[i])
-						}
+						calib := append([]string{"calibrate", "--store", l.store, "--grace", grace, "--runs", "4"}, flags...)
 						res := l.run(l.dir, l.env(""), append([]string{filepath.Join(binDir, "acptap")}, append(calib, s.name)...)...)
 						row.calibrated, _, _ = strings.Cut(res.stdout, "\n")
 						row.after = l.matrixReplays(s, n, flags, &row.notes)

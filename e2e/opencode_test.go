@@ -134,6 +134,7 @@ func (l *lab) opencodeWorkspace(sc opencodeScenario) string {
 }
 
 func TestOpencodePlainAnswer(t *testing.T) {
+	needExtra(t)
 	t.Parallel()
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
@@ -172,6 +173,7 @@ func TestOpencodePlainAnswer(t *testing.T) {
 }
 
 func TestOpencodeBashTool(t *testing.T) {
+	needExtra(t)
 	t.Parallel()
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {

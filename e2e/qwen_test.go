@@ -106,6 +106,7 @@ const qwenTurnDelay = 2 * time.Second
 var qwenPGIDRule = regexp.MustCompile(`\{"path":"\$\.body\.messages\[\*\]\.content\[\*\]\.content(\[\*\]\.text)?","regexp":"[^"]*PGID: \)\[0-9\]\+[^"]*","replace":"\$\{1\}<number>[^"]*"\}`)
 
 func TestQwenPlainAnswer(t *testing.T) {
+	needExtra(t)
 	t.Parallel()
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
@@ -129,6 +130,12 @@ func TestQwenPlainAnswer(t *testing.T) {
 			if got, want := s.steps, []string{"text"}; !slices.Equal(got, want) {
 				t.Errorf("the fake answered %q, want %q", got, want)
 			}
+			// Calibrated at the recorded pace too, the runs agree with the
+			// recording: nothing varies.
+			res := l.run(l.dir, l.env(""), filepath.Join(binDir, "acptap"), "calibrate", "--store", l.store, "--grace", grace, "--speed", "1", "--runs", "3", s.name)
+			if res.code != 0 || !strings.HasPrefix(res.stdout, "CALIBRATED plain (3 runs): nothing varies") {
+				t.Errorf("acptap calibrate --speed 1: got %s\nwant exit 0 and nothing varying", clip(res.String(), 4000))
+			}
 			l.replayEqual(s.session, "--requests", "fail", "--speed", "1")
 
 			// A changed prompt: the project's QWEN.md says something
@@ -139,7 +146,7 @@ func TestQwenPlainAnswer(t *testing.T) {
 			if err := changed.workspace(ws); err != nil {
 				t.Fatal(err)
 			}
-			res := l.replay(s.name, "--requests", "fail", "--workspace", ws)
+			res = l.replay(s.name, "--requests", "fail", "--workspace", ws)
 			if res.code != 1 || !strings.HasPrefix(res.stdout, "FAIL plain:") ||
 				!strings.Contains(res.stdout, "the request differs from the recording") || !strings.Contains(res.stdout, "Answer in French.") {
 				t.Errorf("replay with another QWEN.md: got %s\nwant exit 1, FAIL and the request that differs by it", clip(res.String(), 6000))
@@ -149,6 +156,7 @@ func TestQwenPlainAnswer(t *testing.T) {
 }
 
 func TestQwenShellTool(t *testing.T) {
+	needExtra(t)
 	t.Parallel()
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {

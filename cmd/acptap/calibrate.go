@@ -48,6 +48,7 @@ func calibrateCommand(stdio *IO) *cli.Command {
 		Flags: append([]cli.Flag{
 			storeFlag(storeReadUsage),
 			&cli.IntFlag{Name: "runs", Value: calibrate.DefaultRuns, Usage: "replay each recording `N` times"},
+			&cli.Float64Flag{Name: "speed", Usage: "as replay's: 0 serves the LLM side without waits; a `FACTOR` N divides the recorded timing by N"},
 		}, runFlags()...),
 		Action: func(c *cli.Context) error {
 			opts, err := newCalibrateOptions(c, stdio)
@@ -85,6 +86,12 @@ func newCalibrateOptions(c *cli.Context, stdio *IO) (*calibrateOptions, error) {
 	if opts.Replay, err = newRunOptions(c); err != nil {
 		return nil, err
 	}
+	// An agent whose runs depend on the recorded timing (a notification
+	// racing a turn's end) is calibrated at the pace it is replayed at.
+	if sp := c.Float64("speed"); sp != 0 && !(sp >= minSpeed && sp <= maxSpeed) {
+		return nil, usageErrorf("--speed %v: want 0 (no waits) or from %v (%v times slower than recorded) to %v", sp, minSpeed, 1/minSpeed, maxSpeed)
+	}
+	opts.Replay.Speed = c.Float64("speed")
 	return opts, nil
 }
 
