@@ -118,6 +118,8 @@
 // at start-up; qwen-code's .qwen/settings.json turning off its usage
 // statistics, memory subagents and follow-up suggestions, all of which
 // call out or ask the model for more. docs/agents.md says why each
-// setting is there. TestAgentMatrix (scripts/agent-matrix) measures every
-// agent of the suite.
+// setting is there. Their tests take a minute or more each, and run only
+// with ACPTAP_E2E_EXTRA=1 (scripts/agent-matrix sets it); TestAgentMatrix
+// (scripts/agent-matrix, ACPTAP_E2E_MATRIX=1) measures every agent of the
+// suite.
 package e2e

@@ -205,7 +205,7 @@ func TestAgentMatrix(t *testing.T) {
 
 func (r matrixRow) line(n int) string {
 	return fmt.Sprintf("| %s | %s | %s | %s | %d | %d | %d | %d | %s |", r.agent, r.turn, r.route, r.machine,
-		r.before[0], r.before[1], r.after[0], r.after[1], strings.ReplaceAll(clip(r.calibrated, 160), "|", "\\|"))
+		r.before[0], r.before[1], r.after[0], r.after[1], strings.NewReplacer("|", "\\|", "\n", " ").Replace(clip(r.calibrated, 160)))
 }
 
 // matrixReplays replays s n times in a row with --requests warn and
