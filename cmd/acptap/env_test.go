@@ -106,11 +106,17 @@ func TestReplayEnvShape(t *testing.T) {
 						t.Errorf("replay %d: %s=%q: the secret reached the replayed agent", i+1, k, v)
 					}
 				}
+				// The sandbox's root, whose tmp/ is its TMPDIR: HOME is
+				// below it, where the recorded HOME was from the workspace.
+				root := replayed["HOME"]
+				for !strings.HasPrefix(filepath.Base(root), "acptap-replay-") && root != filepath.Dir(root) {
+					root = filepath.Dir(root)
+				}
 				for k, want := range map[string]string{
-					"ACPTAP_T_COLOR":    "blue",                                                                         // a setting, as recorded
-					"ACPTAP_T_DIR":      filepath.Join(replayed["HOME"], "acptap-t"),                                    // under the sandbox's HOME
-					"ACPTAP_T_ID":       filepath.Join(filepath.Dir(replayed["HOME"]), "tmp", "acptap-env-ACPTAP_T_ID"), // withheld: a placeholder
-					"ACPTAP_T_PASSWORD": filepath.Join(filepath.Dir(replayed["HOME"]), "tmp", "acptap-env-ACPTAP_T_PASSWORD"),
+					"ACPTAP_T_COLOR":    "blue",                                               // a setting, as recorded
+					"ACPTAP_T_DIR":      filepath.Join(replayed["HOME"], "acptap-t"),          // under the sandbox's HOME
+					"ACPTAP_T_ID":       filepath.Join(root, "tmp", "acptap-env-ACPTAP_T_ID"), // withheld: a placeholder
+					"ACPTAP_T_PASSWORD": filepath.Join(root, "tmp", "acptap-env-ACPTAP_T_PASSWORD"),
 					"ACPTAP_T_TOKEN":    "acptap-replay-dummy-key", // an API key's dummy
 				} {
 					if got := replayed[k]; got != want {
