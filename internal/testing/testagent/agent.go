@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -694,14 +695,28 @@ type contentBlock struct {
 	Text string `json:"text"`
 }
 
+// promptBlock is a content block of a prompt, as the agent reads it.
+type promptBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+	// Name and URI are a resource_link's.
+	Name string `json:"name"`
+	URI  string `json:"uri"`
+	// Resource is an embedded resource's.
+	Resource struct {
+		URI  string `json:"uri"`
+		Text string `json:"text"`
+	} `json:"resource"`
+}
+
 func (a *agent) prompt(m *acp.Envelope) {
 	if m.ID == nil {
 		a.log.Printf("ignoring session/prompt sent as a notification")
 		return
 	}
 	var p struct {
-		SessionID string         `json:"sessionId"`
-		Prompt    []contentBlock `json:"prompt"`
+		SessionID string        `json:"sessionId"`
+		Prompt    []promptBlock `json:"prompt"`
 	}
 	if !a.decodeParams(m, &p) {
 		return
@@ -713,8 +728,13 @@ func (a *agent) prompt(m *acp.Envelope) {
 	}
 	var texts []string
 	for _, b := range p.Prompt {
-		if b.Type == "text" {
+		switch {
+		case b.Type == "text":
 			texts = append(texts, b.Text)
+		case b.Type == "resource_link" && a.cfg.features.embed:
+			texts = append(texts, "[link "+b.Name+"]")
+		case b.Type == "resource" && a.cfg.features.embed:
+			texts = append(texts, "[file "+path.Base(b.Resource.URI)+": "+b.Resource.Text+"]")
 		}
 	}
 

@@ -22,6 +22,7 @@ type features struct {
 	elicit   bool // an elicitation/create in each scripted turn, its answer in the text
 	vendor   bool // a _testagent/status request and a _testagent/progress notification in each scripted turn
 	mcpACP   bool // mcpCapabilities.acp: the agent reaches MCP servers the editor hosts over ACP (the RFD "MCP-over-ACP")
+	embed    bool // promptCapabilities.embeddedContext; a prompt's resource links and embedded resources are part of its text
 }
 
 const featuresUsage = "turn on parts of ACP a real editor session uses: a comma-separated `LIST` of " +
@@ -29,7 +30,8 @@ const featuresUsage = "turn on parts of ACP a real editor session uses: a comma-
 	"modes (ask and code; the mode words the answer), models (session/set_model), " +
 	"terminal (a terminal round in each turn), elicit (an elicitation/create in each turn), " +
 	"vendor (a _testagent/status request and a _testagent/progress notification in each turn), " +
-	"mcp-acp (mcpCapabilities.acp: MCP servers of type acp, reached over the ACP connection)"
+	"mcp-acp (mcpCapabilities.acp: MCP servers of type acp, reached over the ACP connection), " +
+	"embed (embedded context; a prompt's attached and embedded files are part of what it says)"
 
 func parseFeatures(v string) (features, error) {
 	var f features
@@ -49,8 +51,10 @@ func parseFeatures(v string) (features, error) {
 			f.vendor = true
 		case "mcp-acp":
 			f.mcpACP = true
+		case "embed":
+			f.embed = true
 		default:
-			return features{}, fmt.Errorf("--features: unknown feature %q (want load, modes, models, terminal, elicit, vendor or mcp-acp)", name)
+			return features{}, fmt.Errorf("--features: unknown feature %q (want load, modes, models, terminal, elicit, vendor, mcp-acp or embed)", name)
 		}
 	}
 	return f, nil
@@ -73,6 +77,9 @@ var sessionModels = []map[string]string{
 func (f features) capabilities(caps map[string]any) {
 	if f.mcpACP {
 		caps["mcpCapabilities"].(map[string]any)["acp"] = true
+	}
+	if f.embed {
+		caps["promptCapabilities"].(map[string]any)["embeddedContext"] = true
 	}
 	if f.load {
 		caps["loadSession"] = true
