@@ -63,6 +63,9 @@ type Options struct {
 	// Env is the agent's environment before the tap's variables are
 	// added. If nil, os.Environ() is used.
 	Env []string
+	// Dir is the agent's working directory, the one a snapshot takes and
+	// the recording keeps as its cwd. If empty, the current directory.
+	Dir string
 
 	// Stdin, Stdout and Stderr are the editor's side of the agent's stdio.
 	// If nil, os.Stdin, os.Stdout and os.Stderr are used.
@@ -340,7 +343,10 @@ func (p *Plan) Run(ctx context.Context, st *store.Store) (*Result, error) {
 // create creates the recording in st, with its metadata and its snapshot.
 func (p *Plan) create(st *store.Store) (*store.Writer, error) {
 	opts := p.opts
-	cwd, _ := os.Getwd()
+	cwd := p.opts.Dir
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
 	meta := store.Recording{
 		Name:    p.name,
 		Created: time.Now(),
@@ -397,6 +403,7 @@ func (p *Plan) startAgent(w *store.Writer, seqr *sequencer, clock *stamp.Clock, 
 	return stdiotap.Start(stdiotap.Config{
 		Argv:           proxy.ExpandBaseURLs(opts.Argv, local),
 		Env:            childEnv,
+		Dir:            opts.Dir,
 		Stdin:          opts.Stdin,
 		Stdout:         opts.Stdout,
 		Stderr:         opts.Stderr,

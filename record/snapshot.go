@@ -15,9 +15,12 @@ import (
 // leaving out the store when it is inside and masking secrets, and says
 // what it took through opts.Logf.
 func takeSnapshot(opts Options, secrets *redact.Redactor) ([]byte, error) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		return nil, classify(ErrSnapshot, "%w", err)
+	cwd := opts.Dir
+	if cwd == "" {
+		var err error
+		if cwd, err = os.Getwd(); err != nil {
+			return nil, classify(ErrSnapshot, "%w", err)
+		}
 	}
 	sopts := snapshot.Options{
 		MaxBytes: opts.SnapshotMaxBytes,

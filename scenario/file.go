@@ -5,7 +5,9 @@ package scenario
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -391,6 +393,9 @@ func syntaxError(data []byte, err error) error {
 		se = e
 		line := 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
 		return fmt.Errorf("%w: line %d: %v", ErrSyntax, line, err)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: the file ends inside a value (an unclosed [, { or \")", ErrSyntax)
 	}
 	return fmt.Errorf("%w: %v", ErrSyntax, err)
 }

@@ -1,9 +1,12 @@
 package scenario
 
 import (
+	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -131,4 +134,52 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSchema: the JSON Schema in docs names the fields Parse takes, no
+// more and no fewer.
+func TestSchema(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "docs", "scenario.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Defs       struct {
+			Session struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"session"`
+			Prompts struct {
+				Items struct {
+					OneOf []struct {
+						Properties map[string]json.RawMessage `json:"properties"`
+					} `json:"oneOf"`
+				} `json:"items"`
+			} `json:"prompts"`
+			Permissions struct {
+				Items struct {
+					Enum []string `json:"enum"`
+				} `json:"items"`
+			} `json:"permissions"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, props map[string]json.RawMessage, want []string) {
+		got := slices.Sorted(maps.Keys(props))
+		want = slices.Sorted(slices.Values(want))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the schema has %v, Parse takes %v", what, got, want)
+		}
+	}
+	check("the file", schema.Properties, fileFields)
+	check("a session", schema.Defs.Session.Properties, sessionFields)
+	if len(schema.Defs.Prompts.Items.OneOf) != 2 {
+		t.Fatalf("a prompt: want a string or an object in the schema")
+	}
+	check("a prompt", schema.Defs.Prompts.Items.OneOf[1].Properties, promptFields)
+	if !slices.Equal(schema.Defs.Permissions.Items.Enum, Kinds) {
+		t.Errorf("permission kinds: the schema has %v, Parse takes %v", schema.Defs.Permissions.Items.Enum, Kinds)
+	}
 }

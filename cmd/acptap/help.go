@@ -33,6 +33,7 @@ var examples = map[string][]example{
 		{"acptap record --store ~/acptap.db --name fix-typo -- my-agent --acp", "one recording, named"},
 		{"acptap record --base-url OPENAI_BASE_URL -- my-agent --acp", "also record the LLM calls the agent makes to $OPENAI_BASE_URL"},
 		{"acptap record --snapshot --snapshot-max 256MiB -- my-agent --acp", "store the working directory, for replay"},
+		{"acptap record --scenario scenarios/ --force -- my-agent --acp", "record every scenario file of a directory, no editor needed"},
 	},
 	"show": {
 		{"acptap show", "list the recordings, the newest last"},

@@ -103,3 +103,69 @@ func markedProcesses(mark string) int {
 	}
 	return n
 }
+
+// TestRecordScenarioSignal interrupts `acptap record --scenario` mid-turn:
+// the agent is stopped, what was recorded is kept and replayable as far
+// as it went, the workspace's copy is gone from TMPDIR, and acptap exits
+// 128+n.
+func TestRecordScenarioSignal(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "s.db")
+	scenarioFile := filepath.Join(dir, "slow.json")
+	if err := os.WriteFile(scenarioFile, []byte(`{"prompts": ["ten chars!", "never sent"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	mark := "ACPTAP_TEST_MARK=" + filepath.Base(tmp)
+	cmd := exec.Command("acptap", "record", "--store", db, "--scenario", scenarioFile, "--", "testagent", "--chunk-size", "1", "--chunk-delay", "400ms")
+	cmd.Dir = dir
+	cmd.Env = append(agentEnv(), "TMPDIR="+tmp, mark)
+	var stdout, stderr testkit.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The agent is mid-turn once the recording is listed as live.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, _ := exec.Command("acptap", "show", "--store", db, "slow").Output()
+		if bytes.Contains(out, []byte("agent_message_chunk")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the turn never started; stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	code := -1
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 130 {
+		t.Errorf("exit %d (%v), want 130\nstderr:\n%s", code, err, stderr.String())
+	}
+	if got := stderr.String(); !strings.Contains(got, "acptap: record: interrupted by SIGINT; what was recorded is kept\n") {
+		t.Errorf("stderr %q, want the interruption said", got)
+	}
+	if got := stdout.String(); !strings.HasPrefix(got, "FAILED slow: prompt 1: gave up waiting for the session/prompt response: context canceled") {
+		t.Errorf("stdout %q, want the scenario's end said", got)
+	}
+	if n := markedProcesses(mark); n != 0 {
+		t.Errorf("%d agent processes outlived the recording", n)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		var names []string
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Errorf("left in TMPDIR: %s", strings.Join(names, ", "))
+	}
+	out, err := exec.Command("acptap", "show", "--store", db, "slow").CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte(`session/prompt id=2 "ten chars!"`)) || bytes.Contains(out, []byte("never sent")) {
+		t.Errorf("show (%v):\n%s\nwant the first turn kept, the second never sent", err, out)
+	}
+}

@@ -4,19 +4,19 @@ import (
 	"sync"
 )
 
-// replayAll runs run for each name, up to parallel at once, and hands the
-// outcomes to emit in the order of names, each as soon as it and every
-// outcome before it are in: reports come out whole and in order whatever
-// order the replays end in. At most parallel replays are running or
-// waiting to be emitted, so that --parallel 1 is one replay after
-// another, and outcomes never pile up behind a slow replay. When emit
-// returns false, no further replay starts; replayAll waits for the
-// running ones and returns without emitting them.
-func replayAll(names []string, parallel int, run func(string) outcome, emit func(outcome) bool) {
+// inOrder runs run for each name (a recording to replay, a scenario to
+// record), up to parallel at once, and hands the outcomes to emit in the
+// order of names, each as soon as it and every outcome before it are in:
+// reports come out whole and in order whatever order the runs end in. At
+// most parallel runs are running or waiting to be emitted, so that
+// --parallel 1 is one run after another, and outcomes never pile up
+// behind a slow run. When emit returns false, no further run starts;
+// inOrder waits for the running ones and returns without emitting them.
+func inOrder[T any](names []string, parallel int, run func(string) T, emit func(T) bool) {
 	parallel = max(1, min(parallel, len(names)))
-	slots := make([]chan outcome, len(names))
+	slots := make([]chan T, len(names))
 	for i := range slots {
-		slots[i] = make(chan outcome, 1)
+		slots[i] = make(chan T, 1)
 	}
 	// A token is a place in the window of replays started but not yet
 	// emitted; the emitter gives one back per outcome it emits.

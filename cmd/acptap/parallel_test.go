@@ -71,7 +71,7 @@ func TestReplayAllRunsInParallel(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "e", "f"}
 	var running, peak atomic.Int32
 	var emitted []string
-	replayAll(names, 3, func(name string) outcome {
+	inOrder(names, 3, func(name string) outcome {
 		n := running.Add(1)
 		for {
 			p := peak.Load()
@@ -99,7 +99,7 @@ func TestReplayAllStops(t *testing.T) {
 	var mu sync.Mutex
 	ran := map[string]bool{}
 	var emitted []string
-	replayAll([]string{"a", "b", "c", "d", "e"}, 1, func(name string) outcome {
+	inOrder([]string{"a", "b", "c", "d", "e"}, 1, func(name string) outcome {
 		mu.Lock()
 		ran[name] = true
 		mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"github.com/acptap/acptap/internal/snapshot"
 	"github.com/acptap/acptap/proxy"
 	"github.com/acptap/acptap/record"
+	"github.com/acptap/acptap/scenario"
 	"github.com/acptap/acptap/store"
 )
 
@@ -30,6 +31,10 @@ type recordOptions struct {
 	IO        *IO
 	StorePath string
 	Record    record.Options
+	// Scenarios, with --scenario, drive the agent instead of an editor.
+	Scenarios []*scenario.Scenario
+	// Parallel is how many scenarios record at once.
+	Parallel int
 }
 
 func recordCommand(stdio *IO) *cli.Command {
@@ -57,12 +62,18 @@ func recordCommand(stdio *IO) *cli.Command {
 			&cli.BoolFlag{Name: "snapshot", Usage: "store the working directory (minus .gitignore'd files and .git) in the recording; replay restores it as the agent's workspace"},
 			&cli.GenericFlag{Name: "snapshot-max", Value: &sizeValue{snapshot.DefaultMaxBytes}, Usage: "largest `SIZE` of the files of a --snapshot, such as 64MiB or 1GiB"},
 			&cli.IntFlag{Name: "snapshot-max-files", Value: snapshot.DefaultMaxFiles, Usage: "the most files, directories and symlinks in a --snapshot, a number `N`"},
+			&cli.StringFlag{Name: "scenario", Usage: "drive the agent from the scenario `FILE` (or every *.json of a DIR) instead of passing an editor's stdio through (docs/scenarios.md)"},
+			&cli.StringFlag{Name: "run", Usage: "with --scenario DIR, record only the scenarios whose names match `REGEXP`"},
+			&cli.IntFlag{Name: "parallel", Value: 1, Usage: "with --scenario DIR, record up to `N` scenarios at once"},
 			&cli.StringFlag{Name: "max-backlog", Value: fmt.Sprintf("%dMiB", record.DefaultMaxBacklog>>20), Usage: "most memory `SIZE` that the agent's stdio forwarded but not yet recorded may take when recording falls behind (half of it stdio not yet framed); forwarding waits once it is full (" + backlogRange + ")"},
 		},
 		Action: func(c *cli.Context) error {
 			opts, err := newRecordOptions(c, stdio)
 			if err != nil {
 				return err
+			}
+			if opts.Scenarios != nil {
+				return runScenarios(opts)
 			}
 			return runRecord(opts)
 		},
@@ -106,9 +117,15 @@ func newRecordOptions(c *cli.Context, stdio *IO) (*recordOptions, error) {
 	if c.IsSet("name") && c.String("name") == "" {
 		return nil, usageErrorf("--name is empty; pass a name, or leave --name out for a generated one")
 	}
+	scenarios, err := loadScenarios(c)
+	if err != nil {
+		return nil, err
+	}
 	return &recordOptions{
 		IO:        stdio,
 		StorePath: c.String("store"),
+		Scenarios: scenarios,
+		Parallel:  c.Int("parallel"),
 		Record: record.Options{
 			Argv:             argv,
 			Name:             c.String("name"),

@@ -354,7 +354,7 @@ func runReplay(opts *replayOptions) error {
 	progress := newProgress(opts.IO.Err, len(names), opts.Progress, colorFor(opts.IO.Err))
 	defer progress.stop()
 	t := &replayTally{opts: opts, names: names, st: src.st, report: report, pages: pages, progress: progress}
-	replayAll(names, opts.Parallel, func(name string) outcome {
+	inOrder(names, opts.Parallel, func(name string) outcome {
 		progress.started(name)
 		return replayOne(ctx, src, name, opts)
 	}, t.take)
