@@ -100,6 +100,12 @@ type Options struct {
 	// snapshot.DefaultMaxBytes and snapshot.DefaultMaxFiles.
 	SnapshotMaxBytes int64
 	SnapshotMaxFiles int
+	// Scenario, if not nil, is the scenario file that drives the agent
+	// in place of an editor, kept with the recording (store.ScenarioBlob);
+	// ScenarioPath is its absolute path.
+	Scenario     []byte
+	ScenarioPath string
+
 	// StorePath is the store's file, left out of a snapshot when it lies
 	// in the working directory. Run sets it from the store if empty.
 	StorePath string
@@ -367,6 +373,7 @@ func (p *Plan) create(st *store.Store) (*store.Writer, error) {
 		// What the tap's NO_PROXY did, for a replay to do the same.
 		LoopbackDirect: !opts.NoProxyEnv && !opts.ProxyLoopback,
 		Snapshot:       p.archive != nil,
+		Scenario:       opts.ScenarioPath,
 	}
 	if len(p.routing.Routes) > 0 {
 		meta.BaseURLs = map[string]string{}
@@ -384,6 +391,13 @@ func (p *Plan) create(st *store.Store) (*store.Writer, error) {
 			w.Finish()
 			st.Delete(p.name)
 			return nil, classify(ErrSnapshot, "%w", err)
+		}
+	}
+	if opts.Scenario != nil {
+		if err := w.PutBlob(store.ScenarioBlob, p.secrets.Bytes(opts.Scenario)); err != nil {
+			w.Finish()
+			st.Delete(p.name)
+			return nil, classify(ErrSave, "keeping the scenario: %w", err)
 		}
 	}
 	return w, nil

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,6 +24,9 @@ type DiffOptions struct {
 	Rules      []normalize.Rule
 	NoCoalesce bool
 	Order      normalize.Order
+	// LabelA and LabelB name the two recordings in the result and its
+	// report ("previous", "new"). If empty, their names.
+	LabelA, LabelB string
 }
 
 // A DiffResult is how two recordings compare: their agent streams as a
@@ -53,19 +57,29 @@ func (r *DiffResult) Equal() bool { return len(r.Divergences) == 0 }
 // directories are alike, and the rules calibrate stored with either
 // apply. It fails only when a recording cannot be read.
 func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
-	ra, err := load(st, a)
+	return DiffStores(st, a, st, b, opts)
+}
+
+// DiffStores is Diff of recording a of store sa and recording b of store
+// sb: a recording and its new version kept in another store (acptap
+// rerecord), say. The names may be the same.
+func DiffStores(sa *store.Store, a string, sb *store.Store, b string, opts DiffOptions) (*DiffResult, error) {
+	ra, err := load(sa, a)
 	if err != nil {
 		return nil, err
 	}
 	defer ra.close()
-	rb, err := load(st, b)
+	rb, err := load(sb, b)
 	if err != nil {
 		return nil, err
 	}
 	defer rb.close()
 	rules := slices.Clip(opts.Rules)
-	for _, name := range []string{a, b} {
-		stored, err := StoredRules(st, name)
+	for _, src := range []struct {
+		st   *store.Store
+		name string
+	}{{sa, a}, {sb, b}} {
+		stored, err := StoredRules(src.st, src.name)
 		if err != nil {
 			return nil, err
 		}
@@ -80,6 +94,8 @@ func Diff(st *store.Store, a, b string, opts DiffOptions) (*DiffResult, error) {
 		OmitEditor: true,
 		Order:      opts.Order,
 	})
+	// From here on a and b are what the report calls the recordings.
+	a, b = cmp.Or(opts.LabelA, a), cmp.Or(opts.LabelB, b)
 	res := &DiffResult{A: a, B: b}
 	c, _, err := compareOutput(norms.new, ra.acpLines(), rb.acpLines(), true)
 	if err != nil {

@@ -79,7 +79,7 @@ func (res *Result) Updatable() error {
 	}
 	for _, d := range res.Divergences {
 		if d.Kind != OutputDiffers {
-			return fmt.Errorf("%w %q: rewriting the expected agent stream cannot fix %s", ErrNotUpdatable, res.Name, d)
+			return fmt.Errorf("%w %q: rewriting the expected agent stream cannot fix %s; record it again against the live LLM instead: acptap rerecord %s", ErrNotUpdatable, res.Name, d, res.Name)
 		}
 	}
 	return nil

@@ -25,6 +25,8 @@ const DefaultTimeout = 5 * time.Minute
 type Scenario struct {
 	// Path is the file the scenario was read from ("" for Parse).
 	Path string
+	// Source is the file's content.
+	Source []byte
 	// Name is the recording's name: the file's "name", else the file's
 	// base name without its extension.
 	Name string
@@ -141,6 +143,7 @@ func Load(path string) (*Scenario, error) {
 		return nil, fmt.Errorf("scenario %s: %w", path, err)
 	}
 	sc.Path = path
+	sc.Source = data
 	if sc.Name == "" {
 		sc.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}

@@ -20,6 +20,11 @@ const SnapshotBlob = "workspace"
 // normalize.ParseRules).
 const RulesBlob = "rules"
 
+// ScenarioBlob is the blob that holds the scenario file that drove the
+// agent of a recording made by `acptap record --scenario`, for `acptap
+// rerecord` to run again when the file is gone.
+const ScenarioBlob = "scenario"
+
 // Blobs are named byte strings attached to a recording (a workspace
 // snapshot, say), in its bucket, so that deleting or replacing the
 // recording drops them:

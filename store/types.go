@@ -128,6 +128,12 @@ type Recording struct {
 
 	Snapshot bool `json:"snapshot,omitempty"` // the blob SnapshotBlob holds the workspace, as record found it
 
+	// Scenario is the absolute path of the scenario file that drove the
+	// agent instead of an editor (acptap record --scenario), whose
+	// content the blob ScenarioBlob holds; "" for a recording made
+	// behind an editor.
+	Scenario string `json:"scenario,omitempty"`
+
 	// Loopback is what record saw of the agent's TCP connections to
 	// loopback ports other than the tap's, which go around the tap: nil
 	// where it saw none, or did not look (on another system than Linux,

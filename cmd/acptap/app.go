@@ -104,6 +104,7 @@ func newApp(stdio *IO) *cli.App {
 			replayCommand(stdio),
 			diffCommand(stdio),
 			calibrateCommand(stdio),
+			rerecordCommand(stdio),
 			exportCommand(stdio),
 			importCommand(stdio),
 			cpCommand(stdio),
@@ -305,7 +306,7 @@ func internalError(stdio *IO, r any, trace []byte) int {
 // agentCommands are the commands that run an agent: what follows "--" is
 // the agent command. For every other command "--" only ends the flags,
 // and what follows it are names.
-var agentCommands = map[string]bool{"record": true, "replay": true, "calibrate": true}
+var agentCommands = map[string]bool{"record": true, "replay": true, "calibrate": true, "rerecord": true}
 
 // splitArgs rearranges a command line so that flags are accepted anywhere
 // before "--": urfave/cli stops reading flags at the first positional

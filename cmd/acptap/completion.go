@@ -121,7 +121,7 @@ func completeCommand(stdio *IO) *cli.Command {
 }
 
 // nameCommands are the commands whose arguments are recording names.
-var nameCommands = map[string]bool{"show": true, "rm": true, "replay": true, "diff": true, "calibrate": true, "export": true, "cp": true, "mv": true, "check": true}
+var nameCommands = map[string]bool{"show": true, "rm": true, "replay": true, "diff": true, "calibrate": true, "export": true, "cp": true, "mv": true, "check": true, "rerecord": true}
 
 // flagValues are the values of flags that take one of a few words.
 var flagValues = map[string][]string{

@@ -61,6 +61,11 @@ var examples = map[string][]example{
 		{"acptap replay --update fix-typo", "accept the agent's new output"},
 		{"acptap replay fix-typo -- my-agent --acp --new-flag", "another agent command"},
 	},
+	"rerecord": {
+		{"acptap rerecord fix-typo", "record again against the live LLM; the new version waits in acptap.db.pending"},
+		{"acptap rerecord --review", "accept, skip or quit, one new version at a time"},
+		{"acptap rerecord --all --accept -- my-agent --acp", "every recording, with another agent command, taken at once"},
+	},
 	"diff": {
 		{"acptap diff fix-typo fix-typo-v2", "compare two recordings"},
 		{"acptap diff --html a-vs-b.html fix-typo fix-typo-v2", "side by side, as an HTML page"},

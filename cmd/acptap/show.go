@@ -354,6 +354,9 @@ func writeHeader(w io.Writer, r store.Recording) {
 	if r.Snapshot {
 		fmt.Fprintf(w, "  workspace snapshot kept for replay\n")
 	}
+	if r.Scenario != "" {
+		fmt.Fprintf(w, "  driven by the scenario %s (kept with the recording; acptap rerecord runs it again)\n", shownText(r.Scenario))
+	}
 	if r.Salvaged != "" {
 		fmt.Fprintf(w, "  %s\n", r.Salvaged)
 	}
