@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,12 +16,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/acptap/acptap/fixture"
-	"github.com/acptap/acptap/internal/snapshot"
-	"github.com/acptap/acptap/lane"
 	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/replay"
-	"github.com/acptap/acptap/replay/driver"
-	"github.com/acptap/acptap/scenario"
+	"github.com/acptap/acptap/rerecord"
 	"github.com/acptap/acptap/stdiotap"
 	"github.com/acptap/acptap/store"
 )
@@ -123,6 +118,35 @@ func newRerecordOptions(c *cli.Context, stdio *IO) (*rerecordOptions, error) {
 	return opts, nil
 }
 
+// rerecord is how the re-recordings run.
+func (opts *rerecordOptions) rerecord() rerecord.Options {
+	return rerecord.Options{
+		Argv:       opts.Argv,
+		BaseURLs:   opts.BaseURLs,
+		Timeout:    opts.Timeout,
+		Grace:      opts.Grace,
+		UpstreamCA: opts.UpstreamCA,
+		CADir:      opts.CADir,
+		Stderr:     opts.IO.Err,
+		Logf:       notices(opts.IO),
+		TapProcess: tapProcess(),
+		MCPRelay:   mcpRelay(),
+		Version:    version(),
+	}
+}
+
+// rerecordError turns an error that kept a re-recording from running into
+// a usage error that says how to fix it.
+func rerecordError(err error) error {
+	switch {
+	case errors.Is(err, rerecord.ErrNoAgent):
+		return usageErrorf("%v after --", err)
+	case errors.Is(err, rerecord.ErrScenario), errors.Is(err, rerecord.ErrWorkspace):
+		return usageErrorf("%v", err)
+	}
+	return recordError(err, record.Options{})
+}
+
 // pendingPath is where rerecord keeps the new versions of the recordings
 // of the store at path until they are accepted: a store file beside it.
 func pendingPath(path string) string {
@@ -149,8 +173,8 @@ func runRerecord(opts *rerecordOptions) error {
 		if metas[i], err = src.st.Get(name); err != nil {
 			return recordingError(err, opts.StorePath)
 		}
-		if err := checkKeys(metas[i]); err != nil {
-			return err
+		if err := rerecord.CheckKeys(metas[i], nil); err != nil {
+			return usageErrorf("%v", err)
 		}
 	}
 	if err := src.writable(); err != nil {
@@ -165,24 +189,24 @@ func runRerecord(opts *rerecordOptions) error {
 	defer interrupted.stop()
 	src.signalsHandled()
 	var failed, kept int
-	for i, name := range names {
+	for _, name := range names {
 		if ctx.Err() != nil {
 			break
 		}
-		o := rerecordOne(ctx, opts, src, pending, metas[i])
+		res, err := rerecord.Run(ctx, src.st, name, pending, opts.rerecord())
 		switch {
-		case o.fatal != nil:
-			return recordError(o.fatal, record.Options{})
-		case o.err != nil:
+		case err != nil:
+			return rerecordError(err)
+		case res.Err != nil:
 			failed++
-			fmt.Fprintf(opts.IO.Out, "FAILED %s: %v; the new version is kept in %s, the previous one unchanged\n", name, o.err, pendingPath(opts.StorePath))
+			fmt.Fprintf(opts.IO.Out, "FAILED %s: %v; the new version is kept in %s, the previous one unchanged\n", name, res.Err, pendingPath(opts.StorePath))
 			continue
 		}
 		diff, err := replay.DiffStores(src.st, name, pending, name, replay.DiffOptions{LabelA: "previous", LabelB: "new"})
 		if err != nil {
 			return usageErrorf("comparing %s with its new version: %v", name, err)
 		}
-		reportRerecord(opts.IO, name, diff, o.elapsed)
+		reportRerecord(opts.IO, name, diff, res.Elapsed)
 		if opts.Accept {
 			if err := acceptPending(src, pending, name); err != nil {
 				return err
@@ -215,233 +239,6 @@ func reportRerecord(stdio *IO, name string, diff *replay.DiffResult, elapsed tim
 	}
 	fmt.Fprintf(stdio.Out, "RERECORDED %s in %s: changed against the previous version\n", name, elapsed.Round(time.Millisecond))
 	printDiffResult(stdio.Out, diff, colorFor(stdio.Out))
-}
-
-// checkKeys refuses to re-record a recording whose agent had secrets in
-// its environment that this one lacks: a live LLM wants its key.
-func checkKeys(meta store.Recording) error {
-	var missing []string
-	for _, v := range meta.Env {
-		if v.Withheld == store.WithheldSecret && os.Getenv(v.Name) == "" {
-			missing = append(missing, v.Name)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	return usageErrorf("rerecord %s: the agent had %s when recorded, which %s not set here; rerecord calls the live LLM: set %s",
-		meta.Name, strings.Join(missing, ", "), map[bool]string{true: "is", false: "are"}[len(missing) == 1], map[bool]string{true: "it", false: "them"}[len(missing) == 1])
-}
-
-// rerecordOne records name again into pending.
-func rerecordOne(ctx context.Context, opts *rerecordOptions, src *source, pending *store.Store, meta store.Recording) scenarioOutcome {
-	start := time.Now()
-	o := scenarioOutcome{name: meta.Name}
-	dir, err := os.MkdirTemp("", "acptap-rerecord-")
-	if err != nil {
-		o.fatal = fmt.Errorf("making the workspace: %w", err)
-		return o
-	}
-	defer os.RemoveAll(dir)
-	cwd := filepath.Join(dir, "workspace")
-	ro, sc, err := rerecordOptionsOf(opts, src.st, meta, cwd)
-	if err != nil {
-		o.fatal = err
-		return o
-	}
-	var drive driven
-	if sc != nil {
-		drive, o.fatal = recordDriven(ctx, pending, ro, func(stdin io.WriteCloser, stdout io.Reader) error {
-			var err error
-			o.res, err = scenario.Play(ctx, sc, stdin, stdout, scenario.Options{Cwd: cwd, Version: version()})
-			return err
-		})
-	} else {
-		lines, err := editorAndAgentLines(src.st, meta.Name)
-		if err != nil {
-			o.fatal = err
-			return o
-		}
-		home, _ := os.UserHomeDir()
-		paths := map[string]string{}
-		if meta.Cwd != "" {
-			paths[meta.Cwd] = cwd
-		}
-		if meta.Home != "" && meta.Home != "/" && home != "" {
-			paths[meta.Home] = home
-		}
-		if meta.Tmp != "" && meta.Tmp != "/" {
-			paths[meta.Tmp] = os.TempDir()
-		}
-		drv := driver.New(driver.Options{Recorded: lines, Timeout: opts.Timeout, PathMap: paths, Discard: true, NoTimeline: true})
-		drive, o.fatal = recordDriven(ctx, pending, ro, func(stdin io.WriteCloser, stdout io.Reader) error {
-			fromAgent := make(chan []byte)
-			go func() {
-				defer close(fromAgent)
-				br := bufio.NewReaderSize(stdout, 64<<10)
-				for {
-					line, err := br.ReadBytes('\n')
-					if len(line) > 0 {
-						fromAgent <- bytesTrimNewline(line)
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			_, err := drv.Run(ctx, stdin, fromAgent)
-			stdin.Close()
-			for range fromAgent { // what the agent says once the editor side is played
-			}
-			return err
-		})
-	}
-	o.err, o.exit = drive.err, drive.exit
-	o.elapsed = time.Since(start)
-	return o
-}
-
-// bytesTrimNewline is a line without its end, "\n" or "\r\n".
-func bytesTrimNewline(b []byte) []byte {
-	b = bytes.TrimSuffix(b, []byte("\n"))
-	return bytes.TrimSuffix(b, []byte("\r"))
-}
-
-// rerecordOptionsOf is how to record meta again in cwd: its agent, its
-// routes, its workspace laid out in cwd, and the scenario that drove it
-// (nil for an editor-made recording).
-func rerecordOptionsOf(opts *rerecordOptions, st *store.Store, meta store.Recording, cwd string) (record.Options, *scenario.Scenario, error) {
-	ro := record.Options{
-		Argv:          opts.Argv,
-		Name:          meta.Name,
-		Force:         true,
-		Dir:           cwd,
-		Stderr:        opts.IO.Err,
-		Grace:         opts.Grace,
-		UpstreamCA:    opts.UpstreamCA,
-		CADir:         opts.CADir,
-		NoProxyEnv:    !meta.ProxyEnv,
-		ProxyLoopback: meta.ProxyEnv && !meta.LoopbackDirect,
-		Snapshot:      meta.Snapshot,
-		StorePath:     pendingPath(opts.StorePath),
-		Version:       version(),
-		Logf:          notices(opts.IO),
-		TapProcess:    tapProcess(),
-		MCPRelay:      mcpRelay(),
-	}
-	if ro.Argv == nil {
-		ro.Argv = slices.Clone(meta.Argv)
-		if len(ro.Argv) > 0 && strings.ContainsRune(ro.Argv[0], '/') && !filepath.IsAbs(ro.Argv[0]) && meta.AgentPath != "" {
-			ro.Argv[0] = meta.AgentPath // a relative path of the recording's directory
-		}
-	}
-	if len(ro.Argv) == 0 {
-		return ro, nil, usageErrorf("%s has no agent command; pass one after --", meta.Name)
-	}
-	for v, upstream := range meta.BaseURLs {
-		ro.BaseURLs = append(ro.BaseURLs, record.BaseURL{Var: v, Upstream: upstream})
-	}
-	for _, b := range opts.BaseURLs {
-		i := slices.IndexFunc(ro.BaseURLs, func(r record.BaseURL) bool { return r.Var == b.Var })
-		if i < 0 {
-			ro.BaseURLs = append(ro.BaseURLs, b)
-		} else {
-			ro.BaseURLs[i] = b
-		}
-	}
-	slices.SortFunc(ro.BaseURLs, func(a, b record.BaseURL) int { return strings.Compare(a.Var, b.Var) })
-
-	// The scenario: its file as it is now, else the copy kept.
-	var sc *scenario.Scenario
-	if meta.Scenario != "" {
-		var err error
-		if _, statErr := os.Stat(meta.Scenario); statErr == nil {
-			if sc, err = scenario.Load(meta.Scenario); err != nil {
-				return ro, nil, usageErrorf("rerecord %s: %v", meta.Name, err)
-			}
-		} else {
-			data, berr := st.Blob(meta.Name, store.ScenarioBlob)
-			if berr != nil {
-				return ro, nil, usageErrorf("rerecord %s: its scenario file %s is gone and the recording keeps no copy: %v", meta.Name, meta.Scenario, berr)
-			}
-			// The workspace is the recording's snapshot, not the file's.
-			if sc, err = scenario.Parse(withoutWorkspace(data), filepath.Dir(meta.Scenario)); err != nil {
-				return ro, nil, usageErrorf("rerecord %s: the scenario kept with it: %v", meta.Name, err)
-			}
-			sc.Source = data
-		}
-		sc.Name = meta.Name
-		ro.Scenario, ro.ScenarioPath, ro.Snapshot = sc.Source, meta.Scenario, true
-	}
-	switch {
-	case sc != nil && sc.Workspace != "":
-		if err := os.CopyFS(cwd, os.DirFS(sc.Workspace)); err != nil {
-			return ro, nil, fmt.Errorf("copying the workspace %s: %w", sc.Workspace, err)
-		}
-	case meta.Snapshot:
-		archive, err := st.Blob(meta.Name, store.SnapshotBlob)
-		if err != nil {
-			return ro, nil, fmt.Errorf("reading the workspace snapshot of %s: %w", meta.Name, err)
-		}
-		if err := snapshot.Restore(archive, cwd); err != nil {
-			return ro, nil, fmt.Errorf("restoring the workspace snapshot of %s: %w", meta.Name, err)
-		}
-	default:
-		if err := os.Mkdir(cwd, 0o755); err != nil {
-			return ro, nil, fmt.Errorf("making the workspace: %w", err)
-		}
-	}
-	return ro, sc, nil
-}
-
-// withoutWorkspace drops the workspace member of a scenario file, whose
-// directory is not there any more: the recording's snapshot stands in.
-func withoutWorkspace(data []byte) []byte {
-	var doc map[string]any
-	if json.Unmarshal(data, &doc) != nil {
-		return data
-	}
-	delete(doc, "workspace")
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return data
-	}
-	return out
-}
-
-// editorAndAgentLines reads the editor and agent frames of a recording
-// whole, in recorded order, for the driver.
-func editorAndAgentLines(st *store.Store, name string) ([]lane.Line, error) {
-	type seqLine struct {
-		seq uint64
-		lane.Line
-	}
-	var lines []seqLine
-	err := st.Lines(name, func(e store.Event) error {
-		if e.Kind == store.KindFrame && (e.Lane == store.LaneEditor || e.Lane == store.LaneAgent) {
-			lines = append(lines, seqLine{e.Seq, lane.Line{Lane: e.Lane, Data: slices.Clone(e.Data)}})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", name, err)
-	}
-	slices.SortStableFunc(lines, func(a, b seqLine) int { return cmpUint(a.seq, b.seq) })
-	out := make([]lane.Line, len(lines))
-	for i, l := range lines {
-		out[i] = l.Line
-	}
-	return out, nil
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // acceptPending makes the new version of name in pending the recording

@@ -211,54 +211,17 @@ func recordScenario(ctx context.Context, st *store.Store, ro record.Options, sc 
 	if abs, err := filepath.Abs(sc.Path); err == nil {
 		ro.ScenarioPath = abs
 	}
-	var drive driven
-	drive, o.fatal = recordDriven(ctx, st, ro, func(stdin io.WriteCloser, stdout io.Reader) error {
+	d, err := record.RunDriven(ctx, st, ro, func(stdin io.WriteCloser, stdout io.Reader) error {
 		var err error
 		o.res, err = scenario.Play(ctx, sc, stdin, stdout, scenario.Options{Cwd: cwd, Version: version()})
 		return err
 	})
-	o.err, o.exit = drive.err, drive.exit
+	o.fatal, o.err = err, d.DriverErr
+	if d.Result != nil {
+		o.exit = d.Result.Exit
+	}
 	o.elapsed = time.Since(start)
 	return o
-}
-
-// driven is how a recording driven by acptap itself, instead of an
-// editor, went: the driver's failure, the agent's exit.
-type driven struct {
-	err  error
-	exit stdiotap.Exit
-}
-
-// recordDriven records ro into st with drive as the editor: drive writes
-// the agent's stdin, which it closes when it is done, and reads its
-// stdout, which ends once the agent has exited (or could not start). The
-// error is record's own: nothing, or not all, was recorded.
-func recordDriven(ctx context.Context, st *store.Store, ro record.Options, drive func(stdin io.WriteCloser, stdout io.Reader) error) (driven, error) {
-	editorIn, agentIn := io.Pipe()   // the driver writes, record reads
-	agentOut, editorOut := io.Pipe() // record writes, the driver reads
-	ro.Stdin, ro.Stdout = editorIn, editorOut
-	ro.ForwardSignals = false // the driver stops on a signal; the agent then exits
-	plan, err := record.Prepare(ro)
-	if err != nil {
-		return driven{}, err
-	}
-	var d driven
-	recorded := make(chan error, 1)
-	go func() {
-		res, err := plan.Run(context.WithoutCancel(ctx), st)
-		if res != nil {
-			d.exit = res.Exit
-		}
-		// The driver's writes and reads end with the agent.
-		editorIn.CloseWithError(errors.New("the agent is gone"))
-		editorOut.Close()
-		recorded <- err
-	}()
-	d.err = drive(agentIn, agentOut)
-	agentIn.Close()
-	io.Copy(io.Discard, agentOut) // what the agent says after the driver is done
-	err = <-recorded
-	return d, err
 }
 
 // summarize says what a scenario's sessions did: "2 turns: end_turn,
