@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/acptaptest"
+	"github.com/acptap/acptap/fixture"
 	"github.com/acptap/acptap/internal/demollm"
 	"github.com/acptap/acptap/internal/testing/testagent"
 	"github.com/acptap/acptap/internal/testing/testeditor"
 	"github.com/acptap/acptap/internal/testing/testkit"
 	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/replay"
+	"github.com/acptap/acptap/rerecord"
 	"github.com/acptap/acptap/store"
 )
 
@@ -101,6 +103,22 @@ func recordDemo(t *testing.T, db, name string, llm bool, args ...string) {
 
 // record1 is recordDemo without a testing.T, for the example.
 func record1(db, name string, llm bool, args ...string) error {
+	if !llm {
+		return recordAt(db, name, "", args...)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: demollm.Handler()}
+	go srv.Serve(ln)
+	defer srv.Close()
+	return recordAt(db, name, "http://"+ln.Addr().String()+"/v1", args...)
+}
+
+// recordAt records a session of the demo agent, against the LLM at the
+// base URL llm unless it is "".
+func recordAt(db, name string, llm string, args ...string) error {
 	ws, err := os.MkdirTemp("", "acptaptest-ws-")
 	if err != nil {
 		return err
@@ -110,15 +128,8 @@ func record1(db, name string, llm bool, args ...string) error {
 		return err
 	}
 	env := append(agentEnv(), roleEnv+"=record", storeEnv+"="+db, nameEnv+"="+name)
-	if llm {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		srv := &http.Server{Handler: demollm.Handler()}
-		go srv.Serve(ln)
-		defer srv.Close()
-		env = append(env, llmEnv+"=http://"+ln.Addr().String()+"/v1", "OPENAI_API_KEY=sk-demo-not-a-real-key")
+	if llm != "" {
+		env = append(env, llmEnv+"="+llm, demoKey)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -140,6 +151,9 @@ func record1(db, name string, llm bool, args ...string) error {
 	}
 	return nil
 }
+
+// demoKey is the demo LLM's key, which the agent had when recorded.
+const demoKey = "OPENAI_API_KEY=sk-demo-not-a-real-key"
 
 // demoStore records the demo agent (against the demo LLM) and the
 // scripted test agent into a new store and returns its path.
@@ -219,7 +233,37 @@ func TestChildReplay(t *testing.T) {
 	if db == "" {
 		t.Skip("run by TestReplayFails and TestReplayUpdate")
 	}
-	acptaptest.Replay(t, db, &acptaptest.Options{Replay: replayOptions(strings.Split(os.Getenv(childArgsEnv), "\n")...)})
+	args := strings.Split(os.Getenv(childArgsEnv), "\n")
+	exe, _ := os.Executable()
+	acptaptest.Replay(t, db, &acptaptest.Options{ // the line failures are reported at
+		Replay:   replayOptions(args...),
+		Rerecord: rerecord.Options{Argv: append([]string{exe}, args...), Env: append(agentEnv(), demoKeyIf()...)},
+	})
+}
+
+// demoKeyIf is the demo key when the child runs with it.
+func demoKeyIf() []string {
+	if os.Getenv("OPENAI_API_KEY") != "" {
+		return []string{"OPENAI_API_KEY=" + os.Getenv("OPENAI_API_KEY")}
+	}
+	return nil
+}
+
+// replayLine is the line of TestChildReplay that calls Replay, where its
+// subtests' failures are reported.
+func replayLine(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile("acptaptest_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(src), "\n") {
+		if strings.Contains(line, "// the line failures are reported at") {
+			return fmt.Sprintf("acptaptest_test.go:%d: ", i+1)
+		}
+	}
+	t.Fatal("no Replay call in TestChildReplay")
+	return ""
 }
 
 func runChild(t *testing.T, db string, agentArgs []string, flags ...string) (string, int) {
@@ -248,6 +292,8 @@ func TestReplayFails(t *testing.T) {
 	// The subtest fails with the CLI's report: its FAIL line and its diff.
 	for _, want := range []string{
 		`--- FAIL: TestChildReplay/scripted`,
+		// At the line that called Replay, not inside acptaptest.
+		replayLine(t) + "FAIL scripted: agent output differs",
 		`FAIL scripted: agent output differs in turn 1, agent message, update 1: content.text: expected "Fixed it.", got "Did nothing."`,
 		`(?m)^\s*-\s+"text": "Fixed it\.",$`,
 		`(?m)^\s*\+\s+"text": "Did nothing\.",$`,
@@ -278,5 +324,76 @@ func TestReplayUpdate(t *testing.T) {
 	}
 	if out, code := runChild(t, db, []string{"--message", "Fixed it."}); code != 1 {
 		t.Errorf("after -update, the old agent: exit %d, want 1; output:\n%s", code, out)
+	}
+}
+
+// TestReplayDirectory replays recordings exported into a directory, as the
+// CLI reads them, and -update writes the change back to its files.
+func TestReplayDirectory(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "acptap.db")
+	recordDemo(t, db, "scripted", false, "--message", "Fixed it.")
+	dir := t.TempDir()
+	st, err := store.Open(db, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := fixture.FromStore(st, "scripted")
+	if err == nil {
+		err = fixture.Export(t.Context(), rec, filepath.Join(dir, "scripted"))
+	}
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err := acptaptest.Check(t.Context(), dir, &acptaptest.Options{Replay: replayOptions()})
+	if err != nil || len(reports) != 1 || reports[0].Outcome != acptaptest.Passed {
+		t.Fatalf("Check of the directory: %v, %+v; want scripted PASS", err, reports)
+	}
+	changed := []string{"--message", "Did nothing."}
+	if out, code := runChild(t, dir, changed, "-update"); code != 0 || !strings.Contains(out, "UPDATED scripted") {
+		t.Fatalf("with -update: exit %d, output:\n%s", code, out)
+	}
+	events, err := os.ReadFile(filepath.Join(dir, "scripted", "events.ndjson"))
+	if err != nil || !strings.Contains(string(events), `"Did noth"`) || strings.Contains(string(events), `"Fixed it"`) {
+		t.Errorf("events.ndjson after -update (%v): want the changed answer written back", err)
+	}
+	if out, code := runChild(t, dir, changed); code != 0 {
+		t.Errorf("after -update: exit %d, output:\n%s", code, out)
+	}
+}
+
+// TestRecordMode: -acptap.record records each recording again against the
+// live LLM, with the changed agent, and replaces it; without the key the
+// subtest fails naming it.
+func TestRecordMode(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: demollm.Handler()}
+	go srv.Serve(ln)
+	defer srv.Close()
+	db := filepath.Join(t.TempDir(), "acptap.db")
+	if err := recordAt(db, "fix-typo", "http://"+ln.Addr().String()+"/v1"); err != nil {
+		t.Fatal(err)
+	}
+	changed := []string{"--system", "Answer in French."}
+
+	out, code := runChild(t, db, changed, "-acptap.record")
+	if code != 1 || !strings.Contains(out, "rerecord fix-typo: the agent had OPENAI_API_KEY when recorded, which is not set here") {
+		t.Errorf("-acptap.record without the key: exit %d, want 1 naming the key; output:\n%s", code, out)
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-demo-not-a-real-key")
+	out, code = runChild(t, db, changed, "-acptap.record")
+	if code != 0 || !strings.Contains(out, "RERECORDED fix-typo in ") || !strings.Contains(out, "Answer in French.") {
+		t.Fatalf("-acptap.record: exit %d, want 0 and the change reported; output:\n%s", code, out)
+	}
+	srv.Close() // replays are offline
+	t.Setenv("OPENAI_API_KEY", "")
+	if out, code := runChild(t, db, changed); code != 0 {
+		t.Errorf("replay of the new version with the changed agent: exit %d, output:\n%s", code, out)
+	}
+	if out, code := runChild(t, db, nil); code != 1 {
+		t.Errorf("replay of the new version with the old agent: exit %d, want 1; output:\n%s", code, out)
 	}
 }

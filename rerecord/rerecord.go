@@ -50,9 +50,9 @@ type Options struct {
 	TapProcess *record.TapProcess
 	MCPRelay   string
 	Version    string
-	// Getenv reads the environment the agent gets, for the keys it
-	// needs. If nil, os.Getenv.
-	Getenv func(string) string
+	// Env is the agent's environment, before the tap's variables are
+	// added; it must hold the keys the agent needs. If nil, os.Environ().
+	Env []string
 }
 
 // Result is how a re-recording went.
@@ -70,14 +70,20 @@ type Result struct {
 }
 
 // CheckKeys returns a *KeysError when a secret variable of the recorded
-// agent's environment is unset in getenv's.
-func CheckKeys(meta store.Recording, getenv func(string) string) error {
-	if getenv == nil {
-		getenv = os.Getenv
+// agent's environment is unset (or empty) in env, os.Environ() if nil.
+func CheckKeys(meta store.Recording, env []string) error {
+	if env == nil {
+		env = os.Environ()
+	}
+	set := map[string]bool{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" {
+			set[k] = true
+		}
 	}
 	var missing []string
 	for _, v := range meta.Env {
-		if v.Withheld == store.WithheldSecret && getenv(v.Name) == "" {
+		if v.Withheld == store.WithheldSecret && !set[v.Name] {
 			missing = append(missing, v.Name)
 		}
 	}
@@ -103,7 +109,7 @@ func Run(ctx context.Context, src *store.Store, name string, dst *store.Store, o
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckKeys(meta, opts.Getenv); err != nil {
+	if err := CheckKeys(meta, opts.Env); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "acptap-rerecord-")
@@ -198,6 +204,7 @@ func readLines(r io.Reader, lines chan<- []byte) {
 func recordOptions(opts Options, src *store.Store, meta store.Recording, cwd string) (record.Options, *scenario.Scenario, error) {
 	ro := record.Options{
 		Argv:          opts.Argv,
+		Env:           opts.Env,
 		Name:          meta.Name,
 		Force:         true,
 		Dir:           cwd,

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 
 	"github.com/acptap/acptap/fixture"
 	"github.com/acptap/acptap/store"
@@ -19,10 +16,9 @@ type source struct {
 	path string // as given with --store
 	st   *store.Store
 
-	// For a directory: where each loaded recording's directory is, the
-	// temporary store's directory, and the signal handler that removes it.
-	dirs        map[string]string
-	tmp         string
+	// For a directory: its recordings loaded, and the signal handler
+	// that removes their temporary store.
+	loaded      *fixture.Loaded
 	stopSignals func()
 }
 
@@ -37,54 +33,22 @@ func openSource(path string, names []string) (*source, error) {
 		}
 		return &source{path: path, st: st}, nil
 	}
-	found, err := fixture.Find(path)
-	if errors.Is(err, fixture.ErrNoRecording) {
-		return nil, usageErrorf("%s holds no exported recording (a directory with a meta.json, or a directory of them); export one with: acptap export --dir %s NAME, or pass a store file with --store", path, path)
-	}
-	if err != nil {
-		return nil, usageErrorf("%v; pass a store file or a directory of exported recordings with --store", err)
-	}
-	dirs := map[string]string{}
-	for _, d := range found {
-		dirs[filepath.Base(d)] = d
-	}
-	if len(names) == 0 {
-		for n := range dirs {
-			names = append(names, n)
-		}
-	}
-	var load []*fixture.Dir
-	for _, name := range names {
-		if err := store.ValidName(name); err != nil {
+	for _, n := range names {
+		if err := store.ValidName(n); err != nil {
 			return nil, usageErrorf("%v", err)
 		}
-		dir, ok := dirs[name]
-		if !ok {
-			return nil, usageErrorf("no recording %q in %s; list the recordings with: acptap show --store %s", name, path, path)
-		}
-		d, err := fixture.Open(dir)
-		if err != nil {
-			return nil, fixtureError(err)
-		}
-		if !slices.ContainsFunc(load, func(l *fixture.Dir) bool { return l.Name() == name }) {
-			load = append(load, d)
-		}
 	}
-	src := &source{path: path, dirs: dirs}
-	if src.tmp, err = os.MkdirTemp("", "acptap-fixtures-"); err != nil {
-		return nil, usageErrorf("a temporary store for %s: %v", path, err)
+	loaded, err := fixture.Load(context.Background(), path, names)
+	switch {
+	case errors.Is(err, fixture.ErrNoRecording):
+		return nil, usageErrorf("%s holds no exported recording (a directory with a meta.json, or a directory of them); export one with: acptap export --dir %s NAME, or pass a store file with --store", path, path)
+	case errors.Is(err, fixture.ErrNotInDir):
+		return nil, usageErrorf("%v; list the recordings with: acptap show --store %s", err, path)
+	case err != nil:
+		return nil, fixtureError(err)
 	}
-	src.stopSignals = onInterruptDo(src.removeTmp)
-	if src.st, err = store.Open(filepath.Join(src.tmp, "store.db"), nil); err != nil {
-		src.Close()
-		return nil, usageErrorf("a temporary store for %s: %v", path, err)
-	}
-	for _, d := range load {
-		if err := fixture.Put(context.Background(), src.st, d.Name(), d, false); err != nil {
-			src.Close()
-			return nil, fixtureError(err)
-		}
-	}
+	src := &source{path: path, st: loaded.Store, loaded: loaded}
+	src.stopSignals = onInterruptDo(loaded.RemoveFiles)
 	return src, nil
 }
 
@@ -109,15 +73,8 @@ func (s *source) signalsHandled() {
 	}
 }
 
-// removeTmp removes the temporary store of a directory.
-func (s *source) removeTmp() {
-	if s.tmp != "" {
-		os.RemoveAll(s.tmp)
-	}
-}
-
 // isDir says whether the source is a directory of exported recordings.
-func (s *source) isDir() bool { return s.dirs != nil }
+func (s *source) isDir() bool { return s.loaded != nil }
 
 // writable makes the source writable: a store file is opened again for
 // writing, which locks other processes out; a directory's temporary store
@@ -142,27 +99,19 @@ func (s *source) save(name string) error {
 	if !s.isDir() {
 		return nil
 	}
-	rec, err := fixture.FromStore(s.st, name)
-	if err != nil {
-		return err
-	}
-	if err := fixture.Export(context.Background(), rec, s.dirs[name]); err != nil {
-		return fmt.Errorf("writing %s back: %w", s.dirs[name], err)
-	}
-	return nil
+	return s.loaded.Save(context.Background(), name)
 }
 
 // Close closes the store and removes a directory's temporary store.
 func (s *source) Close() error {
-	var err error
-	if s.st != nil {
-		err = s.st.Close()
-	}
 	if s.isDir() {
 		s.signalsHandled()
-		s.removeTmp()
+		return s.loaded.Close()
 	}
-	return err
+	if s.st != nil {
+		return s.st.Close()
+	}
+	return nil
 }
 
 // allNames returns the names of every recording of st, for --all: none
