@@ -263,11 +263,30 @@ func unexplained(results []*replay.Result, learned []Learned, rules []normalize.
 // agentSamples returns the frames of the normalized agent output, one
 // sample per frame of the recording and each run, or the places where a
 // run has a frame more or fewer.
+//
+// A run whose output replay judged equal to the recording's has nothing
+// to teach, and its values are taken as the recording's: replay's
+// comparison places a state notification by its value at the turn's end
+// and lets its first one come a turn later, so the streams it lists may
+// differ in length and order where it found them equal (codex-acp's
+// available_commands_update, racing its first turn), which is no conflict.
+// The recording's values are those of the first run that differs, as that
+// comparison listed them.
 func agentSamples(results []*replay.Result) ([]Sample, []Conflict) {
-	expected := results[0].Expected
+	first := slices.IndexFunc(results, outputDiffers)
+	if first < 0 {
+		return nil, nil // every run as recorded: nothing to learn
+	}
+	expected := results[first].Expected
+	actual := func(res *replay.Result) []json.RawMessage {
+		if outputDiffers(res) {
+			return res.Actual
+		}
+		return expected
+	}
 	for i, res := range results {
-		if len(res.Actual) != len(expected) {
-			c := frameMoreOrFewer(expected, res.Actual)
+		if got := actual(res); len(got) != len(expected) {
+			c := frameMoreOrFewer(expected, got)
 			c.Run = i + 1
 			return nil, []Conflict{c}
 		}
@@ -277,11 +296,17 @@ func agentSamples(results []*replay.Result) ([]Sample, []Conflict) {
 		values := make([]any, 0, 1+len(results))
 		values = append(values, frame)
 		for _, res := range results {
-			values = append(values, res.Actual[k])
+			values = append(values, actual(res)[k])
 		}
 		samples[k] = Sample{Name: fmt.Sprintf("agent output $[%d]", k), Values: values}
 	}
 	return samples, nil
+}
+
+// outputDiffers reports whether replay found the run's agent output
+// different from the recording's.
+func outputDiffers(res *replay.Result) bool {
+	return slices.ContainsFunc(res.Divergences, func(d replay.Divergence) bool { return d.Kind == replay.OutputDiffers })
 }
 
 // frameMoreOrFewer returns the place where one of two streams of

@@ -198,10 +198,11 @@ func raw(s string) json.RawMessage { return json.RawMessage(s) }
 // by request, and a frame or a request more is a conflict.
 func TestSamples(t *testing.T) {
 	rec := []json.RawMessage{raw(`{"a":1}`), raw(`{"b":"x"}`)}
+	differs := []replay.Divergence{{Kind: replay.OutputDiffers}}
 	results := []*replay.Result{
-		{Expected: rec, Actual: []json.RawMessage{raw(`{"a":1}`), raw(`{"b":"y"}`)},
+		{Expected: rec, Actual: []json.RawMessage{raw(`{"a":1}`), raw(`{"b":"y"}`)}, Divergences: differs,
 			Requests: []replay.RequestPair{{Number: 2, Recorded: "r2", Live: "l2"}, {Number: 1, Recorded: "r1", Live: "l1"}}},
-		{Expected: rec, Actual: []json.RawMessage{raw(`{"a":1}`), raw(`{"b":"z"}`)},
+		{Expected: rec, Actual: []json.RawMessage{raw(`{"a":1}`), raw(`{"b":"z"}`)}, Divergences: differs,
 			Requests: []replay.RequestPair{{Number: 1, Recorded: "r1", Live: "m1"}, {Number: 2, Recorded: "r2", Live: "m2"}}},
 	}
 	samples, conflicts := agentSamples(results)
@@ -214,6 +215,18 @@ func TestSamples(t *testing.T) {
 	reqs, conflicts := requestSamples(results)
 	if len(conflicts) != 0 || len(reqs) != 2 || reqs[0].Name != "llm #1 $" || !slices.Equal(reqs[0].Values, []any{"r1", "l1", "m1"}) {
 		t.Errorf("requestSamples = %+v, %v; want llm #1 with r1, l1, m1 first", reqs, conflicts)
+	}
+
+	// A run replay found equal teaches nothing, however its comparison
+	// listed the streams (a state notification a turn later): its values
+	// are the recording's.
+	equal := &replay.Result{Expected: []json.RawMessage{raw(`{"a":1}`)}, Actual: []json.RawMessage{raw(`{"a":1}`), raw(`{"state":1}`), raw(`{"b":"x"}`)}}
+	samples, conflicts = agentSamples(append(slices.Clone(results), equal))
+	if len(conflicts) != 0 || len(samples) != 2 || len(samples[1].Values) != 4 || string(samples[1].Values[3].(json.RawMessage)) != `{"b":"x"}` {
+		t.Errorf("agentSamples with a run replay found equal: %+v, %v; want its values the recording's", samples, conflicts)
+	}
+	if samples, conflicts := agentSamples([]*replay.Result{equal, equal}); len(samples) != 0 || len(conflicts) != 0 {
+		t.Errorf("agentSamples of runs all equal: %+v, %v; want nothing to learn", samples, conflicts)
 	}
 
 	results[1].Actual = append(results[1].Actual, raw(`{"c":1}`))
