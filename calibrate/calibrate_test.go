@@ -111,7 +111,7 @@ func TestRun(t *testing.T) {
 	}
 	want := []string{
 		`{"path":"$.params.update.content[*].content.text","regexp":"( as <tmp>/agent-home\\.)[0-9A-Za-z]{6}(/projects/<cwd>/notes\\.)","replace":"${1}<random>${2}"}`,
-		`{"path":"$.params.update.content[*].content.text","regexp":"(\nProcess Group PGID: )[0-9]+$","replace":"${1}<number>"}`,
+		`{"path":"$.params.update.content[*].content.text","regexp":"(\nshell job )[0-9]+$","replace":"${1}<number>"}`,
 		`{"path":"$.params.update.rawOutput.run","regexp":"^[0-9a-f]{16}$","replace":"<hex>"}`,
 	}
 	if strings.Join(paths, "\n") != strings.Join(want, "\n") {

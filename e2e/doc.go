@@ -98,9 +98,8 @@
 // pinned model spares the per-turn routing call of the "auto" model. The
 // fault scenario records a 429 of a server out of capacity for the model,
 // which gemini-cli retries after its RetryInfo delay (any other 429 or 5xx
-// after 5s or more); the one value of its requests that varies and that
-// no default rule covers, the PGID in the shell tool's output, is learned
-// by `acptap calibrate`.
+// after 5s or more); the PGID in the shell tool's output ("Process Group
+// PGID: 6726") is a process id the default normalization covers.
 //
 // # How opencode and qwen-code reach the tap
 //

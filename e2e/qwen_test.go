@@ -100,11 +100,6 @@ func (l *lab) recordQwen(name string, r route, sc qwenScenario, opts fakeanthrop
 // turn of qwen-code (see TestQwenPlainAnswer).
 const qwenTurnDelay = 2 * time.Second
 
-// qwenPGIDRule is what acptap calibrate learns from the tool turn:
-// qwen-code's shell tool, like gemini-cli's, ends the output it sends the
-// model with the command's process group id.
-var qwenPGIDRule = regexp.MustCompile(`\{"path":"\$\.body\.messages\[\*\]\.content\[\*\]\.content(\[\*\]\.text)?","regexp":"[^"]*PGID: \)\[0-9\]\+[^"]*","replace":"\$\{1\}<number>[^"]*"\}`)
-
 func TestQwenPlainAnswer(t *testing.T) {
 	needExtra(t)
 	t.Parallel()
@@ -184,12 +179,12 @@ func TestQwenShellTool(t *testing.T) {
 				t.Fatalf("the second request does not end with the shell's output and its PGID:\n%s", clip(string(s.requests[1].Body), 3000))
 			}
 			// The command's output ends with its process group id, which
-			// no default rule covers: calibrate learns it, with
-			// craft/drainMidTurnQueue, a request qwen-code sends after
-			// a tool in some runs only.
+			// the default normalization covers; calibrate learns what
+			// else varies (craft/drainMidTurnQueue, a request qwen-code
+			// sends after a tool in some runs only), if anything.
 			res := l.run(l.dir, l.env(""), filepath.Join(binDir, "acptap"), "calibrate", "--store", l.store, "--grace", grace, "--runs", "4", s.name)
-			if res.code != 0 || !strings.HasPrefix(res.stdout, "CALIBRATED shell (") || !qwenPGIDRule.MatchString(res.stdout) {
-				t.Fatalf("acptap calibrate: got %s\nwant exit 0 and the PGID rule", clip(res.String(), 6000))
+			if res.code != 0 || !strings.HasPrefix(res.stdout, "CALIBRATED shell (") || strings.Contains(res.stdout, "PGID") {
+				t.Fatalf("acptap calibrate: got %s\nwant exit 0 and no PGID rule", clip(res.String(), 6000))
 			}
 			l.replayEqual(s.session, "--requests", "fail")
 

@@ -56,6 +56,7 @@ func (n *Normalizer) strOnce(s string, src source) string {
 		s = replaceDates(s)
 	}
 	s = replaceDurations(s)
+	s = replacePIDs(s)
 	return n.replaceIDs(s)
 }
 
@@ -487,6 +488,30 @@ func replaceDurations(s string) string {
 			return 0, 0, "", false
 		}
 		return i + m[2], i + m[3], "<duration>", bounded(s, i+m[2], i+m[3])
+	})
+}
+
+// pidAt matches, at the start of its input, a process id after a word
+// that says it is one, as in "Process Group PGID: 6726" (the shell tool
+// output of gemini-cli and qwen-code) or "pid=4242"; group 1 is the id.
+var pidAt = regexp.MustCompile(`(?i)^(?:pgid|ppid|pid|process[ _-]?id)(?:\s*[:=]\s*|\s+)([0-9]+)`)
+
+// replacePIDs rewrites the ids of process id phrases to <pid>, keeping
+// the words, as the members named pid are.
+func replacePIDs(s string) string {
+	if !strings.ContainsAny(s, "0123456789") {
+		return s
+	}
+	digits := nextDigitFinder(s)
+	return scanWords(s, func(i int) (int, int, string, bool) {
+		if i > 0 && s[i-1] == '_' || strings.IndexByte("pP", s[i]) < 0 || digits(i) >= i+window {
+			return 0, 0, "", false
+		}
+		m := pidAt.FindStringSubmatchIndex(s[i:min(len(s), i+window)])
+		if m == nil {
+			return 0, 0, "", false
+		}
+		return i + m[2], i + m[3], "<pid>", bounded(s, i+m[2], i+m[3])
 	})
 }
 

@@ -180,21 +180,21 @@ func TestRulesOnRequests(t *testing.T) {
 // and the numbers at the paths it matches, and nothing elsewhere.
 func TestRegexpRuleWithPath(t *testing.T) {
 	rules, err := ParseRules([]byte(`[
-		{"path": "$.params.update.content[*].text", "regexp": "(PGID: )[0-9]+", "replace": "${1}<number>", "comment": "learned"},
+		{"path": "$.params.update.content[*].text", "regexp": "(Job: )[0-9]+", "replace": "${1}<number>", "comment": "learned"},
 		{"path": "$.params.update.rawOutput.tokens", "regexp": "^[0-9]+$", "replace": "<number>"}
 	]`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := rules[0].String(), `{"comment":"learned","path":"$.params.update.content[*].text","regexp":"(PGID: )[0-9]+","replace":"${1}<number>"}`; got != want {
+	if got, want := rules[0].String(), `{"comment":"learned","path":"$.params.update.content[*].text","regexp":"(Job: )[0-9]+","replace":"${1}<number>"}`; got != want {
 		t.Errorf("String() = %s, want %s", got, want)
 	}
 	if rules[0].Comment() != "learned" || rules[1].Comment() != "" {
 		t.Errorf("comments %q, %q; want learned and none", rules[0].Comment(), rules[1].Comment())
 	}
-	frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call_update","toolCallId":"t","title":"PGID: 17876","content":[{"text":"Process Group PGID: 17876"},{"text":"PGID: 3"}],"rawOutput":{"tokens":8680,"other":8680,"tokensText":"8680"}}}}`)
+	frame := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"tool_call_update","toolCallId":"t","title":"Job: 17876","content":[{"text":"Process Group Job: 17876"},{"text":"Job: 3"}],"rawOutput":{"tokens":8680,"other":8680,"tokensText":"8680"}}}}`)
 	got := string(New(Options{Rules: rules}).Frame(lane.Agent, frame))
-	want := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"<sessionId:1>","update":{"content":[{"text":"Process Group PGID: <number>"},{"text":"PGID: <number>"}],"rawOutput":{"other":8680,"tokens":"<number>","tokensText":"8680"},"sessionUpdate":"tool_call_update","title":"PGID: 17876","toolCallId":"<toolCallId:1>"}}}`
+	want := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"<sessionId:1>","update":{"content":[{"text":"Process Group Job: <number>"},{"text":"Job: <number>"}],"rawOutput":{"other":8680,"tokens":"<number>","tokensText":"8680"},"sessionUpdate":"tool_call_update","title":"Job: 17876","toolCallId":"<toolCallId:1>"}}}`
 	if got != want {
 		t.Errorf("Frame =\n%s\nwant\n%s", got, want)
 	}

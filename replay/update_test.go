@@ -227,7 +227,7 @@ func TestUpdatableByKind(t *testing.T) {
 			switch {
 			case tc.refused == nil && err != nil:
 				t.Errorf("Updatable = %v, want nil", err)
-			case tc.refused != nil && (!errors.Is(err, ErrNotUpdatable) || !strings.HasSuffix(err.Error(), "cannot fix "+tc.refused.Message)):
+			case tc.refused != nil && (!errors.Is(err, ErrNotUpdatable) || !strings.HasSuffix(err.Error(), "cannot fix "+tc.refused.Message+"; record it again against the live LLM instead: acptap rerecord r")):
 				t.Errorf("Updatable = %v, want ErrNotUpdatable naming %q", err, tc.refused.Message)
 			}
 		})

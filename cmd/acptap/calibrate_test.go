@@ -91,7 +91,7 @@ func TestCalibrateLLMAgent(t *testing.T) {
 			mustContain(t, "calibrate's output", out,
 				"CALIBRATED noise (3 runs): 6 rules stored with the recording\n",
 				`{"path":"$.params.update.content[*].content.text","regexp":"( as <tmp>/agent-home\\.)[0-9A-Za-z]{6}(/projects/<cwd>/notes\\.)","replace":"${1}<random>${2}"}`,
-				`{"path":"$.params.update.content[*].content.text","regexp":"(\nProcess Group PGID: )[0-9]+$","replace":"${1}<number>"}`,
+				`{"path":"$.params.update.content[*].content.text","regexp":"(\nshell job )[0-9]+$","replace":"${1}<number>"}`,
 				`{"path":"$.params.update.rawOutput.run","regexp":"^[0-9a-f]{16}$","replace":"<hex>"}`,
 				`{"path":"$.body.messages[*].content","regexp":"( is <tmp>/agent-home\\.)[0-9A-Za-z]{6}(; the project's notes )","replace":"${1}<random>${2}"}`,
 				`{"path":"$.body.metadata.run","regexp":"^[0-9a-f]{16}$","replace":"<hex>"}`,

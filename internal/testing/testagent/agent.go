@@ -268,7 +268,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //	                  percent-encoded, in the system prompt and in the read
 //	                  tool's output; put a random token in the requests
 //	                  (metadata.run) and in the tool's rawOutput (run); and
-//	                  its process id in the tool's output (PGID)
+//	                  its process id in the tool's output ("shell job N", a label the default normalization does not know)
 //	--string-ids      the agent's own request ids are UUID strings
 //	--concurrent-updates ORDER
 //	                  send an available_commands_update racing the

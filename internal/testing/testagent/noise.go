@@ -73,7 +73,7 @@ func (n *noise) systemText(cwd string) string {
 // toolText is what a read tool's output says of the run, after its own
 // text.
 func (n *noise) toolText(cwd, path string) string {
-	return fmt.Sprintf("\ncached as %s/%s\nsee %s\nProcess Group PGID: %d",
+	return fmt.Sprintf("\ncached as %s/%s\nsee %s\nshell job %d",
 		n.project(cwd), filepath.Base(path), openURL(cwd), n.pid)
 }
 

@@ -34,7 +34,7 @@ func TestNoise(t *testing.T) {
 	systemRE := regexp.MustCompile(`Your scratch directory is (` + homeRE + `); the project's notes are in (` + homeRE + `)/projects/` +
 		regexp.QuoteMeta(dashed) + `/NOTES\.md \(` + regexp.QuoteMeta("https://example.invalid/open?dir="+url.QueryEscape(dir)) + `\)\.`)
 	toolRE := regexp.MustCompile(`^alpha \(6 bytes\)\ncached as (` + homeRE + `)/projects/` + regexp.QuoteMeta(dashed) + `/notes\.txt\nsee ` +
-		regexp.QuoteMeta("https://example.invalid/open?dir="+url.QueryEscape(dir)) + `\nProcess Group PGID: [0-9]+$`)
+		regexp.QuoteMeta("https://example.invalid/open?dir="+url.QueryEscape(dir)) + `\nshell job [0-9]+$`)
 
 	var homes, tokens []string
 	for run := range 2 {
