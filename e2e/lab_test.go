@@ -169,6 +169,9 @@ type lab struct {
 	agentEnv func(home string) []string
 	// secrets are values that must never reach the store (API keys).
 	secrets []string
+	// viaScenario makes record drive the agent with `acptap record
+	// --scenario` instead of the scripted editor.
+	viaScenario bool
 }
 
 func newLab(t *testing.T) *lab {
@@ -381,6 +384,10 @@ func (l *lab) record(tk take, fakeURL string) *session {
 			l.t.Fatal(err)
 		}
 	}
+	if l.viaScenario {
+		l.recordScenario(tk, s)
+		return s
+	}
 	transcript := filepath.Join(l.dir, tk.name+".transcript.ndjson")
 	argv := []string{filepath.Join(binDir, "testeditor"), "--timeout", "90s", "--exit-wait", "20s", "--transcript", transcript}
 	for _, p := range tk.prompts {
@@ -422,6 +429,35 @@ func (l *lab) record(tk take, fakeURL string) *session {
 	}
 	l.checkRecording(s, tk.llmURL)
 	return s
+}
+
+// recordScenario records tk with `acptap record --scenario`: a scenario
+// file of its prompts, every permission request allowed once, and the
+// session's workspace as the scenario's.
+func (l *lab) recordScenario(tk take, s *session) {
+	l.t.Helper()
+	if tk.cancelAfter > 0 || len(tk.editor) > 0 {
+		l.t.Fatalf("recording %s: a scenario takes no editor flags", tk.name)
+	}
+	file := filepath.Join(l.dir, tk.name+".json")
+	sc := map[string]any{"workspace": s.ws, "prompts": tk.prompts, "permissions": slices.Repeat([]string{"allow_once"}, 8), "timeout": "90s"}
+	data, err := json.Marshal(sc)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		l.t.Fatal(err)
+	}
+	argv := append([]string{filepath.Join(binDir, "acptap"), "record", "--store", l.store, "--scenario", file, "--grace", grace}, tk.recordFlags...)
+	argv = append(append(argv, "--"), tk.agent...)
+	res := l.run(s.ws, l.env(s.home), argv...)
+	if tk.steps != nil {
+		s.steps = tk.steps()
+	}
+	if res.code != 0 || !strings.HasPrefix(res.stdout, "RECORDED "+tk.name+" (") {
+		l.t.Fatalf("recording %s: acptap record --scenario: %s\nLLM requests answered: %v", tk.name, res, s.steps)
+	}
+	l.checkRecording(s, tk.llmURL)
 }
 
 // event is an event of `acptap show --json`.
