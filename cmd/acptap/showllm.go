@@ -57,17 +57,7 @@ func decodeExchange(e store.Event) (*exchange.Exchange, error) {
 }
 
 // reassemble parses the response body in its wire format, if it has one.
-func reassemble(ex *exchange.Exchange) (wire.Format, *wire.Message) {
-	f := wire.Detect(ex.Method, ex.URL, ex.ResponseHeaders)
-	if f == wire.Unknown || ex.Status == 0 {
-		return f, nil
-	}
-	m, err := wire.Reassemble(f, ex.Body())
-	if err != nil && m.Events == 0 && m.Text == "" && len(m.ToolCalls) == 0 {
-		return f, nil
-	}
-	return f, &m
-}
+func reassemble(ex *exchange.Exchange) (wire.Format, *wire.Message) { return wire.ReassembleExchange(ex) }
 
 func llmEventJSONLine(e store.Event, servers *mcpNames) llmEventJSON {
 	ex, err := decodeExchange(e)
