@@ -57,7 +57,9 @@ func decodeExchange(e store.Event) (*exchange.Exchange, error) {
 }
 
 // reassemble parses the response body in its wire format, if it has one.
-func reassemble(ex *exchange.Exchange) (wire.Format, *wire.Message) { return wire.ReassembleExchange(ex) }
+func reassemble(ex *exchange.Exchange) (wire.Format, *wire.Message) {
+	return wire.ReassembleExchange(ex)
+}
 
 func llmEventJSONLine(e store.Event, servers *mcpNames) llmEventJSON {
 	ex, err := decodeExchange(e)
