@@ -28,15 +28,17 @@ func exportCommand(stdio *IO) *cli.Command {
 		Name:      "export",
 		Usage:     "write recordings as directories of text files, for a repository",
 		ArgsUsage: "NAME... | --all",
-		Description: "Writes each recording as the directory DIR/NAME: meta.json, events.ndjson (one event a line),\n" +
-			"llm/0001/... (each LLM exchange: its request as pretty JSON, its response as sent and the\n" +
-			"chunks it came in), blobs/ (snapshot, calibrated rules). The same recording always gives the\n" +
-			"same bytes. show, replay, calibrate and diff read such a directory, or a directory of\n" +
-			"them, as --store; acptap import loads them into a store. --force replaces an earlier\n" +
-			"export, rewriting only the files that change and removing only files of the export's\n" +
-			"layout: files of yours stay.",
+		Description: "Writes each recording as the directory DIR/NAME: transcript.md (the sessions' turns as text,\n" +
+			"for review), meta.json, events.ndjson (one event a line), llm/0001/... (each LLM exchange:\n" +
+			"its request as pretty JSON, its response as sent and the chunks it came in), blobs/\n" +
+			"(snapshot, calibrated rules), machine.json (the recording machine's environment and\n" +
+			"directories, which the other files name /acptap/cwd, /acptap/home, /acptap/tmp) and a\n" +
+			".gitattributes. The same recording always gives the same bytes. show, replay, calibrate,\n" +
+			"diff and export read such a directory, or a directory of them, as --store; acptap import\n" +
+			"loads them into a store. --force replaces an earlier export, rewriting only the files that\n" +
+			"change and removing only files of the export's layout: files of yours stay.",
 		Flags: []cli.Flag{
-			storeFlag(storeFileUsage),
+			storeFlag(storeReadUsage),
 			&cli.StringFlag{Name: "dir", Value: ".", DefaultText: "the current directory", Usage: "write the recordings' directories into `DIR` (created if missing)"},
 			&cli.BoolFlag{Name: "all", Usage: "export every recording in the store"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an earlier export of the same name (files an export did not write stay)"},
@@ -63,11 +65,18 @@ func runExport(opts *exportOptions) error {
 	if fi, err := os.Stat(opts.Dir); err == nil && !fi.IsDir() {
 		return usageErrorf("--dir %s is not a directory; pass a directory (created if missing)", opts.Dir)
 	}
-	st, err := openStore(opts.StorePath, true)
+	// A directory of exported recordings is read as a store too: an
+	// export of it writes its files again, a transcript.md deleted
+	// included.
+	source, err := openSource(opts.StorePath, opts.Names)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	ctx, stop := onInterrupt()
+	defer stop() // last: a signal kills acptap once the source is closed
+	defer source.Close()
+	source.signalsHandled()
+	st := source.st
 	names := opts.Names
 	if opts.All {
 		var err error
@@ -102,8 +111,6 @@ func runExport(opts *exportOptions) error {
 		}
 		return usageErrorf("%v; pass a writable --dir", err)
 	}
-	ctx, stop := onInterrupt()
-	defer stop()
 	for i, src := range srcs {
 		dst := filepath.Join(opts.Dir, names[i])
 		if err := fixture.Export(ctx, src, dst); err != nil {

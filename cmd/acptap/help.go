@@ -78,6 +78,7 @@ var examples = map[string][]example{
 		{"acptap export --dir testdata/acptap fix-typo", "write testdata/acptap/fix-typo/"},
 		{"acptap export --store ~/acptap.db --dir testdata/acptap --all", "every recording of a store"},
 		{"acptap export --dir testdata/acptap --force fix-typo", "export a recording again over its earlier export"},
+		{"acptap export --store testdata/acptap --dir testdata/acptap --force fix-typo", "write an export's files again from the export itself"},
 	},
 	"import": {
 		{"acptap import testdata/acptap/fix-typo", "one exported recording into acptap.db"},

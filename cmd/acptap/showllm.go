@@ -56,25 +56,12 @@ func decodeExchange(e store.Event) (*exchange.Exchange, error) {
 	return exchange.Unmarshal(e.Data)
 }
 
-// reassemble parses the response body in its wire format, if it has one.
-func reassemble(ex *exchange.Exchange) (wire.Format, *wire.Message) {
-	f := wire.Detect(ex.Method, ex.URL, ex.ResponseHeaders)
-	if f == wire.Unknown || ex.Status == 0 {
-		return f, nil
-	}
-	m, err := wire.Reassemble(f, ex.Body())
-	if err != nil && m.Events == 0 && m.Text == "" && len(m.ToolCalls) == 0 {
-		return f, nil
-	}
-	return f, &m
-}
-
 func llmEventJSONLine(e store.Event, servers *mcpNames) llmEventJSON {
 	ex, err := decodeExchange(e)
 	if err != nil {
 		return llmEventJSON{Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String(), Error: err.Error()}
 	}
-	f, msg := reassemble(ex)
+	f, msg := wire.ReassembleExchange(ex)
 	line := llmEventJSON{
 		Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String(),
 		Route: ex.Route, Class: wire.ClassOfExchange(ex).String(), BaseURLVar: ex.BaseURLVar, Method: ex.Method, URL: ex.URL, Proto: ex.Proto,
@@ -141,7 +128,7 @@ func describeExchange(e store.Event, paint func(string, string) string) string {
 	if err != nil {
 		return paint(colorRed, "unreadable exchange: "+err.Error())
 	}
-	f, msg := reassemble(ex)
+	f, msg := wire.ReassembleExchange(ex)
 	var b strings.Builder
 	if wire.ClassOfExchange(ex) == wire.ClassHTTP {
 		// Not the LLM: a replay answers it by method and URL.

@@ -60,6 +60,8 @@ func fixtureError(err error) error {
 		return usageErrorf("%v; upgrade acptap", err)
 	case errors.Is(err, fixture.ErrMalformed):
 		return usageErrorf("%v; fix the file, or export the recording again", err)
+	case errors.Is(err, fixture.ErrTranscript):
+		return usageErrorf("%v; it is made from the events, not edited: delete it and export the recording again (acptap export --force; --store may be the directory)", err)
 	}
 	return usageErrorf("%v", err)
 }

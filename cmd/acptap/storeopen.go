@@ -31,7 +31,7 @@ func openStoreFlag(path string, readOnly bool, flag string) (*store.Store, error
 	case errors.Is(err, store.ErrDamaged):
 		return nil, damagedError(err, path)
 	case errors.Is(err, store.ErrIsDir):
-		fix = "pass a store file with " + flag + " (show, replay, calibrate and diff also read a directory of exported recordings; acptap import loads one into a store)"
+		fix = "pass a store file with " + flag + " (show, replay, calibrate, diff and export also read a directory of exported recordings; acptap import loads one into a store)"
 	case errors.Is(err, store.ErrNotRegular):
 		fix = "pass the path of a store file, or a new file, with " + flag
 	case errors.Is(err, store.ErrNotStore):
