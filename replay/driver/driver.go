@@ -28,6 +28,9 @@ import (
 // DefaultTimeout is the Timeout used when Options.Timeout is zero.
 const DefaultTimeout = 30 * time.Second
 
+// DefaultLinger is the Linger used when Options.Linger is zero.
+const DefaultLinger = 5 * time.Second
+
 // Options configures a Driver. The zero value drives an empty recording.
 type Options struct {
 	// Recorded are the recording's editor and agent frames in recorded
@@ -45,6 +48,16 @@ type Options struct {
 	// nothing and reads nothing; then it fails with a *WaitError wrapping
 	// ErrTimeout. If zero or negative, DefaultTimeout.
 	Timeout time.Duration
+
+	// Linger is how long Run waits, once the agent has sent everything
+	// the end of the recording waits for, for the state notifications
+	// (available_commands_update, usage_update, ...) the recording has
+	// more of than the agent sent so far: agents send them from
+	// background tasks, and the recording's editor, which stayed open,
+	// got the last of them after the last turn. Run then returns whether
+	// they came or not; the comparison judges. If zero or negative,
+	// DefaultLinger, capped at Timeout.
+	Linger time.Duration
 
 	// PathMap maps recorded path prefixes to replay ones: the recorded
 	// cwd to the replay workspace, the recorded HOME to the sandbox's.
@@ -117,6 +130,7 @@ type Options struct {
 type Driver struct {
 	plan       *plan
 	timeout    time.Duration
+	linger     time.Duration
 	paths      *pathMap
 	discard    bool
 	noTimeline bool
@@ -140,12 +154,16 @@ func NewFrom(src lane.Lines, opts Options) (*Driver, error) {
 	d := &Driver{
 		plan:       p,
 		timeout:    opts.Timeout,
+		linger:     opts.Linger,
 		paths:      newPathMap(opts.PathMap),
 		discard:    opts.Discard,
 		noTimeline: opts.NoTimeline,
 	}
 	if d.timeout <= 0 {
 		d.timeout = DefaultTimeout
+	}
+	if d.linger <= 0 {
+		d.linger = min(DefaultLinger, d.timeout)
 	}
 	return d, nil
 }
@@ -202,6 +220,7 @@ func (d *Driver) Run(ctx context.Context, toAgent io.Writer, fromAgent <-chan []
 		p:        d.plan,
 		liveResp: make(map[string]int),
 		liveReq:  make(map[reqSeries]int),
+		states:   make(map[noteKey]int),
 		total:    make(map[noteKey]int),
 		writes:   make(chan []byte),
 		written:  make(chan error, 1),
@@ -234,6 +253,12 @@ type run struct {
 	res Result
 
 	subs substitutions
+
+	// states counts the state notifications the agent sent, by kind;
+	// lingerUntil is when the wait for the recording's last ones ends,
+	// zero until it has begun.
+	states      map[noteKey]int
+	lingerUntil time.Time
 
 	liveResp map[string]int    // responses seen per editor request id
 	liveReq  map[reqSeries]int // agent requests seen per series, by the recorded session
@@ -289,6 +314,12 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 	timer := time.NewTimer(r.d.timeout)
 	defer timer.Stop()
 	closed := false
+	var linger *time.Timer // armed once the wait for the last state notifications begins
+	defer func() {
+		if linger != nil {
+			linger.Stop()
+		}
+	}()
 	for {
 		if done := r.progress(); done {
 			return nil
@@ -297,9 +328,21 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 			return r.readErr
 		}
 		if closed {
+			if !r.lingerUntil.IsZero() {
+				return nil // the agent is gone: no state notification is coming
+			}
 			return r.waitError(ErrOutputClosed, time.Now())
 		}
+		var lingerC <-chan time.Time
+		if !r.lingerUntil.IsZero() {
+			if linger == nil {
+				linger = time.NewTimer(time.Until(r.lingerUntil))
+			}
+			lingerC = linger.C
+		}
 		select {
+		case <-lingerC:
+			return nil // the agent sent no more of them: the comparison judges
 		case line, ok := <-fromAgent:
 			if !ok {
 				closed, fromAgent = true, nil
@@ -369,7 +412,7 @@ func (r *run) progress() bool {
 			return false
 		}
 		if st.frame == r.p.n {
-			return r.inflight == nil && len(r.queue) == 0
+			return r.inflight == nil && len(r.queue) == 0 && r.statesSeen()
 		}
 		line, ok := r.editorLine(st.frame, nil)
 		if !ok {
@@ -379,6 +422,21 @@ func (r *run) progress() bool {
 		r.queue = append(r.queue, write{data: line, frame: st.frame, step: true})
 		r.flushAnswers()
 	}
+}
+
+// statesSeen reports whether the agent has sent as many state
+// notifications of each kind as the recording has, and begins the wait
+// for them (Options.Linger) when it has not.
+func (r *run) statesSeen() bool {
+	for k, n := range r.p.states {
+		if r.states[k] < n {
+			if r.lingerUntil.IsZero() {
+				r.lingerUntil = time.Now().Add(r.d.linger)
+			}
+			return false
+		}
+	}
+	return true
 }
 
 // ready reports whether what step st waits for has been seen.
@@ -469,6 +527,8 @@ func (r *run) receive(line []byte) {
 		if k, n := noteOf(m); counted(k) {
 			r.total[k] += n
 			r.atTotal = nil
+		} else {
+			r.states[k]++
 		}
 	}
 	for r.cursor < len(r.p.anchors) {

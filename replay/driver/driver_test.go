@@ -1,6 +1,7 @@
 package driver_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -739,5 +740,65 @@ func TestReplayCancelStateRace(t *testing.T) {
 	}
 	if !strings.HasPrefix(texts[0], "You said") {
 		t.Errorf("live text of the cancelled turn = %q, want the recorded two chunks and maybe more", texts[0])
+	}
+}
+
+// TestReplayLingersForLastStates: the recording's editor stayed open after
+// the last turn and got a state notification the agent sends from a
+// background task; the replay waits for it (Options.Linger) before it
+// ends, and ends without error when it does not come, or the agent's
+// output ends.
+func TestReplayLingersForLastStates(t *testing.T) {
+	recorded := []lane.Line{
+		{Lane: lane.Editor, Data: []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)},
+		{Lane: lane.Agent, Data: []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}`)},
+	}
+	answer := []byte(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}`)
+	state := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"available_commands_update","availableCommands":[]}}}`)
+	for _, tc := range []struct {
+		name     string
+		after    time.Duration // when the live agent sends the state; negative: never
+		close    bool          // the agent's output ends instead
+		received int
+		atLeast  time.Duration
+	}{
+		{"state a moment later", 300 * time.Millisecond, false, 2, 300 * time.Millisecond},
+		{"state never", -1, false, 1, time.Second},
+		{"output ends", -1, true, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := driver.New(driver.Options{Recorded: recorded, Linger: time.Second, Timeout: 10 * time.Second})
+			from := make(chan []byte, 4)
+			pr, pw := io.Pipe()
+			go func() {
+				br := bufio.NewReader(pr)
+				if _, err := br.ReadBytes('\n'); err != nil {
+					return
+				}
+				from <- answer
+				switch {
+				case tc.close:
+					close(from)
+				case tc.after >= 0:
+					time.Sleep(tc.after)
+					from <- state
+				}
+				io.Copy(io.Discard, br)
+			}()
+			start := time.Now()
+			res, err := d.Run(context.Background(), pw, from)
+			took := time.Since(start)
+			pw.Close()
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if res.Received != tc.received {
+				t.Errorf("received %d lines, want %d", res.Received, tc.received)
+			}
+			if took < tc.atLeast || took > tc.atLeast+2*time.Second {
+				t.Errorf("Run took %v, want about %v", took, tc.atLeast)
+			}
+		})
 	}
 }

@@ -104,6 +104,7 @@ type plan struct {
 	resps   map[respKey]int    // recorded response to an editor request → frame index
 	reqN    map[reqSeries]int  // recorded agent requests of each series
 	methods map[respKey]string // editor request → its method
+	states  map[noteKey]int    // recorded state notifications (see counted), by kind
 	mcp     *mcpPlan           // the MCP servers the editor hosted over ACP
 }
 
@@ -116,6 +117,7 @@ func newPlan(src lane.Lines) (*plan, error) {
 		resps:   make(map[respKey]int),
 		reqN:    make(map[reqSeries]int),
 		methods: make(map[respKey]string),
+		states:  make(map[noteKey]int),
 		mcp:     newMCPPlan(),
 	}
 	pl := planner{
@@ -189,6 +191,8 @@ func (pl *planner) agentFrame(i int, m acp.Message) {
 		if k, n := noteOf(m); counted(k) {
 			pl.total[k] += n
 			pl.atTotal = nil
+		} else {
+			p.states[k]++
 		}
 	}
 }
