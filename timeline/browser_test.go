@@ -240,3 +240,33 @@ func TestSessionsPageInBrowser(t *testing.T) {
 		}
 	}
 }
+
+// TestLLMRowsInBrowser: an LLM exchange's row shows, after its method,
+// route and status, what the answer says, as acptap show prints it: the
+// tool call with its arguments, the text.
+func TestLLMRowsInBrowser(t *testing.T) {
+	st := sampleStore(t, "weather")
+	p, err := Recording(st, "weather")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := browsertest.Open(t, writePage(t, p))
+	routes := browsertest.Eval[[]string](pg, `[...document.querySelectorAll('#spacer .row[data-lane=llm] .route')].map(r => r.textContent)`)
+	said := browsertest.Eval[[]string](pg, `[...document.querySelectorAll('#spacer .row[data-lane=llm] .said')].map(r => r.textContent)`)
+	wantSaid := []string{`tool: weather{"location":"Florence,Italy"}`, `text: "Olá!"`}
+	if !slices.Equal(said, wantSaid) {
+		t.Errorf("the LLM rows say %q, want %q", said, wantSaid)
+	}
+	for _, r := range routes {
+		if r != "POST /v1/chat/completions → 200" {
+			t.Errorf("an LLM row's route reads %q, want the method, the path and the status", r)
+		}
+	}
+	if len(routes) != 2 {
+		t.Errorf("%d LLM rows with a route, want 2", len(routes))
+	}
+	// The whole URL is the route's tooltip.
+	if u := browsertest.Eval[string](pg, `document.querySelector('#spacer .row[data-lane=llm] .route').title`); u != "https://api.openai.com/v1/chat/completions" {
+		t.Errorf("the route's tooltip is %q, want the URL", u)
+	}
+}

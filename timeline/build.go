@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -185,25 +186,25 @@ func newExchange(x *exchange.Exchange) *Exchange {
 	for _, c := range x.Chunks {
 		ex.Chunks = append(ex.Chunks, Chunk{At: ms(c.At), Data: c.Data})
 	}
-	f := wire.Detect(x.Method, x.URL, x.ResponseHeaders)
+	f, m := wire.Answer(x)
 	if f != wire.Unknown {
 		ex.Format = f.String()
 	}
-	if f != wire.Unknown && x.Status != 0 {
-		if m, err := wire.Reassemble(f, x.Body()); err == nil || m.Events > 0 || m.Text != "" || len(m.ToolCalls) > 0 {
-			ex.Message = &m
-		}
-	}
+	ex.Message = m
 	return ex
 }
 
-// exchangeSummary is an exchange's one line, and whether it failed.
+// exchangeSummary is an exchange's one line, and whether it failed: its
+// method and route (the URL's path: the host is the same for every
+// exchange of an API, and the row has little room), its status, and what
+// the answer says as acptap show prints it (wire.Message.Said), the text
+// or the tool calls first, since they are what a row is read for.
 func exchangeSummary(ex *Exchange) (string, bool) {
 	var b strings.Builder
 	if ex.Class == wire.ClassHTTP.String() {
 		b.WriteString("http ")
 	}
-	fmt.Fprintf(&b, "%s %s", ex.Method, ex.URL)
+	fmt.Fprintf(&b, "%s %s", ex.Method, route(ex.URL))
 	failed := ex.Error != "" || ex.Status >= 400 || ex.Incomplete
 	switch {
 	case ex.Incomplete:
@@ -213,21 +214,32 @@ func exchangeSummary(ex *Exchange) (string, bool) {
 	}
 	if m := ex.Message; m != nil {
 		failed = failed || len(m.Errors) > 0
-		switch {
-		case len(m.ToolCalls) > 0:
-			names := make([]string, len(m.ToolCalls))
-			for i, tc := range m.ToolCalls {
-				names[i] = tc.Name
-			}
-			b.WriteString(": calls " + strings.Join(names, ", "))
-		case m.Text != "":
-			b.WriteString(": " + oneLine(m.Text, 100))
+		said := m.Said(100)
+		// The reasoning comes first in show's lines; on a row it would
+		// hide the answer, which the detail shows with the reasoning.
+		if len(said) > 1 && said[0].Label == "reasoning" {
+			said = append(said[1:], said[0])
+		}
+		for _, s := range said {
+			b.WriteString("  " + s.Label + ": " + oneLine(s.Value, 200))
+		}
+		for _, e := range m.Errors {
+			b.WriteString("  stream error: " + oneLine(e, 100))
 		}
 	}
 	if ex.Error != "" {
-		b.WriteString(": " + oneLine(ex.Error, 100))
+		b.WriteString("  error: " + oneLine(ex.Error, 100))
 	}
 	return b.String(), failed
+}
+
+// route is a URL's path and query, the whole URL if it has none.
+func route(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return rawURL
+	}
+	return u.RequestURI()
 }
 
 // paramsSummary picks the telling detail of a request's or notification's

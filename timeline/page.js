@@ -227,7 +227,17 @@
       if (tool.result === row.i) tags += '<span class="tag">↩ ' + esc(tool.title || tool.id) + '</span>';
       if (tool.cause === row.i) tags += '<span class="tag">→ ' + esc(tool.title || tool.id) + '</span>';
     });
-    return (t ? '<b>' + esc(t) + '</b>' : '') + tags + esc(e.summary || '');
+    return (t ? '<b>' + esc(t) + '</b>' : '') + tags + summaryHTML(e);
+  }
+  // An exchange's summary is its method, route and status, then what the
+  // answer says (text, tool calls), the parts two spaces apart (see
+  // exchangeSummary): the answer is set apart, as the row's point.
+  function summaryHTML(e) {
+    var s = e.summary || '';
+    if (e.kind !== 'exchange' || e.lane !== 'llm') return esc(s);
+    var cut = s.indexOf('  ');
+    if (cut < 0) return '<span class="route" title="' + esc(e.exchange ? e.exchange.url : '') + '">' + esc(s) + '</span>';
+    return '<span class="route" title="' + esc(e.exchange ? e.exchange.url : '') + '">' + esc(s.slice(0, cut)) + '</span><span class="said">' + esc(s.slice(cut + 2)) + '</span>';
   }
 
   function click(r) {
