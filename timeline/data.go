@@ -190,8 +190,8 @@ type Compare struct {
 	// two recordings' names.
 	Left  string `json:"left"`
 	Right string `json:"right"`
-	// Rows align the two streams: each has the index of a value of Want,
-	// of Got, or of both when they are equal.
+	// Rows align the two streams as their printed diff does: each has the
+	// index of a value of Want, of Got, or of both.
 	Rows []Row             `json:"rows"`
 	Want []json.RawMessage `json:"want"`
 	Got  []json.RawMessage `json:"got"`
@@ -209,6 +209,9 @@ type Row struct {
 	A    int  `json:"a"`
 	B    int  `json:"b"`
 	Same bool `json:"same,omitempty"`
+	// Paths are, for two values that differ, the JSON paths of their
+	// differing members, the first one first.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // Mark is the first divergence in the comparison.

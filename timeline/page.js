@@ -479,7 +479,9 @@
   function isFirst(row) { var f = D.compare.first; return !!f && ((f.a >= 0 && row.a === f.a) || (f.b >= 0 && row.b === f.b)); }
   function cmpRow(row, k) {
     var C = D.compare, f = C.first, first = isFirst(row);
-    var marks = first ? markSet([f.path]) : null;
+    // Only the members that differ are marked: the rest of a changed
+    // value reads as the same.
+    var marks = markSet((row.paths || []).concat(first ? [f.path] : []));
     var cls = row.same ? 'eq' : row.a >= 0 && row.b >= 0 ? 'changed' : row.a >= 0 ? 'left' : 'right';
     var cell = function (list, i) { return i >= 0 ? '<td class="i">' + i + '</td><td class="v"><pre>' + jsonHTML(list[i], marks, '$', 0) + '</pre></td>' : '<td class="i"></td><td class="v"></td>'; };
     return '<tr class="' + cls + (first ? ' first' : '') + '"' + (first ? ' id="first-divergence"' : '') + ' data-k="' + k + '">' + cell(C.want, row.a) + cell(C.got, row.b) + '</tr>';
