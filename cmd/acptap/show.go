@@ -38,6 +38,7 @@ type showOptions struct {
 	Follow    bool
 	HTML      bool   // write the recording's page (package timeline)
 	Output    string // write the page to this file instead of stdout
+	Open      bool   // open the page in the browser
 	// Session, if not "", shows only the events of one ACP session: its
 	// number, as the session column shows it, or its sessionId.
 	Session string
@@ -53,7 +54,8 @@ func showCommand(stdio *IO) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line per event (per recording without NAME)"},
 			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "print a recording being recorded as it grows, until it ends"},
 			&cli.BoolFlag{Name: "html", Usage: "write the recording as one self-contained HTML page"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --html, write the page to `FILE` instead of stdout"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --html, write the page to `FILE` (without it: to stdout, or on a terminal to a new file of the temp directory, whose path is printed)"},
+			&cli.BoolFlag{Name: "open", Usage: "with --html, open the page in the browser (xdg-open, or open on macOS)"},
 			&cli.StringFlag{Name: "session", Usage: "show only the events of one ACP session: its `N` as the session column shows it (s2 is 2), or its sessionId"},
 		},
 		Action: func(c *cli.Context) error {
@@ -72,6 +74,7 @@ func showCommand(stdio *IO) *cli.Command {
 				Color:     colorFor(stdio.Out),
 				HTML:      c.Bool("html"),
 				Output:    c.String("output"),
+				Open:      c.Bool("open"),
 				Session:   c.String("session"),
 			})
 		},
