@@ -1,6 +1,7 @@
 package timeline
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -268,5 +269,155 @@ func TestLLMRowsInBrowser(t *testing.T) {
 	// The whole URL is the route's tooltip.
 	if u := browsertest.Eval[string](pg, `document.querySelector('#spacer .row[data-lane=llm] .route').title`); u != "https://api.openai.com/v1/chat/completions" {
 		t.Errorf("the route's tooltip is %q, want the URL", u)
+	}
+}
+
+// TestRowLinkInBrowser: a page opened at #seq-N opens with row N selected
+// and in view, a click on a row names it in the address, and a changed
+// address goes to its row.
+func TestRowLinkInBrowser(t *testing.T) {
+	st := bigStore(t, "long", 3000)
+	p, err := Recording(st, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := eventIndex(t, p, func(e Event) bool { return e.Seq == 2900 })
+	pg := browsertest.OpenAt(t, writePage(t, p), "seq-2900")
+	if got := browsertest.Eval[int](pg, `+document.querySelector('#detail .detail-event').dataset.i`); got != target {
+		t.Errorf("opened at #seq-2900, the page shows event %d (seq %d), want %d", got, p.Events[got].Seq, target)
+	}
+	inView := browsertest.Eval[bool](pg, `(() => { const r = document.querySelector('#spacer .row.sel'), l = document.getElementById('list').getBoundingClientRect(); if (!r) return false; const b = r.getBoundingClientRect(); return b.top >= l.top && b.bottom <= l.bottom; })()`)
+	if !inView {
+		t.Errorf("the row of #seq-2900 is not selected in view")
+	}
+	// Clicked by the script: the list draws its rows anew as it
+	// scrolls, under a click of the browser's.
+	first := browsertest.Eval[int](pg, `(() => { const r = document.querySelector('#spacer .row:not(.sel)'); r.click(); return +r.dataset.i; })()`)
+	if got, want := browsertest.Eval[string](pg, `location.hash`), "#seq-"+itoa(int(p.Events[first].Seq)); got != want {
+		t.Errorf("after a click on a row the address ends in %q, want %q", got, want)
+	}
+	got := browsertest.Eval[int](pg, `new Promise(done => { addEventListener('hashchange', () => setTimeout(() => done(+document.querySelector('#detail .detail-event').dataset.i), 0), {once: true}); location.hash = '#seq-10'; })`)
+	if p.Events[got].Seq != 10 {
+		t.Errorf("after the address changed to #seq-10 the page shows seq %d", p.Events[got].Seq)
+	}
+}
+
+// har is what TestExchangeExportInBrowser reads of a HAR 1.2 log: every
+// member HAR requires of a log, an entry, a request, a response and
+// their timings.
+type har struct {
+	Log struct {
+		Version string `json:"version"`
+		Creator *struct {
+			Name    string  `json:"name"`
+			Version *string `json:"version"`
+		} `json:"creator"`
+		Entries []struct {
+			StartedDateTime string   `json:"startedDateTime"`
+			Time            *float64 `json:"time"`
+			Request         struct {
+				Method      string       `json:"method"`
+				URL         string       `json:"url"`
+				HTTPVersion string       `json:"httpVersion"`
+				Cookies     []any        `json:"cookies"`
+				Headers     []harNV      `json:"headers"`
+				QueryString []harNV      `json:"queryString"`
+				HeadersSize *int         `json:"headersSize"`
+				BodySize    *int         `json:"bodySize"`
+				PostData    *harPostData `json:"postData"`
+			} `json:"request"`
+			Response struct {
+				Status      *int    `json:"status"`
+				StatusText  *string `json:"statusText"`
+				HTTPVersion string  `json:"httpVersion"`
+				Cookies     []any   `json:"cookies"`
+				Headers     []harNV `json:"headers"`
+				Content     struct {
+					Size     *int    `json:"size"`
+					MimeType *string `json:"mimeType"`
+					Text     string  `json:"text"`
+				} `json:"content"`
+				RedirectURL *string `json:"redirectURL"`
+				HeadersSize *int    `json:"headersSize"`
+				BodySize    *int    `json:"bodySize"`
+			} `json:"response"`
+			Cache   *struct{} `json:"cache"`
+			Timings struct {
+				Send    *float64 `json:"send"`
+				Wait    *float64 `json:"wait"`
+				Receive *float64 `json:"receive"`
+			} `json:"timings"`
+		} `json:"entries"`
+	} `json:"log"`
+}
+
+type harNV struct{ Name, Value string }
+
+type harPostData struct {
+	MimeType string `json:"mimeType"`
+	Text     string `json:"text"`
+}
+
+// TestExchangeExportInBrowser: an exchange's detail has its request as a
+// curl command, with the headers as the recording masked them, and a
+// link that downloads the exchange as a HAR 1.2 log.
+func TestExchangeExportInBrowser(t *testing.T) {
+	st := sampleStore(t, "weather")
+	p, err := Recording(st, "weather")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := browsertest.Open(t, writePage(t, p))
+	i := p.Tools[0].Cause
+	x := p.Events[i].Exchange
+	pg.Do(chromedp.Click(chromedp.CSS(rowSel(i))))
+	curl := browsertest.Eval[string](pg, `document.querySelector('#detail pre.curl').textContent`)
+	want := "curl 'https://api.openai.com/v1/chat/completions' \\\n  -H 'Authorization: Bearer <redacted>' \\\n  -H 'Content-Type: application/json' \\\n  --data-raw '" + string(x.RequestBody) + "'"
+	if curl != want {
+		t.Errorf("the curl command is\n%s\nwant\n%s", curl, want)
+	}
+	// The copy button says what it did (a headless browser may refuse
+	// the clipboard), and logs no error.
+	pg.Do(chromedp.Click(chromedp.CSS(`#detail button.curl`)))
+	if got := browsertest.Eval[string](pg, `new Promise(done => { const b = document.querySelector('#detail button.curl'); const poll = () => b.textContent !== 'copy as curl' ? done(b.textContent) : setTimeout(poll, 20); poll(); })`); got != "copied" && !strings.HasPrefix(got, "select the command") {
+		t.Errorf("the copy button says %q", got)
+	}
+
+	link := browsertest.Eval[[]string](pg, `(() => { const a = document.querySelector('#detail a.har'); return [a.download, decodeURIComponent(a.href.slice(a.href.indexOf(',') + 1))]; })()`)
+	if link[0] != "llm-1.har" {
+		t.Errorf("the HAR downloads as %q, want llm-1.har", link[0])
+	}
+	var h har
+	dec := json.NewDecoder(strings.NewReader(link[1]))
+	if err := dec.Decode(&h); err != nil {
+		t.Fatalf("the HAR: %v\n%s", err, link[1])
+	}
+	l := h.Log
+	if l.Version != "1.2" || l.Creator == nil || l.Creator.Name != "acptap" || l.Creator.Version == nil || len(l.Entries) != 1 {
+		t.Fatalf("the HAR's log: %s", link[1])
+	}
+	e := l.Entries[0]
+	started := sampleCreated.Add(time.Duration(p.Events[i].T * float64(time.Millisecond))).Format("2006-01-02T15:04:05.000Z")
+	if e.StartedDateTime != started || e.Time == nil || *e.Time != 480 {
+		t.Errorf("the entry started %s and took %v, want %s and 480", e.StartedDateTime, e.Time, started)
+	}
+	rq := e.Request
+	if rq.Method != "POST" || rq.URL != x.URL || rq.HTTPVersion == "" || rq.Cookies == nil || rq.QueryString == nil || rq.HeadersSize == nil || rq.BodySize == nil || *rq.BodySize != len(x.RequestBody) {
+		t.Errorf("the request: %+v", rq)
+	}
+	if !slices.Contains(rq.Headers, harNV{"Authorization", "Bearer <redacted>"}) || rq.PostData == nil || rq.PostData.Text != string(x.RequestBody) || rq.PostData.MimeType != "application/json" {
+		t.Errorf("the request's headers %v and body %+v", rq.Headers, rq.PostData)
+	}
+	rs := e.Response
+	var body strings.Builder
+	for _, c := range x.Chunks {
+		body.Write(c.Data)
+	}
+	if rs.Status == nil || *rs.Status != 200 || rs.StatusText == nil || rs.Cookies == nil || rs.RedirectURL == nil || rs.HeadersSize == nil || rs.BodySize == nil ||
+		rs.Content.Size == nil || *rs.Content.Size != body.Len() || rs.Content.MimeType == nil || *rs.Content.MimeType != "text/event-stream" || rs.Content.Text != body.String() {
+		t.Errorf("the response: %+v", rs)
+	}
+	if e.Cache == nil || e.Timings.Send == nil || e.Timings.Wait == nil || *e.Timings.Wait != 120 || e.Timings.Receive == nil || *e.Timings.Receive != 360 {
+		t.Errorf("the entry's cache %v and timings %+v", e.Cache, e.Timings)
 	}
 }

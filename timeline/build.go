@@ -31,9 +31,14 @@ func Recording(st *store.Store, name string) (*Page, error) {
 	if err := st.Lines(name, b.add); err != nil {
 		return nil, err
 	}
-	p := &Page{Kind: "recording", Title: "acptap recording " + rec.Name, Info: info(rec), Timed: true}
+	p := &Page{Kind: "recording", Title: "acptap recording " + rec.Name, Info: info(rec), Timed: true, Start: start(rec)}
 	b.finish(p)
 	return p, nil
+}
+
+// start is when r started, as Page.Start says it.
+func start(r store.Recording) string {
+	return r.Created.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // info is the header of a recording's page.
@@ -177,7 +182,7 @@ func (b *builder) exchangeEvent(e store.Event) Event {
 // newExchange is the page's form of a recorded exchange.
 func newExchange(x *exchange.Exchange) *Exchange {
 	ex := &Exchange{
-		Class: wire.ClassOfExchange(x).String(), Method: x.Method, URL: x.URL, Status: x.Status,
+		Class: wire.ClassOfExchange(x).String(), Method: x.Method, URL: x.URL, Proto: x.Proto, Status: x.Status,
 		RequestHeaders: x.RequestHeaders, RequestBody: x.RequestBody, ResponseHeaders: x.ResponseHeaders,
 		TTFB: ms(x.TTFB), Duration: ms(x.Duration), Error: x.Error,
 	}

@@ -34,6 +34,9 @@ type Page struct {
 	// Timed says whether Events have times (a replay's rows have only
 	// their order).
 	Timed bool `json:"timed,omitempty"`
+	// Start is when the recording started (RFC 3339, UTC), which Events'
+	// times count from: an exported exchange (HAR) says when it started.
+	Start string `json:"start,omitempty"`
 	// Sessions is how many ACP sessions Events have (their greatest
 	// Event.Session).
 	Sessions int `json:"sessions,omitempty"`
@@ -142,6 +145,7 @@ type Exchange struct {
 	Class  string `json:"class,omitempty"`
 	Method string `json:"method"`
 	URL    string `json:"url"`
+	Proto  string `json:"proto,omitempty"` // as the tap received the request: HTTP/1.1, HTTP/2.0
 	Status int    `json:"status"`
 	Format string `json:"format,omitempty"`
 	Model  string `json:"model,omitempty"`

@@ -270,6 +270,11 @@
     state.sel = i;
     state.selGroup = group;
     state.rel = related(i);
+    // The address names the row, so that it can be linked to: the page
+    // opens there (see openHash).
+    if (history.replaceState && location.hash !== '#seq-' + E[i].seq) {
+      try { history.replaceState(null, '', '#seq-' + E[i].seq); } catch (err) { /* a page in a sandboxed frame keeps its address */ }
+    }
     render();
     detail.innerHTML = '';
     detail.appendChild(group ? groupDetail(G[E[i].group - 1]) : eventDetail(i));
@@ -346,7 +351,13 @@
     var d = wire(h('div', {class: 'detail-event', 'data-i': i}));
     d.appendChild(h('h2', {}, '#' + e.seq + ' ' + (e.lane === 'llm' ? '' : esc(e.lane) + ' ') + esc(title(e)) + (D.timed ? ' <span class="info">' + fmtT(e.t) + '</span>' : '')));
     d.appendChild(h('div', {class: 'links'}, linksHTML(i)));
-    if (e.exchange) { d.appendChild(exchangeDetail(e.exchange)); return d; }
+    if (e.exchange) {
+      var ex = d.appendChild(h('div', {}, exportHTML(i, e.exchange)));
+      var cb = ex.querySelector('button.curl');
+      if (cb) cb.onclick = function () { copyText(curlCommand(e.exchange), cb); };
+      d.appendChild(exchangeDetail(e.exchange));
+      return d;
+    }
     if (e.b64) { d.appendChild(h('p', {}, 'not UTF-8; base64:')); d.appendChild(h('pre', {class: 'json'}, esc(e.raw))); return d; }
     var p = parse(e.raw || '');
     d.appendChild(h('pre', {class: 'json'}, p.ok ? jsonHTML(p.v, null, '$', 0) : esc(e.raw || '')));
@@ -370,6 +381,89 @@
     return kv(Object.keys(hd).sort().map(function (k) { return [k, esc(hd[k].join(', '))]; }));
   }
   function bodyText(b) { return typeof b === 'string' ? b : b && b.b64 ? '(base64) ' + b.b64 : ''; }
+
+  // ---- an exchange as curl and as HAR
+  function shq(s) { return "'" + String(s).replace(/'/g, "'\\''") + "'"; }
+  // Headers curl sets itself, from the URL and the body, or that belong
+  // to one connection.
+  var CURL_SKIP = {'content-length': 1, 'host': 1, 'connection': 1, 'transfer-encoding': 1, 'keep-alive': 1, 'upgrade': 1, 'proxy-connection': 1};
+  function headerList(hd) {
+    var out = [];
+    Object.keys(hd || {}).sort().forEach(function (k) { (hd[k] || []).forEach(function (v) { out.push({name: k, value: v}); }); });
+    return out;
+  }
+  function curlCommand(x) {
+    // curl's own method is GET, or POST with a body.
+    var parts = ['curl ' + (x.method !== (x.request_body ? 'POST' : 'GET') ? '-X ' + shq(x.method) + ' ' : '') + shq(x.url)];
+    var compressed = false;
+    headerList(x.request_headers).forEach(function (hd) {
+      var k = hd.name.toLowerCase();
+      if (CURL_SKIP[k]) return;
+      if (k === 'accept-encoding') { compressed = true; return; }
+      parts.push('-H ' + shq(hd.name + ': ' + hd.value));
+    });
+    if (compressed) parts.push('--compressed');
+    var b = x.request_body;
+    if (b && b.b64) return 'printf %s ' + shq(b.b64) + ' | base64 -d | \\\n  ' + parts.join(' \\\n  ') + ' \\\n  --data-binary @-';
+    if (b) parts.push('--data-raw ' + shq(b));
+    return parts.join(' \\\n  ');
+  }
+  // utf8Length is the length in bytes of s as UTF-8.
+  function utf8Length(s) { return new TextEncoder().encode(s).length; }
+  function b64Bytes(b64) { var bin = atob(b64), out = new Uint8Array(bin.length); for (var i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i); return out; }
+  function bytesB64(bytes) { var bin = ''; for (var i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000)); return btoa(bin); }
+  // bodyContent is a body in HAR's terms: its text, or base64 when a
+  // part is not UTF-8.
+  function bodyContent(parts) {
+    if (parts.every(function (p) { return typeof p === 'string'; })) { var text = parts.join(''); return {text: text, size: utf8Length(text)}; }
+    var chunks = parts.map(function (p) { return typeof p === 'string' ? new TextEncoder().encode(p) : b64Bytes(p.b64); });
+    var n = chunks.reduce(function (a, c) { return a + c.length; }, 0), all = new Uint8Array(n), at = 0;
+    chunks.forEach(function (c) { all.set(c, at); at += c.length; });
+    return {text: bytesB64(all), size: n, encoding: 'base64'};
+  }
+  function headerValue(hd, name) {
+    for (var k in hd || {}) if (k.toLowerCase() === name) return (hd[k] || [])[0] || '';
+    return '';
+  }
+  // harOf is exchange x of event e as a HAR 1.2 log of one entry.
+  function harOf(e, x) {
+    var started = D.start ? new Date(Date.parse(D.start) + (e.t || 0)) : new Date(0);
+    var query = [];
+    try { new URL(x.url).searchParams.forEach(function (v, k) { query.push({name: k, value: v}); }); } catch (err) { /* a URL the browser cannot parse has no query to list */ }
+    var version = x.proto || 'HTTP/1.1';
+    var req = {method: x.method, url: x.url, httpVersion: version, cookies: [], headers: headerList(x.request_headers), queryString: query, headersSize: -1, bodySize: 0};
+    if (x.request_body) {
+      var rb = bodyContent([x.request_body]);
+      req.bodySize = rb.size;
+      req.postData = {mimeType: headerValue(x.request_headers, 'content-type'), text: rb.text};
+      if (rb.encoding) req.postData.comment = 'base64: the body is not UTF-8';
+    }
+    var content = bodyContent((x.chunks || []).map(function (c) { return c.data; }));
+    content.mimeType = headerValue(x.response_headers, 'content-type');
+    var wait = x.status ? x.ttfb_ms : x.duration_ms;
+    var entry = {
+      startedDateTime: started.toISOString(), time: x.duration_ms,
+      request: req,
+      response: {status: x.status, statusText: '', httpVersion: version, cookies: [], headers: headerList(x.response_headers), content: content, redirectURL: '', headersSize: -1, bodySize: content.size},
+      cache: {},
+      timings: {send: 0, wait: wait, receive: Math.max(0, x.duration_ms - wait)},
+      // The chunks as they arrived: a streamed answer's pacing.
+      _chunks: (x.chunks || []).map(function (c) { return {at_ms: c.at_ms, size: bodyContent([c.data]).size}; })
+    };
+    if (x.error) entry.comment = x.error;
+    return {log: {version: '1.2', creator: {name: 'acptap', version: ''}, entries: [entry]}};
+  }
+  function copyText(text, button) {
+    var done = function (ok) { button.textContent = ok ? 'copied' : 'select the command below to copy it'; };
+    if (navigator.clipboard && navigator.clipboard.writeText) navigator.clipboard.writeText(text).then(function () { done(true); }, function () { done(false); });
+    else done(false);
+  }
+  function exportHTML(i, x) {
+    if (/^wss?:/i.test(x.url)) return '';
+    var name = 'llm-' + (x.number || 'seq' + E[i].seq) + '.har';
+    return '<div class="export"><button class="curl">copy as curl</button> <a class="har" download="' + esc(name) + '" href="data:application/json;charset=utf-8,' + esc(encodeURIComponent(JSON.stringify(harOf(E[i], x), null, 2))) + '">export HAR</a>' +
+      '<details><summary>curl command (masked values as recorded)</summary><pre class="curl">' + esc(curlCommand(x)) + '</pre></details></div>';
+  }
 
   function exchangeDetail(x) {
     var d = h('div', {class: 'exchange'});
@@ -496,6 +590,20 @@
   if (D.compare) buildCompare(tab('compare', D.kind === 'diff' ? 'Comparison' : 'Recorded vs replayed'));
   show(D.compare && (D.status === 'FAIL' || D.status === 'DIFFERENT' || D.kind === 'diff') ? 'compare' : 'timeline');
   if (shown === 'timeline') render();
+  // #seq-N opens the page at row N, selected: a link to one row.
+  function openHash() {
+    var m = /^#seq-(\d+)$/.exec(location.hash);
+    if (!m || !views.timeline) return;
+    for (var i = 0; i < E.length; i++) {
+      if (E[i].seq === +m[1]) {
+        if (shown !== 'timeline') show('timeline');
+        if (state.sel !== i) jump(i);
+        return;
+      }
+    }
+  }
+  openHash();
+  window.addEventListener('hashchange', openHash);
   window.acptapReadyMs = performance.now();
   document.body.setAttribute('data-ready', '1');
 })();

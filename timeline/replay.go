@@ -70,7 +70,7 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 			push(lineEvent(0, 0, store.LaneAgent, res.Live[s.Index]))
 		}
 	}
-	p := &Page{Kind: "replay", Title: "acptap replay " + res.Name, Status: status, Info: info(rec)[:2]}
+	p := &Page{Kind: "replay", Title: "acptap replay " + res.Name, Status: status, Info: info(rec)[:2], Start: start(rec)}
 	p.Info = append(p.Info, fmt.Sprintf("replayed: %d frames, %d LLM exchanges served, %s; the agent %s", res.Frames, res.LLM.Served, res.Duration.Round(1e6), res.Exit))
 	for _, d := range res.Divergences {
 		p.Problems = append(p.Problems, d.Message)
