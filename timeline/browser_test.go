@@ -421,3 +421,79 @@ func TestExchangeExportInBrowser(t *testing.T) {
 		t.Errorf("the entry's cache %v and timings %+v", e.Cache, e.Timings)
 	}
 }
+
+// TestFilterSearchesBodiesInBrowser: the text filter finds an exchange by
+// what only its bodies hold: a request's words that JSON escapes, a tool
+// result sent back, an answer's text and a tool call's arguments past
+// what the row shows; and nothing for a word no event has.
+func TestFilterSearchesBodiesInBrowser(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "s.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	w, err := st.Create(store.Recording{Name: "bodies", Created: sampleCreated, Argv: []string{"my-agent"}, Cwd: "/w"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Duration(0)
+	w.Append(store.Event{Kind: store.KindFrame, Lane: store.LaneEditor, Offset: at, Data: []byte(`{"jsonrpc":"2.0","id":1,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"go"}]}}`)})
+	long := strings.Repeat("filler words ", 12)
+	chunk := func(delta string) string {
+		return `data: {"choices":[{"index":0,"delta":` + delta + `,"finish_reason":null}]}` + "\n\n"
+	}
+	// 1: a request with an escaped quote and accent, answered by text
+	// whose last word is past the row's cut.
+	exchangeEvent(t, w, &at, `{"model":"m","stream":true,"messages":[{"role":"user","content":"say \"caf\u00e9\" twice"}]}`,
+		[]byte(chunk(`{"content":"`+long+`zebra"}`)+"data: [DONE]\n\n"))
+	// 2: a tool call whose arguments end past the row's cut.
+	exchangeEvent(t, w, &at, `{"model":"m","stream":true,"messages":[{"role":"user","content":"write"}]}`,
+		[]byte(chunk(`{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"write","arguments":"{\"text\":\"`+long+`giraffe\"}"}}]}`)+"data: [DONE]\n\n"))
+	// 3: the tool's result, sent back in the request.
+	exchangeEvent(t, w, &at, `{"model":"m","stream":true,"messages":[{"role":"tool","tool_call_id":"c1","content":"wrote it:\nkiwi"}]}`,
+		[]byte(chunk(`{"content":"done"}`)+"data: [DONE]\n\n"))
+	w.Update(func(r *store.Recording) { r.Done, r.Duration = true, at })
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Recording(st, "bodies")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range p.Events {
+		if strings.Contains(e.Summary, "zebra") || strings.Contains(e.Summary, "giraffe") {
+			t.Fatalf("a row's summary holds the word searched for: %q", e.Summary)
+		}
+	}
+	pg := browsertest.Open(t, writePage(t, p))
+	search := func(q string) []uint64 {
+		t.Helper()
+		b, _ := json.Marshal(q)
+		return browsertest.Eval[[]uint64](pg, `new Promise(done => {
+			// Cleared first, at once: the query's count then differs
+			// from the unfiltered one, every row.
+			const q = document.getElementById('filter'), count = document.getElementById('count');
+			q.value = '';
+			q.dispatchEvent(new Event('input'));
+			const before = count.textContent;
+			q.value = `+string(b)+`;
+			q.dispatchEvent(new Event('input'));
+			const poll = () => count.textContent !== before ? done([...document.querySelectorAll('#spacer .row .n')].map(n => +n.textContent)) : setTimeout(poll, 20);
+			poll();
+		})`)
+	}
+	for _, c := range []struct {
+		q    string
+		want []uint64
+	}{
+		{`"café"`, []uint64{2}},
+		{"ZEBRA", []uint64{2}},
+		{"giraffe", []uint64{3}},
+		{"kiwi", []uint64{4}},
+		{"no such word", nil},
+	} {
+		if got := search(c.q); !slices.Equal(got, c.want) {
+			t.Errorf("searching %q finds the rows %v, want %v", c.q, got, c.want)
+		}
+	}
+}

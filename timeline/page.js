@@ -113,7 +113,7 @@
       ss.onchange = function () { state.session = +ss.value; refilter(); };
       bar.appendChild(ss);
     }
-    var q = h('input', {type: 'search', id: 'filter', placeholder: 'filter text'});
+    var q = h('input', {type: 'search', id: 'filter', placeholder: 'search rows and LLM bodies'});
     var timer = 0;
     // Typing waits for a pause; clearing the filter is at once.
     q.oninput = function () {
@@ -154,10 +154,46 @@
     var k = state.kind;
     if (k === 'err' ? !e.err : k.indexOf('update:') === 0 ? e.update !== k.slice(7) : k !== 'all' && e.kind !== k) return false;
     if (state.text) {
-      if (!hay) hay = E.map(function (e) { return ((e.method || '') + ' ' + (e.update || '') + ' ' + (e.summary || '') + ' ' + (e.raw || '')).toLowerCase(); });
+      if (!hay) hay = E.map(haystack);
       return hay[i].indexOf(state.text) >= 0;
     }
     return true;
+  }
+
+  // haystack is the text the filter searches in event e, lower-cased:
+  // its row, its line, and of an exchange its request and response
+  // bodies and what the answer says. JSON is searched decoded too, so
+  // that a quote, a line break or an accented letter that JSON escapes
+  // is found as typed.
+  function haystack(e) {
+    var parts = [e.method || '', e.update || '', e.summary || '', withDecoded(e.raw || '')];
+    var x = e.exchange;
+    if (x) {
+      parts.push(x.url, bodyText(x.request_body) ? withDecoded(bodyText(x.request_body)) : '');
+      var m = x.message;
+      if (m) {
+        parts.push(m.text || '', m.reasoning || '');
+        (m.tool_calls || []).forEach(function (tc) { parts.push(tc.name, withDecoded(tc.arguments || '')); });
+        (m.errors || []).forEach(function (er) { parts.push(er); });
+      }
+      parts.push((x.chunks || []).map(function (c) { return typeof c.data === 'string' ? c.data : ''; }).join(''));
+      if (x.error) parts.push(x.error);
+    }
+    return parts.join('\n').toLowerCase();
+  }
+  // withDecoded is s, and if s is JSON with escapes, the strings in it
+  // unescaped.
+  function withDecoded(s) {
+    if (s.indexOf('\\') < 0) return s;
+    var p = parse(s);
+    if (!p.ok || typeof p.v !== 'object' || p.v === null) return s;
+    var out = [s];
+    (function walk(v) {
+      if (typeof v === 'string') out.push(v);
+      else if (Array.isArray(v)) v.forEach(walk);
+      else if (v && typeof v === 'object') for (var k in v) walk(v[k]);
+    })(p.v);
+    return out.join('\n');
   }
 
   // rows lists what the list shows: an event, or a group of chunks
