@@ -163,6 +163,10 @@ type Exchange struct {
 	Duration   float64 `json:"duration_ms"`
 	Error      string  `json:"error,omitempty"`
 	Incomplete bool    `json:"incomplete,omitempty"`
+	// Fault is, on a replay's page, the fault replay --fault injected in
+	// place of, or into, the exchange's answer, as spelled (status:503);
+	// "" for none.
+	Fault string `json:"fault,omitempty"`
 	// Live is, on a replay's page, the live request normalized next to
 	// the recorded one (Recorded), when the replay kept them.
 	Live     any `json:"live,omitempty"`

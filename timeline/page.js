@@ -178,6 +178,7 @@
       }
       parts.push((x.chunks || []).map(function (c) { return typeof c.data === 'string' ? c.data : ''; }).join(''));
       if (x.error) parts.push(x.error);
+      if (x.fault) parts.push('injected fault ' + x.fault);
     }
     return parts.join('\n').toLowerCase();
   }
@@ -256,6 +257,7 @@
       return '<span class="tag">' + (state.open[row.g] ? '▾' : '▸') + ' ' + g.events.length + ' chunks</span><b>' + esc(g.update) + '</b>' + esc(g.text.replace(/\s+/g, ' ').slice(0, 200));
     }
     var t = title(e), tags = '';
+    if (e.exchange && e.exchange.fault) tags += '<span class="tag fault">injected fault ' + esc(e.exchange.fault) + '</span>';
     // An exchange says which tool call's result it carries and which it
     // asks for: the causal chain reads down the LLM column.
     (e.tools || []).forEach(function (k) {
@@ -506,6 +508,10 @@
     var body = parse(bodyText(x.request_body));
     var req = body.ok && body.v && typeof body.v === 'object' ? body.v : null;
     var s = [];
+    if (x.fault) {
+      s.push('<p class="fault">The replay answered this exchange\'s request with an injected fault, <b>' + esc(x.fault) + '</b> (replay --fault)' +
+        (x.fault === 'malformed' ? ': the recorded answer with one event garbled.' : ', in place of the recorded answer, which was kept for the agent\'s retry.') + ' Below is the recorded exchange.</p>');
+    }
     s.push(kv([['request', esc(x.method + ' ' + x.url)], ['class', esc(x.class || '')], ['format', esc(x.format || '')], ['model', esc(x.model || '')], ['stream', x.stream ? 'yes' : 'no'],
       ['status', x.incomplete ? 'in flight when the recording stopped' : esc(String(x.status))], ['TTFB', x.ttfb_ms + ' ms'], ['duration', x.duration_ms + ' ms'], ['error', esc(x.error || '')]]));
     s.push('<h3>Request</h3>');

@@ -44,6 +44,10 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 	for _, rp := range res.Requests {
 		live[rp.Number] = rp
 	}
+	faults := map[int]string{}
+	for _, f := range res.LLM.Faulted {
+		faults[f.Number] = f.Fault.String()
+	}
 	run := newBuilder()
 	push := func(e Event) {
 		e.Seq, e.T = uint64(len(run.events)+1), 0
@@ -51,6 +55,7 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 			if rp, ok := live[x.Number]; ok {
 				x.Recorded, x.Live = present(rp.Recorded), present(rp.Live)
 			}
+			x.Fault = faults[x.Number]
 		}
 		run.events = append(run.events, e)
 	}
