@@ -90,7 +90,7 @@ func TestRecordingPageInBrowser(t *testing.T) {
 	png, _ := pg.Screenshot("recording.png")
 	if *update {
 		// The README's picture of the page.
-		if err := os.WriteFile(filepath.Join("..", "..", "docs", "timeline.png"), png, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join("..", "docs", "timeline.png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -242,7 +242,7 @@ func TestSessionsPageInBrowser(t *testing.T) {
 	}
 }
 
-// TestLLMRowsInBrowser: an LLM exchange's row shows, after its method,
+// TestLLMRowsInBrowser: an LLM exchange's row shows, beside its method,
 // route and status, what the answer says, as acptap show prints it: the
 // tool call with its arguments, the text.
 func TestLLMRowsInBrowser(t *testing.T) {
@@ -495,5 +495,98 @@ func TestFilterSearchesBodiesInBrowser(t *testing.T) {
 		if got := search(c.q); !slices.Equal(got, c.want) {
 			t.Errorf("searching %q finds the rows %v, want %v", c.q, got, c.want)
 		}
+	}
+}
+
+// TestWaterfallInBrowser: the waterfall draws each exchange as a bar on
+// the session's time axis, its TTFB apart from its streaming, each turn
+// as a bar and the frames as ticks; a turn zooms in, and an exchange's
+// bar opens its row.
+func TestWaterfallInBrowser(t *testing.T) {
+	st := sampleStore(t, "weather")
+	p, err := Recording(st, "weather")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg := browsertest.Open(t, writePage(t, p))
+	pg.Do(chromedp.Click(chromedp.CSS(`#tab-waterfall`)))
+	type bar struct {
+		I                 int
+		Left, Width, TTFB float64 // px
+	}
+	bars := func() []bar {
+		return browsertest.Eval[[]bar](pg, `[...document.querySelectorAll('#waterfall .wf-x')].map(b => { const r = b.getBoundingClientRect(), w = b.querySelector('.wf-ttfb').getBoundingClientRect(); return {I: +b.dataset.i, Left: r.left, Width: r.width, TTFB: w.width}; })`)
+	}
+	whole := bars()
+	var llm []int
+	for i, e := range p.Events {
+		if e.Exchange != nil {
+			llm = append(llm, i)
+		}
+	}
+	if len(whole) != len(llm) {
+		t.Fatalf("%d exchange bars, want %d", len(whole), len(llm))
+	}
+	for k, b := range whole {
+		x := p.Events[llm[k]].Exchange
+		if b.I != llm[k] {
+			t.Errorf("bar %d is event %d, want %d", k, b.I, llm[k])
+		}
+		if got, want := b.TTFB/b.Width, x.TTFB/x.Duration; got < want-0.02 || got > want+0.02 {
+			t.Errorf("bar %d: its TTFB part is %.2f of it, want %.2f", k, got, want)
+		}
+	}
+	// One axis: the bars' places and lengths are in the ratio of the
+	// exchanges' times.
+	t0, t1 := p.Events[llm[0]].T, p.Events[llm[1]].T
+	pxPerMs := whole[0].Width / p.Events[llm[0]].Exchange.Duration
+	if got, want := whole[1].Left-whole[0].Left, (t1-t0)*pxPerMs; got < want-2 || got > want+2 {
+		t.Errorf("the second bar starts %.1fpx after the first, want %.1fpx", got, want)
+	}
+	if n := browsertest.Eval[int](pg, `document.querySelectorAll('#waterfall .wf-turn').length`); n != len(p.Turns) {
+		t.Errorf("%d turn bars, want %d", n, len(p.Turns))
+	}
+	for _, l := range []string{"editor", "agent", "stderr"} {
+		if n := browsertest.Eval[int](pg, `document.querySelectorAll('#waterfall .wf-tick.lane-`+l+`').length`); n == 0 {
+			t.Errorf("no tick for the %s frames", l)
+		}
+	}
+	png, _ := pg.Screenshot("waterfall.png")
+	if *update {
+		// docs/inspecting.md's picture of the waterfall.
+		if err := os.WriteFile(filepath.Join("..", "docs", "waterfall.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Zoomed to turn 2 by its bar: the first turn's exchanges are out
+	// of range. Zoomed to turn 1: its exchanges are wider.
+	browsertest.Eval[bool](pg, `(document.querySelector('#waterfall .wf-turn[data-turn="1"]').click(), true)`)
+	if n := len(bars()); n != 0 {
+		t.Errorf("zoomed to turn 2, which has no exchange, %d bars", n)
+	}
+	if v := browsertest.Eval[string](pg, `document.getElementById('wf-zoom').value`); v != "1" {
+		t.Errorf("zoomed by a turn's bar, the zoom says %q", v)
+	}
+	browsertest.Eval[bool](pg, `(() => { const z = document.getElementById('wf-zoom'); z.value = '0'; z.dispatchEvent(new Event('change')); return true; })()`)
+	zoomed := bars()
+	track := browsertest.Eval[float64](pg, `document.querySelector('#waterfall .wf-x').parentElement.getBoundingClientRect().width`)
+	span := p.Events[p.Turns[0].Answer].T - p.Events[p.Turns[0].Prompt].T
+	// The axis runs from the turn's prompt to its answer, and 1% of that
+	// more on each side.
+	if want := track * p.Events[llm[0]].Exchange.Duration / (span * 1.02); len(zoomed) != len(whole) || zoomed[0].Width < want-2 || zoomed[0].Width > want+2 {
+		t.Errorf("zoomed to turn 1: bars %+v, want the first %.1fpx wide", zoomed, want)
+	}
+	if w := browsertest.Eval[float64](pg, `document.querySelector('#waterfall .wf-turn[data-turn="0"]').getBoundingClientRect().width / document.querySelector('#waterfall .wf-turn').parentElement.getBoundingClientRect().width`); w < 0.95 {
+		t.Errorf("zoomed to turn 1, its bar spans %.2f of the axis", w)
+	}
+
+	// A bar opens its exchange's row.
+	browsertest.Eval[bool](pg, `(document.querySelector('#waterfall .wf-x').click(), true)`)
+	if !browsertest.Eval[bool](pg, `document.getElementById('view-timeline').classList.contains('on')`) {
+		t.Fatalf("a click on a bar did not go to the timeline")
+	}
+	if got := browsertest.Eval[int](pg, `+document.querySelector('#detail .detail-event').dataset.i`); got != llm[0] {
+		t.Errorf("a click on the first bar shows event %d, want %d", got, llm[0])
 	}
 }

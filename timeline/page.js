@@ -235,7 +235,8 @@
     var cls = 'row lane-' + e.lane + (e.err ? ' err' : '') + (row.child ? ' child' : '') + (state.sel === row.i && (row.g >= 0) === !!state.selGroup ? ' sel' : '') + (state.rel[row.i] ? ' rel' : '');
     // The content starts in its lane's column and runs on to the right
     // edge: a sequence view, with nothing cut at a column's width.
-    var cells = '<span class="c" style="grid-column:' + (4 + LANES.indexOf(e.lane)) + '/-1">' + cellHTML(row, e) + '</span>';
+    // A row cut at the edge says itself whole as its tooltip.
+    var cells = '<span class="c" style="grid-column:' + (4 + LANES.indexOf(e.lane)) + '/-1"' + (row.g < 0 && e.summary ? ' title="' + esc(e.summary) + '"' : '') + '>' + cellHTML(row, e) + '</span>';
     return '<div class="' + cls + '" data-r="' + r + '" data-i="' + row.i + '" data-lane="' + e.lane + '" style="top:' + r * H + 'px">' +
       '<span class="n">' + e.seq + '</span><span class="t">' + (D.timed ? fmtT(e.t) : '#' + (row.i + 1)) + '</span><span class="tn">' + (D.sessions > 1 && e.session ? 's' + e.session + ' ' : '') + (e.turn ? 'T' + e.turn : '') + '</span>' + cells + '</div>';
   }
@@ -269,13 +270,14 @@
   }
   // An exchange's summary is its method, route and status, then what the
   // answer says (text, tool calls), the parts two spaces apart (see
-  // exchangeSummary): the answer is set apart, as the row's point.
+  // exchangeSummary). The row shows the answer first, the row's point,
+  // which the LLM column's width would otherwise cut off, and the method,
+  // route and status after it, dimmed.
   function summaryHTML(e) {
     var s = e.summary || '';
     if (e.kind !== 'exchange' || e.lane !== 'llm') return esc(s);
-    var cut = s.indexOf('  ');
-    if (cut < 0) return '<span class="route" title="' + esc(e.exchange ? e.exchange.url : '') + '">' + esc(s) + '</span>';
-    return '<span class="route" title="' + esc(e.exchange ? e.exchange.url : '') + '">' + esc(s.slice(0, cut)) + '</span><span class="said">' + esc(s.slice(cut + 2)) + '</span>';
+    var cut = s.indexOf('  '), route = '<span class="route" title="' + esc(e.exchange ? e.exchange.url : '') + '">' + esc(cut < 0 ? s : s.slice(0, cut)) + '</span>';
+    return cut < 0 ? route : '<span class="said">' + esc(s.slice(cut + 2)) + '</span>' + route;
   }
 
   function click(r) {
@@ -627,8 +629,101 @@
     if (f) f.scrollIntoView({block: 'center'});
   }
 
+  // ---- the waterfall: every exchange and turn on one time axis
+  // end is when event e ended: an exchange's response's end, a line's
+  // arrival.
+  function endOf(e) { return e.t + (e.exchange ? e.exchange.duration_ms || 0 : 0); }
+  // turnSpan is when turn k (from 0) began and ended: its prompt, and its
+  // answer, or its last event when it was never answered.
+  function turnSpan(k) {
+    var turn = TURNS[k], from = E[turn.prompt].t, to = turn.answer >= 0 ? E[turn.answer].t : from;
+    for (var i = turn.prompt; i < E.length && (turn.answer < 0 || i <= turn.answer); i++) if (E[i].turn === k + 1) to = Math.max(to, endOf(E[i]));
+    return [from, to];
+  }
+  // niceStep is the axis's step for a range of ms: 1, 2 or 5 times a
+  // power of ten, about eight to a range.
+  function niceStep(ms) {
+    var raw = ms / 8, p = Math.pow(10, Math.floor(Math.log10(raw || 1))), n = raw / p;
+    return (n < 1.5 ? 1 : n < 3.5 ? 2 : n < 7.5 ? 5 : 10) * p;
+  }
+  function fmtDur(ms) { return ms < 1000 ? Math.round(ms) + ' ms' : (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + ' s'; }
+
+  function buildWaterfall(root) {
+    var bar = root.appendChild(h('div', {class: 'toolbar'}));
+    var zoom = h('select', {id: 'wf-zoom'}, '<option value="-1">the whole session</option>' + TURNS.map(function (t, k) {
+      return '<option value="' + k + '">turn ' + (k + 1) + ': ' + esc((t.text || '').slice(0, 60)) + '</option>';
+    }).join(''));
+    bar.appendChild(h('label', {}, 'zoom to ')).appendChild(zoom);
+    bar.appendChild(h('span', {class: 'wf-legend'}, '<i class="wf-ttfb"></i> waiting for the first byte (TTFB) <i class="wf-stream"></i> receiving the response <i class="wf-tick lane-editor"></i> editor → agent frame <i class="wf-tick lane-agent"></i> agent → editor frame'));
+    var box = root.appendChild(h('div', {class: 'wf', id: 'waterfall'}));
+    zoom.onchange = function () { draw(+zoom.value); };
+    box.addEventListener('click', function (ev) {
+      var t = ev.target.closest('[data-turn]');
+      if (t) { zoom.value = t.dataset.turn; draw(+t.dataset.turn); return; }
+      var x = ev.target.closest('[data-i]');
+      if (x) { show('timeline'); jump(+x.dataset.i); }
+    });
+    var drawn = false;
+    onShow.waterfall = function () { if (!drawn) { drawn = true; draw(-1); } };
+
+    // draw lays the waterfall out for turn k (from 0), or the whole
+    // session for -1.
+    function draw(k) {
+      var from = 0, to = 0;
+      E.forEach(function (e) { to = Math.max(to, endOf(e)); });
+      if (k >= 0) { var span = turnSpan(k); from = span[0]; to = span[1]; }
+      var pad = (to - from) * 0.01 || 1;
+      from = Math.max(0, from - pad); to += pad;
+      var pos = function (t) { return Math.min(100, Math.max(0, (t - from) / (to - from) * 100)); };
+      var inRange = function (a, b) { return b >= from && a <= to; };
+      var out = [];
+      var step = niceStep(to - from), marks = '';
+      for (var m = Math.ceil(from / step) * step; m <= to; m += step) marks += '<span class="wf-mark" style="left:' + pos(m).toFixed(3) + '%">' + esc(fmtT(m)) + '</span>';
+      out.push('<div class="wf-row wf-axis"><div class="wf-label">' + esc(fmtDur(to - from)) + ' shown</div><div class="wf-track">' + marks + '</div></div>');
+      var turns = '';
+      TURNS.forEach(function (t, n) {
+        var sp = turnSpan(n);
+        if (!inRange(sp[0], sp[1])) return;
+        var l = pos(sp[0]), w = Math.max(pos(sp[1]) - l, 0.2);
+        turns += '<span class="wf-turn' + (t.answer < 0 || /^error/.test(t.stop || '') ? ' err' : '') + '" data-turn="' + n + '" style="left:' + l.toFixed(3) + '%;width:' + w.toFixed(3) + '%" title="' +
+          esc('turn ' + (n + 1) + ': ' + (t.text || '') + ' (' + fmtDur(sp[1] - sp[0]) + ', ' + (t.answer < 0 ? 'never answered' : t.stop || 'answered') + ')') + '">T' + (n + 1) + '</span>';
+      });
+      out.push('<div class="wf-row"><div class="wf-label">turns (click to zoom)</div><div class="wf-track">' + turns + '</div></div>');
+      // The frames of each lane as ticks, one per tenth of a percent.
+      LANES.filter(function (l) { return l !== 'llm'; }).forEach(function (l) {
+        var seen = {}, ticks = '';
+        E.forEach(function (e, i) {
+          if (e.lane !== l || e.exchange || e.t < from || e.t > to) return;
+          var p = pos(e.t), key = Math.round(p * 10);
+          if (seen[key]) return;
+          seen[key] = true;
+          ticks += '<i class="wf-tick lane-' + l + (e.err ? ' err' : '') + '" style="left:' + p.toFixed(3) + '%" data-i="' + i + '" title="' + esc(evLabel(i)) + '"></i>';
+        });
+        if (ticks) out.push('<div class="wf-row"><div class="wf-label">' + esc(laneLabel(l)) + ' frames</div><div class="wf-track">' + ticks + '</div></div>');
+      });
+      E.forEach(function (e, i) {
+        var x = e.exchange;
+        if (!x || !inRange(e.t, endOf(e))) return;
+        var l = pos(e.t), wait = x.status ? x.ttfb_ms : x.duration_ms;
+        var w1 = pos(e.t + wait) - l, w2 = pos(endOf(e)) - pos(e.t + wait);
+        var label = title(e) + ' ' + (e.summary || '');
+        out.push('<div class="wf-row wf-x-row"><div class="wf-label" data-i="' + i + '" title="' + esc(label) + '">' + esc(label) + '</div><div class="wf-track">' +
+          '<span class="wf-x' + (e.err ? ' err' : '') + (x.incomplete ? ' incomplete' : '') + '" data-i="' + i + '" style="left:' + l.toFixed(3) + '%;width:' + Math.max(w1 + w2, 0.15).toFixed(3) + '%" title="' +
+          esc(title(e) + ': TTFB ' + fmtDur(x.ttfb_ms) + ', ' + fmtDur(x.duration_ms) + ' in all' + (x.status ? '' : ', no response')) + '">' +
+          // The two parts share the bar as the waiting and the receiving
+          // share the exchange's time.
+          '<i class="wf-ttfb" style="width:' + (w1 + w2 > 0 ? w1 / (w1 + w2) * 100 : 100).toFixed(3) + '%"></i><i class="wf-stream" style="width:' + (w1 + w2 > 0 ? w2 / (w1 + w2) * 100 : 0).toFixed(3) + '%"></i></span>' +
+          '<span class="wf-dur" style="left:' + (l + w1 + w2).toFixed(3) + '%">' + esc(fmtDur(x.duration_ms)) + '</span></div></div>');
+      });
+      box.innerHTML = out.join('');
+      box.dataset.from = from;
+      box.dataset.to = to;
+    }
+  }
+
   // ---- assemble
   if (D.kind !== 'diff') buildTimeline(tab('timeline', D.kind === 'replay' ? 'Replay run' : 'Timeline'));
+  if (D.timed && E.length) buildWaterfall(tab('waterfall', 'Waterfall'));
   if (D.compare) buildCompare(tab('compare', D.kind === 'diff' ? 'Comparison' : 'Recorded vs replayed'));
   show(D.compare && (D.status === 'FAIL' || D.status === 'DIFFERENT' || D.kind === 'diff') ? 'compare' : 'timeline');
   if (shown === 'timeline') render();
