@@ -31,9 +31,14 @@ func Recording(st *store.Store, name string) (*Page, error) {
 	if err := st.Lines(name, b.add); err != nil {
 		return nil, err
 	}
+	return b.recording(rec), nil
+}
+
+// recording is the page of rec, of the events added.
+func (b *builder) recording(rec store.Recording) *Page {
 	p := &Page{Kind: "recording", Title: "acptap recording " + rec.Name, Info: info(rec), Timed: true, Start: start(rec)}
 	b.finish(p)
-	return p, nil
+	return p
 }
 
 // start is when r started, as Page.Start says it.

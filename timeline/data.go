@@ -48,6 +48,23 @@ type Page struct {
 	// Compare is the side-by-side comparison of a failed replay or of a
 	// diff; nil otherwise.
 	Compare *Compare `json:"compare,omitempty"`
+
+	// Live is, on the page of a recording in progress that a server
+	// serves (show --html --follow), how the page gets the page again as
+	// it grows; nil on a page written to a file.
+	Live *LiveState `json:"live,omitempty"`
+}
+
+// LiveState is where a live page asks for its updates, and which it has.
+type LiveState struct {
+	// URL, relative to the page, answers URL?after=VERSION, once the page
+	// has a version after VERSION, with that Page as JSON; or with 204 No
+	// Content when it has none for a while.
+	URL     string `json:"url"`
+	Version int    `json:"version"`
+	// Done says that the recording ended: the page is complete and asks
+	// for no more.
+	Done bool `json:"done,omitempty"`
 }
 
 // Event is one row of the sequence view: a stdio line or an LLM

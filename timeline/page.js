@@ -12,11 +12,20 @@
   var LANES = ['editor', 'agent', 'llm', 'stderr'];
   // The MCP servers' lines, when the agent had any, have a column of
   // their own.
-  if ((D.events || []).some(function (e) { return e.lane === 'mcp'; })) {
-    LANES.push('mcp');
-    document.body.classList.add('mcp');
+  function mcpLane() {
+    if (LANES.indexOf('mcp') < 0 && E.some(function (e) { return e.lane === 'mcp'; })) {
+      LANES.push('mcp');
+      document.body.classList.add('mcp');
+      return true;
+    }
+    return false;
   }
+  mcpLane();
   var H = 22; // the height of a row, px: rows are laid out by index
+  // bySeq is the index in E of each event's sequence number.
+  var bySeq = {};
+  function indexSeqs() { bySeq = {}; E.forEach(function (e, i) { bySeq[e.seq] = i; }); }
+  indexSeqs();
 
   function esc(s) {
     return String(s).replace(/[&<>"]/g, function (c) {
@@ -59,11 +68,16 @@
 
   // ---- header and tabs
   var app = document.getElementById('app');
-  var header = h('header');
-  header.appendChild(h('h1', {}, (D.status ? '<span class="status ' + esc(D.status) + '">' + esc(D.status) + '</span>' : '') + esc(D.title)));
-  (D.info || []).forEach(function (l) { header.appendChild(h('p', {class: 'info'}, esc(l))); });
-  if (D.problems && D.problems.length) header.appendChild(h('ul', {class: 'problems', id: 'problems'}, D.problems.map(function (p) { return '<li>' + esc(p) + '</li>'; }).join('')));
-  if (D.warnings && D.warnings.length) header.appendChild(h('ul', {class: 'warnings'}, D.warnings.map(function (p) { return '<li>warning: ' + esc(p) + '</li>'; }).join('')));
+  var header = h('header'), liveNote = '';
+  function renderHeader() {
+    header.innerHTML = '';
+    header.appendChild(h('h1', {}, (D.status ? '<span class="status ' + esc(D.status) + '">' + esc(D.status) + '</span>' : '') + esc(D.title)));
+    (D.info || []).forEach(function (l) { header.appendChild(h('p', {class: 'info'}, esc(l))); });
+    if (D.problems && D.problems.length) header.appendChild(h('ul', {class: 'problems', id: 'problems'}, D.problems.map(function (p) { return '<li>' + esc(p) + '</li>'; }).join('')));
+    if (D.warnings && D.warnings.length) header.appendChild(h('ul', {class: 'warnings'}, D.warnings.map(function (p) { return '<li>warning: ' + esc(p) + '</li>'; }).join('')));
+    if (liveNote) header.appendChild(h('p', {class: 'live', id: 'live-status'}, esc(liveNote)));
+  }
+  renderHeader();
   app.appendChild(header);
   var nav = h('nav', {class: 'tabs'});
   var main = h('main');
@@ -92,27 +106,50 @@
 
   function laneLabel(l) { return {editor: 'editor → agent', agent: 'agent → editor', llm: 'LLM', stderr: 'stderr', mcp: 'MCP servers'}[l]; }
 
-  function buildTimeline(root) {
-    var bar = root.appendChild(h('div', {class: 'toolbar'}));
-    LANES.forEach(function (l) {
-      var lab = h('label', {}, '<input type="checkbox" checked id="lane-' + l + '"> ' + esc(l));
-      lab.querySelector('input').onchange = function (ev) { state.lanes[l] = ev.target.checked; refilter(); };
-      bar.appendChild(lab);
-    });
+  var toolbar, laneBoxes, kindSel, sessionSel, colsEl;
+  function laneBox(l) {
+    var lab = h('label', {}, '<input type="checkbox" checked id="lane-' + l + '"> ' + esc(l));
+    lab.querySelector('input').onchange = function (ev) { state.lanes[l] = ev.target.checked; refilter(); };
+    laneBoxes.appendChild(lab);
+    state.lanes[l] = true;
+  }
+  // fillKinds lists the kinds of the events, each update kind seen
+  // included, keeping the choice.
+  function fillKinds() {
     var kinds = [['all', 'every kind'], ['request', 'requests'], ['notification', 'notifications'], ['response', 'responses'], ['err', 'errors'], ['junk', 'junk'], ['exchange', 'LLM exchanges']];
     var seen = {};
     E.forEach(function (e) { if (e.update) seen[e.update] = true; });
     Object.keys(seen).sort().forEach(function (u) { kinds.push(['update:' + u, 'update ' + u]); });
-    var sel = h('select', {id: 'kind'}, kinds.map(function (k) { return '<option value="' + esc(k[0]) + '">' + esc(k[1]) + '</option>'; }).join(''));
-    sel.onchange = function () { state.kind = sel.value; refilter(); };
-    bar.appendChild(sel);
-    if (D.sessions > 1) {
-      var sessions = [['0', 'every session']];
-      for (var n = 1; n <= D.sessions; n++) sessions.push([String(n), 'session ' + n]);
-      var ss = h('select', {id: 'session'}, sessions.map(function (k) { return '<option value="' + k[0] + '">' + k[1] + '</option>'; }).join(''));
-      ss.onchange = function () { state.session = +ss.value; refilter(); };
-      bar.appendChild(ss);
+    if (kindSel.options.length === kinds.length) return;
+    kindSel.innerHTML = kinds.map(function (k) { return '<option value="' + esc(k[0]) + '">' + esc(k[1]) + '</option>'; }).join('');
+    kindSel.value = state.kind;
+  }
+  // fillSessions lists the sessions, once there are two.
+  function fillSessions() {
+    if (!(D.sessions > 1) || (sessionSel && sessionSel.options.length === D.sessions + 1)) return;
+    var sessions = [['0', 'every session']];
+    for (var n = 1; n <= D.sessions; n++) sessions.push([String(n), 'session ' + n]);
+    if (!sessionSel) {
+      sessionSel = h('select', {id: 'session'});
+      sessionSel.onchange = function () { state.session = +sessionSel.value; refilter(); };
+      toolbar.insertBefore(sessionSel, kindSel.nextSibling);
     }
+    sessionSel.innerHTML = sessions.map(function (k) { return '<option value="' + k[0] + '">' + k[1] + '</option>'; }).join('');
+    sessionSel.value = String(state.session);
+  }
+  function colsHTML() {
+    return '<span>seq</span><span>' + (D.timed ? 'time' : 'step') + '</span><span>' + (D.sessions > 1 ? 'session' : 'turn') + '</span>' +
+      LANES.map(function (l) { return '<span class="l-' + l + '">' + laneLabel(l) + '</span>'; }).join('');
+  }
+
+  function buildTimeline(root) {
+    var bar = toolbar = root.appendChild(h('div', {class: 'toolbar'}));
+    laneBoxes = bar.appendChild(h('span', {class: 'lanes'}));
+    LANES.forEach(laneBox);
+    kindSel = bar.appendChild(h('select', {id: 'kind'}));
+    kindSel.onchange = function () { state.kind = kindSel.value; refilter(); };
+    fillKinds();
+    fillSessions();
     var q = h('input', {type: 'search', id: 'filter', placeholder: 'search rows and LLM bodies'});
     var timer = 0;
     // Typing waits for a pause; clearing the filter is at once.
@@ -129,8 +166,7 @@
 
     var split = root.appendChild(h('div', {class: 'split'}));
     var seq = split.appendChild(h('div', {class: 'seq'}));
-    seq.appendChild(h('div', {class: 'cols'}, '<span>seq</span><span>' + (D.timed ? 'time' : 'step') + '</span><span>' + (D.sessions > 1 ? 'session' : 'turn') + '</span>' +
-      LANES.map(function (l) { return '<span class="l-' + l + '">' + laneLabel(l) + '</span>'; }).join('')));
+    colsEl = seq.appendChild(h('div', {class: 'cols'}, colsHTML()));
     list = seq.appendChild(h('div', {id: 'list'}));
     spacer = list.appendChild(h('div', {id: 'spacer'}));
     detail = split.appendChild(h('div', {id: 'detail'}, '<p class="empty">Click a row to see it whole.</p>'));
@@ -329,8 +365,7 @@
     refilter();
     var r = rowOf(i);
     if (r < 0) {
-      state.lanes = {editor: true, agent: true, llm: true, stderr: true};
-      LANES.forEach(function (l) { document.getElementById('lane-' + l).checked = true; });
+      LANES.forEach(function (l) { state.lanes[l] = true; document.getElementById('lane-' + l).checked = true; });
       state.kind = 'all'; document.getElementById('kind').value = 'all';
       state.text = ''; document.getElementById('filter').value = '';
       refilter();
@@ -355,12 +390,14 @@
     countEl.textContent = 'no error after this row';
   }
 
-  function link(i, text) { return '<a class="jump" data-jump="' + i + '">' + esc(text) + '</a>'; }
+  // A link names its event by sequence number, which a live page's
+  // new events do not change.
+  function link(i, text) { return '<a class="jump" data-jump="' + E[i].seq + '">' + esc(text) + '</a>'; }
   function evLabel(j) { var e = E[j]; return '#' + e.seq + ' ' + (e.lane === 'llm' ? '' : e.lane + ' ') + title(e) + (e.summary ? ' ' + e.summary.slice(0, 80) : ''); }
   function wire(el) {
     el.addEventListener('click', function (ev) {
       var a = ev.target.closest('[data-jump]');
-      if (a) jump(+a.dataset.jump);
+      if (a && bySeq[a.dataset.jump] !== undefined) jump(bySeq[a.dataset.jump]);
     });
     return el;
   }
@@ -629,6 +666,8 @@
     if (f) f.scrollIntoView({block: 'center'});
   }
 
+  var redrawWaterfall = function () {};
+
   // ---- the waterfall: every exchange and turn on one time axis
   // end is when event e ended: an exchange's response's end, a line's
   // arrival.
@@ -665,6 +704,12 @@
     });
     var drawn = false;
     onShow.waterfall = function () { if (!drawn) { drawn = true; draw(-1); } };
+    // A live page's new events: drawn again at the same zoom, a new
+    // turn added to the menu.
+    redrawWaterfall = function () {
+      for (var k = zoom.options.length - 1; k < TURNS.length; k++) zoom.appendChild(h('option', {value: String(k)}, 'turn ' + (k + 1) + ': ' + esc((TURNS[k].text || '').slice(0, 60))));
+      if (drawn) draw(+zoom.value);
+    };
 
     // draw lays the waterfall out for turn k (from 0), or the whole
     // session for -1.
@@ -723,7 +768,7 @@
 
   // ---- assemble
   if (D.kind !== 'diff') buildTimeline(tab('timeline', D.kind === 'replay' ? 'Replay run' : 'Timeline'));
-  if (D.timed && E.length) buildWaterfall(tab('waterfall', 'Waterfall'));
+  if (D.timed) buildWaterfall(tab('waterfall', 'Waterfall'));
   if (D.compare) buildCompare(tab('compare', D.kind === 'diff' ? 'Comparison' : 'Recorded vs replayed'));
   show(D.compare && (D.status === 'FAIL' || D.status === 'DIFFERENT' || D.kind === 'diff') ? 'compare' : 'timeline');
   if (shown === 'timeline') render();
@@ -741,6 +786,64 @@
   }
   openHash();
   window.addEventListener('hashchange', openHash);
+
+  // ---- a live page (acptap show --html --follow): the page asks its
+  // server for the recording's page again whenever it grows, and shows
+  // it without a reload, where the user is.
+  function setData(nd) {
+    var old = E, selSeq = state.sel >= 0 ? old[state.sel].seq : null, selJSON = state.sel >= 0 ? JSON.stringify(old[state.sel]) : '';
+    // The view stays where it is: on the row at its top, or at the end
+    // when it was there (a growing recording's tail, followed).
+    var atEnd = list.scrollTop + list.clientHeight >= list.scrollHeight - H;
+    var top = rows[Math.floor(list.scrollTop / H)], topSeq = top ? old[top.i].seq : null, off = list.scrollTop % H;
+    var openSeqs = Object.keys(state.open).filter(function (g) { return state.open[g]; }).map(function (g) { return old[G[g].events[0]].seq; });
+    D = nd; E = D.events || []; G = D.groups || []; T = D.tools || []; TURNS = D.turns || [];
+    indexSeqs();
+    hay = null;
+    state.open = {};
+    openSeqs.forEach(function (sq) { var i = bySeq[sq]; if (i !== undefined && E[i].group) state.open[E[i].group - 1] = true; });
+    renderHeader();
+    if (mcpLane()) laneBox('mcp');
+    colsEl.innerHTML = colsHTML();
+    fillKinds();
+    fillSessions();
+    state.sel = selSeq !== null && bySeq[selSeq] !== undefined ? bySeq[selSeq] : -1;
+    state.rel = state.sel >= 0 ? related(state.sel) : {};
+    refilter();
+    if (atEnd) list.scrollTop = list.scrollHeight;
+    else if (topSeq !== null && bySeq[topSeq] !== undefined) {
+      for (var r = 0; r < rows.length; r++) if (rows[r].i === bySeq[topSeq]) { list.scrollTop = r * H + off; break; }
+    }
+    render();
+    // The detail is drawn again only when its event changed: what the
+    // user opened in it stays open.
+    if (state.sel >= 0 && JSON.stringify(E[state.sel]) !== selJSON) {
+      var scroll = detail.scrollTop;
+      detail.innerHTML = '';
+      detail.appendChild(state.selGroup ? groupDetail(G[E[state.sel].group - 1]) : eventDetail(state.sel));
+      detail.scrollTop = scroll;
+    }
+    redrawWaterfall();
+  }
+  function liveStatus(text) { liveNote = text; renderHeader(); }
+  function poll() {
+    fetch(D.live.url + '?after=' + D.live.version, {cache: 'no-store'}).then(function (r) {
+      if (r.status === 204) return null;
+      if (!r.ok) throw new Error('HTTP ' + r.status);
+      return r.json();
+    }).then(function (nd) {
+      if (nd) setData(nd);
+      if (D.live.done) liveStatus('The recording ended: this page shows all of it.');
+      else { liveStatus('Live: the page grows with the recording.'); poll(); }
+    }).catch(function () {
+      liveStatus('acptap stopped serving this page: it shows the recording as of the last update.');
+    });
+  }
+  if (D.live) {
+    liveNote = D.live.done ? 'The recording ended: this page shows all of it.' : 'Live: the page grows with the recording.';
+    renderHeader();
+    if (!D.live.done) poll();
+  }
   window.acptapReadyMs = performance.now();
   document.body.setAttribute('data-ready', '1');
 })();

@@ -23,10 +23,10 @@ func checkHTMLFlags(opts *showOptions) error {
 		return usageErrorf("--open without --html; pass --html to write the page and open it")
 	case opts.HTML && opts.JSON:
 		return usageErrorf("both --html and --json given; pass one of them")
-	case opts.HTML && opts.Follow:
-		return usageErrorf("both --html and --follow given; pass one of them")
+	case opts.HTML && opts.Follow && opts.Output != "":
+		return usageErrorf("-o %s with --html --follow, whose page is served, not written; leave -o out, or --follow for a page of the recording so far", opts.Output)
 	case opts.HTML && opts.Name == "":
-		return usageErrorf("--html needs a recording; usage: acptap show --html NAME [-o FILE] [--open]")
+		return usageErrorf("--html needs a recording; usage: acptap show --html [--follow] NAME [-o FILE] [--open]")
 	}
 	return nil
 }

@@ -58,7 +58,9 @@ func start() (context.Context, error) {
 			chromedp.WindowSize(1400, 900),
 			// No name resolves and no proxy answers: a page that reached
 			// for the network would fail, and the test sees its request.
-			chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND"),
+			// 127.0.0.1 is left: OpenURL's pages are served there, and
+			// the browser reaches loopback without a proxy.
+			chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
 			chromedp.Flag("proxy-server", "127.0.0.1:9"),
 			chromedp.Flag("allow-file-access-from-files", true),
 		)
