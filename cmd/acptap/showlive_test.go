@@ -206,9 +206,10 @@ func waitLive(t *testing.T, path, name string) {
 	}
 }
 
-// TestShowHTMLFollowKeepsView: as frames come into the live page, a view
-// scrolled into the rows stays on the rows it shows, and a view at the
-// end follows the end; SIGINT stops show, its port closed.
+// TestShowHTMLFollowKeepsView: --open opens the live page; as frames
+// come into it, a view scrolled into the rows stays on the rows it shows,
+// and a view at the end follows the end; SIGINT stops show, its port
+// closed.
 func TestShowHTMLFollowKeepsView(t *testing.T) {
 	browsertest.Require(t)
 	db := filepath.Join(t.TempDir(), "s.db")
@@ -221,7 +222,16 @@ func TestShowHTMLFollowKeepsView(t *testing.T) {
 		return out
 	}
 	pumpLines(t, stdin, stdout, lines(0, 150))
-	show, u, _ := startLive(t, agentEnv(), "--store", db, "cat")
+	pathEnv, opened := fakeOpener(t)
+	show, u, _ := startLive(t, agentEnv(pathEnv), "--open", "--store", db, "cat")
+	// The URL is printed first, then opened.
+	var got []byte
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end) && len(got) == 0; time.Sleep(10 * time.Millisecond) {
+		got, _ = os.ReadFile(opened)
+	}
+	if string(got) != u+"\n" {
+		t.Errorf("--open opened %q, want the page's URL %q", got, u)
+	}
 	pg := browsertest.OpenURL(t, u)
 	// Each line is two rows: the editor's and the agent's echo.
 	rowCount := func(n int) string {
