@@ -136,7 +136,7 @@ func TestLivePageInBrowser(t *testing.T) {
 		Rows   int
 	}
 	look := `(() => { const l = document.getElementById('list'), r = [...document.querySelectorAll('#spacer .row')].sort((a, b) => a.offsetTop - b.offsetTop).find(r => r.offsetTop >= l.scrollTop); const d = document.querySelector('#detail h2'); return {Top: l.scrollTop, TopSeq: +r.querySelector('.n').textContent, Sel: d ? +d.textContent.slice(1).split(' ')[0] : 0, Rows: parseInt(document.getElementById('count').textContent)}; })()`
-	browsertest.Eval[bool](pg, `new Promise(done => { window.notReloaded = true; const l = document.getElementById('list'); l.scrollTop = 300 * 22; setTimeout(() => { document.querySelector('#spacer .row[data-r="305"]').click(); done(true); }, 50); })`)
+	browsertest.Eval[bool](pg, `new Promise(done => { window.notReloaded = true; document.getElementById('list').scrollTop = 300 * 22; const poll = () => { const r = document.querySelector('#spacer .row[data-r="305"]'); if (r) { r.click(); done(true); } else setTimeout(poll, 20); }; poll(); })`)
 	was := browsertest.Eval[view](pg, look)
 	close(next)
 	if !browsertest.Eval[bool](pg, `new Promise(done => { const end = Date.now() + 10000; const poll = () => /ended/.test(document.getElementById('live-status').textContent) ? done(true) : Date.now() > end ? done(false) : setTimeout(poll, 20); poll(); })`) {

@@ -244,7 +244,7 @@ func TestShowHTMLFollowKeepsView(t *testing.T) {
 		Sel    string
 	}
 	look := `(() => { const l = document.getElementById('list'), r = [...document.querySelectorAll('#spacer .row')].find(r => r.getBoundingClientRect().top >= l.getBoundingClientRect().top); const d = document.querySelector('#detail h2'); return {Top: l.scrollTop, TopSeq: +r.querySelector('.n').textContent, Sel: d ? d.textContent : ''}; })()`
-	browsertest.Eval[bool](pg, `(() => { window.notReloaded = true; const l = document.getElementById('list'); l.scrollTop = 40 * 22; return new Promise(done => setTimeout(() => { document.querySelector('#spacer .row[data-r="45"]').click(); done(true); }, 50)); })()`)
+	browsertest.Eval[bool](pg, `new Promise(done => { window.notReloaded = true; document.getElementById('list').scrollTop = 40 * 22; const poll = () => { const r = document.querySelector('#spacer .row[data-r="45"]'); if (r) { r.click(); done(true); } else setTimeout(poll, 20); }; poll(); })`)
 	was := browsertest.Eval[view](pg, look)
 	pumpLines(t, stdin, stdout, lines(150, 200))
 	until(t, pg, rowCount(400))
