@@ -1,10 +1,10 @@
 package replay
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 
+	"github.com/acptap/acptap/internal/textdiff"
 	"github.com/acptap/acptap/lane"
 
 	"github.com/acptap/acptap/normalize"
@@ -73,7 +73,7 @@ func judge(ev evidence) (verdict, error) {
 	v.expected, v.actual, v.transcripts = c.Want, c.Got, transcripts
 	if c.Diff != nil {
 		v.divergences = append(v.divergences, outputDiffers(c.Diff))
-		v.diff = unifiedDiff("recorded", "replayed", pretty(v.expected), pretty(v.actual))
+		v.diff = textdiff.Unified("recorded", "replayed", textdiff.Pretty(v.expected), textdiff.Pretty(v.actual))
 	}
 	if ev.driveErr != nil {
 		for _, e := range unjoin(ev.driveErr) {
@@ -161,21 +161,6 @@ func compareOutput(normalizer func() *normalize.Normalizer, recorded, live lane.
 		return normalize.Comparison{}, none, err
 	}
 	return normalize.Compare(want, got), [2]*normalize.Transcript{want, got}, nil
-}
-
-// pretty renders a normalized stream as indented JSON, one value after
-// the other, for the diff.
-func pretty(msgs []json.RawMessage) string {
-	var b bytes.Buffer
-	for _, m := range msgs {
-		// No index markers: after an insertion they would all differ and
-		// bury the real change; the first divergence names the index.
-		if err := json.Indent(&b, m, "", "  "); err != nil {
-			b.Write(m)
-		}
-		b.WriteByte('\n')
-	}
-	return b.String()
 }
 
 // unjoin splits an errors.Join error.

@@ -242,7 +242,7 @@ func TestStartLLMFaults(t *testing.T) {
 	if status, _ := post(t, base+"/chat/completions", `{"model":"gpt-5","stream":true}`); status != http.StatusServiceUnavailable {
 		t.Errorf("the faulted exchange got %d, want 503", status)
 	}
-	if got := llm.server.Report().Faulted; !slices.Equal(got, []int{1}) {
+	if got := llm.server.Report().Faulted; !slices.Equal(got, []llmserver.AppliedFault{{Number: 1, Fault: fault}}) {
 		t.Errorf("faulted exchanges %v, want [1]", got)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/acptap/acptap/internal/exchange"
+	"github.com/acptap/acptap/internal/textdiff"
 	"github.com/acptap/acptap/internal/wire"
 	"github.com/acptap/acptap/mismatch"
 	"github.com/acptap/acptap/normalize"
@@ -104,7 +105,7 @@ func DiffStores(sa *store.Store, a string, sb *store.Store, b string, opts DiffO
 	res.Expected, res.Actual = c.Want, c.Got
 	if c.Diff != nil {
 		res.Divergences = append(res.Divergences, outputDiffers(c.Diff))
-		res.Diff = unifiedDiff(a, b, pretty(c.Want), pretty(c.Got))
+		res.Diff = textdiff.Unified(a, b, textdiff.Pretty(c.Want), textdiff.Pretty(c.Got))
 	}
 	la, lb := llmExchanges(ra), llmExchanges(rb)
 	for i := range max(len(la), len(lb)) {

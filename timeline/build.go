@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -30,9 +31,19 @@ func Recording(st *store.Store, name string) (*Page, error) {
 	if err := st.Lines(name, b.add); err != nil {
 		return nil, err
 	}
-	p := &Page{Kind: "recording", Title: "acptap recording " + rec.Name, Info: info(rec), Timed: true}
+	return b.recording(rec), nil
+}
+
+// recording is the page of rec, of the events added.
+func (b *builder) recording(rec store.Recording) *Page {
+	p := &Page{Kind: "recording", Title: "acptap recording " + rec.Name, Info: info(rec), Timed: true, Start: start(rec)}
 	b.finish(p)
-	return p, nil
+	return p
+}
+
+// start is when r started, as Page.Start says it.
+func start(r store.Recording) string {
+	return r.Created.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // info is the header of a recording's page.
@@ -176,7 +187,7 @@ func (b *builder) exchangeEvent(e store.Event) Event {
 // newExchange is the page's form of a recorded exchange.
 func newExchange(x *exchange.Exchange) *Exchange {
 	ex := &Exchange{
-		Class: wire.ClassOfExchange(x).String(), Method: x.Method, URL: x.URL, Status: x.Status,
+		Class: wire.ClassOfExchange(x).String(), Method: x.Method, URL: x.URL, Proto: x.Proto, Status: x.Status,
 		RequestHeaders: x.RequestHeaders, RequestBody: x.RequestBody, ResponseHeaders: x.ResponseHeaders,
 		TTFB: ms(x.TTFB), Duration: ms(x.Duration), Error: x.Error,
 	}
@@ -185,25 +196,25 @@ func newExchange(x *exchange.Exchange) *Exchange {
 	for _, c := range x.Chunks {
 		ex.Chunks = append(ex.Chunks, Chunk{At: ms(c.At), Data: c.Data})
 	}
-	f := wire.Detect(x.Method, x.URL, x.ResponseHeaders)
+	f, m := wire.Answer(x)
 	if f != wire.Unknown {
 		ex.Format = f.String()
 	}
-	if f != wire.Unknown && x.Status != 0 {
-		if m, err := wire.Reassemble(f, x.Body()); err == nil || m.Events > 0 || m.Text != "" || len(m.ToolCalls) > 0 {
-			ex.Message = &m
-		}
-	}
+	ex.Message = m
 	return ex
 }
 
-// exchangeSummary is an exchange's one line, and whether it failed.
+// exchangeSummary is an exchange's one line, and whether it failed: its
+// method and route (the URL's path: the host is the same for every
+// exchange of an API, and the row has little room), its status, and what
+// the answer says as acptap show prints it (wire.Message.Said), the text
+// or the tool calls first, since they are what a row is read for.
 func exchangeSummary(ex *Exchange) (string, bool) {
 	var b strings.Builder
 	if ex.Class == wire.ClassHTTP.String() {
 		b.WriteString("http ")
 	}
-	fmt.Fprintf(&b, "%s %s", ex.Method, ex.URL)
+	fmt.Fprintf(&b, "%s %s", ex.Method, route(ex.URL))
 	failed := ex.Error != "" || ex.Status >= 400 || ex.Incomplete
 	switch {
 	case ex.Incomplete:
@@ -213,21 +224,32 @@ func exchangeSummary(ex *Exchange) (string, bool) {
 	}
 	if m := ex.Message; m != nil {
 		failed = failed || len(m.Errors) > 0
-		switch {
-		case len(m.ToolCalls) > 0:
-			names := make([]string, len(m.ToolCalls))
-			for i, tc := range m.ToolCalls {
-				names[i] = tc.Name
-			}
-			b.WriteString(": calls " + strings.Join(names, ", "))
-		case m.Text != "":
-			b.WriteString(": " + oneLine(m.Text, 100))
+		said := m.Said(100)
+		// The reasoning comes first in show's lines; on a row it would
+		// hide the answer, which the detail shows with the reasoning.
+		if len(said) > 1 && said[0].Label == "reasoning" {
+			said = append(said[1:], said[0])
+		}
+		for _, s := range said {
+			b.WriteString("  " + s.Label + ": " + oneLine(s.Value, 200))
+		}
+		for _, e := range m.Errors {
+			b.WriteString("  stream error: " + oneLine(e, 100))
 		}
 	}
 	if ex.Error != "" {
-		b.WriteString(": " + oneLine(ex.Error, 100))
+		b.WriteString("  error: " + oneLine(ex.Error, 100))
 	}
 	return b.String(), failed
+}
+
+// route is a URL's path and query, the whole URL if it has none.
+func route(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return rawURL
+	}
+	return u.RequestURI()
 }
 
 // paramsSummary picks the telling detail of a request's or notification's

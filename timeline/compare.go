@@ -1,10 +1,12 @@
 package timeline
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
 
+	"github.com/acptap/acptap/internal/textdiff"
 	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/store"
@@ -108,76 +110,54 @@ func flatIndex(path string) (int, string, bool) {
 	return i, rest, true
 }
 
-// maxAlign bounds the work of align's longest common subsequence; longer
-// streams are aligned position by position.
-const maxAlign = 4 << 20
-
-// align pairs the values of two streams: equal values in their longest
-// common subsequence, and between them the differing values of each side
-// one to one, then the rest of the longer side alone.
+// align pairs the values of two streams as the printed diff of them does
+// (textdiff.Align): a value one side lacks is alone on its row, and the
+// others pair with their twins, each pair that differs with the paths of
+// its differing members, which the page marks rather than the whole
+// value.
 func align(a, b []json.RawMessage) []Row {
-	n, m := len(a), len(b)
-	rows := make([]Row, 0, max(n, m))
-	if n*m > maxAlign {
-		for i := range max(n, m) {
-			r := Row{A: -1, B: -1}
-			if i < n {
-				r.A = i
-			}
-			if i < m {
-				r.B = i
-			}
-			r.Same = i < n && i < m && string(a[i]) == string(b[i])
-			rows = append(rows, r)
-		}
-		return rows
-	}
-	// lcs[i][j] is the length of the common subsequence of a[i:], b[j:].
-	lcs := make([][]int32, n+1)
-	for i := range lcs {
-		lcs[i] = make([]int32, m+1)
-	}
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
-			switch {
-			case string(a[i]) == string(b[j]):
-				lcs[i][j] = lcs[i+1][j+1] + 1
-			case lcs[i+1][j] >= lcs[i][j+1]:
-				lcs[i][j] = lcs[i+1][j]
-			default:
-				lcs[i][j] = lcs[i][j+1]
+	pairs := textdiff.Align(a, b)
+	rows := make([]Row, len(pairs))
+	for k, p := range pairs {
+		r := Row{A: p.A, B: p.B}
+		if p.A >= 0 && p.B >= 0 {
+			r.Same = string(a[p.A]) == string(b[p.B])
+			if !r.Same {
+				r.Paths = differing(a[p.A], b[p.B])
 			}
 		}
+		rows[k] = r
 	}
-	var dels, ins []int
-	flush := func() {
-		for k := range max(len(dels), len(ins)) {
-			r := Row{A: -1, B: -1}
-			if k < len(dels) {
-				r.A = dels[k]
-			}
-			if k < len(ins) {
-				r.B = ins[k]
-			}
-			rows = append(rows, r)
-		}
-		dels, ins = dels[:0], ins[:0]
-	}
-	i, j := 0, 0
-	for i < n || j < m {
-		switch {
-		case i < n && j < m && string(a[i]) == string(b[j]):
-			flush()
-			rows = append(rows, Row{A: i, B: j, Same: true})
-			i, j = i+1, j+1
-		case j >= m || (i < n && lcs[i+1][j] >= lcs[i][j+1]):
-			dels = append(dels, i)
-			i++
-		default:
-			ins = append(ins, j)
-			j++
-		}
-	}
-	flush()
 	return rows
+}
+
+// maxPaths bounds the paths marked in one value: a value changed all
+// over is marked whole.
+const maxPaths = 50
+
+// differing returns the paths at which two JSON values differ, as
+// normalize.Mismatches finds them; "$" for values that are not JSON or
+// differ at too many places.
+func differing(a, b json.RawMessage) []string {
+	va, errA := decodeJSON(a)
+	vb, errB := decodeJSON(b)
+	if errA != nil || errB != nil {
+		return []string{"$"}
+	}
+	var paths []string
+	for _, m := range normalize.Mismatches(va, vb) {
+		if len(paths) == maxPaths {
+			return []string{"$"}
+		}
+		paths = append(paths, m.Path)
+	}
+	return paths
+}
+
+func decodeJSON(v json.RawMessage) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(v))
+	d.UseNumber()
+	var out any
+	err := d.Decode(&out)
+	return out, err
 }

@@ -1,10 +1,15 @@
 package timeline
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/acptap/acptap/internal/testing/browsertest"
+	"github.com/acptap/acptap/mismatch"
+	"github.com/acptap/acptap/normalize"
 	"github.com/acptap/acptap/replay"
 	"github.com/acptap/acptap/store"
 )
@@ -76,5 +81,43 @@ func checkFirstDivergence(t *testing.T, pg *browsertest.Page, left, right string
 	marks := browsertest.Eval[[]string](pg, `[...document.querySelectorAll('#first-divergence mark.diff')].map(m => m.textContent)`)
 	if len(marks) != 2 || !contains(marks[0], left) || !contains(marks[1], right) {
 		t.Errorf("the first divergence marks %q, want the %s and %s values", marks, left, right)
+	}
+}
+
+// TestCompareMissingFrameInBrowser: a frame the replay lacks shows as
+// removed, the frames after it, whose ids shifted, pair with their twins
+// (the frames whose members they share, not the frames of their ids), and
+// only their ids are marked: "jsonrpc": "2.0" and the rest of each value
+// are not.
+func TestCompareMissingFrameInBrowser(t *testing.T) {
+	frame := func(id, n int) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"id":"<agentRpc:%d>","jsonrpc":"2.0","method":"fs/read_text_file","params":{"limit":%d,"line":%d,"path":"/w/file%d.txt","sessionId":"<session:1>"}}`, id, 100+n, 10+n, n))
+	}
+	var want, got []json.RawMessage
+	for n := 1; n <= 6; n++ {
+		want = append(want, frame(n, n))
+		switch {
+		case n < 3:
+			got = append(got, frame(n, n))
+		case n > 3:
+			got = append(got, frame(n-1, n))
+		}
+	}
+	div := replay.Divergence{Kind: replay.OutputDiffers, Mismatch: mismatch.Mismatch{Path: "$[2]", Recorded: "x", Live: normalize.Missing{}}, Message: "frame 3 is missing"}
+	p := &Page{Kind: "diff", Title: "missing", Status: "DIFFERENT", Compare: compare("recorded", "replayed", want, got, []replay.Divergence{div}, nil)}
+	pg := browsertest.Open(t, writePage(t, p))
+	// The folded runs of equal values opened, every row is there.
+	classes := browsertest.Eval[[]string](pg, `(() => { document.querySelectorAll('#side tr.gap').forEach(g => g.click()); return [...document.querySelectorAll('#side tr[data-k]')].map(r => r.className.split(' ')[0]); })()`)
+	wantClasses := []string{"eq", "eq", "left", "changed", "changed", "changed"}
+	if !slices.Equal(classes, wantClasses) {
+		t.Errorf("the rows are %q, want %q", classes, wantClasses)
+	}
+	marks := browsertest.Eval[[]string](pg, `[...document.querySelectorAll('#side tr.changed mark.diff')].map(m => m.textContent)`)
+	wantMarks := []string{`"<agentRpc:4>"`, `"<agentRpc:3>"`, `"<agentRpc:5>"`, `"<agentRpc:4>"`, `"<agentRpc:6>"`, `"<agentRpc:5>"`}
+	if !slices.Equal(marks, wantMarks) {
+		t.Errorf("the changed rows mark %q, want their ids alone: %q", marks, wantMarks)
+	}
+	if !browsertest.Eval[bool](pg, `document.getElementById('first-divergence').classList.contains('left')`) {
+		t.Errorf("the first divergence is not the removed frame")
 	}
 }

@@ -34,6 +34,9 @@ type Page struct {
 	// Timed says whether Events have times (a replay's rows have only
 	// their order).
 	Timed bool `json:"timed,omitempty"`
+	// Start is when the recording started (RFC 3339, UTC), which Events'
+	// times count from: an exported exchange (HAR) says when it started.
+	Start string `json:"start,omitempty"`
 	// Sessions is how many ACP sessions Events have (their greatest
 	// Event.Session).
 	Sessions int `json:"sessions,omitempty"`
@@ -45,6 +48,23 @@ type Page struct {
 	// Compare is the side-by-side comparison of a failed replay or of a
 	// diff; nil otherwise.
 	Compare *Compare `json:"compare,omitempty"`
+
+	// Live is, on the page of a recording in progress that a server
+	// serves (show --html --follow), how the page gets the page again as
+	// it grows; nil on a page written to a file.
+	Live *LiveState `json:"live,omitempty"`
+}
+
+// LiveState is where a live page asks for its updates, and which it has.
+type LiveState struct {
+	// URL, relative to the page, answers URL?after=VERSION, once the page
+	// has a version after VERSION, with that Page as JSON; or with 204 No
+	// Content when it has none for a while.
+	URL     string `json:"url"`
+	Version int    `json:"version"`
+	// Done says that the recording ended: the page is complete and asks
+	// for no more.
+	Done bool `json:"done,omitempty"`
 }
 
 // Event is one row of the sequence view: a stdio line or an LLM
@@ -142,6 +162,7 @@ type Exchange struct {
 	Class  string `json:"class,omitempty"`
 	Method string `json:"method"`
 	URL    string `json:"url"`
+	Proto  string `json:"proto,omitempty"` // as the tap received the request: HTTP/1.1, HTTP/2.0
 	Status int    `json:"status"`
 	Format string `json:"format,omitempty"`
 	Model  string `json:"model,omitempty"`
@@ -159,6 +180,10 @@ type Exchange struct {
 	Duration   float64 `json:"duration_ms"`
 	Error      string  `json:"error,omitempty"`
 	Incomplete bool    `json:"incomplete,omitempty"`
+	// Fault is, on a replay's page, the fault replay --fault injected in
+	// place of, or into, the exchange's answer, as spelled (status:503);
+	// "" for none.
+	Fault string `json:"fault,omitempty"`
 	// Live is, on a replay's page, the live request normalized next to
 	// the recorded one (Recorded), when the replay kept them.
 	Live     any `json:"live,omitempty"`
@@ -190,8 +215,8 @@ type Compare struct {
 	// two recordings' names.
 	Left  string `json:"left"`
 	Right string `json:"right"`
-	// Rows align the two streams: each has the index of a value of Want,
-	// of Got, or of both when they are equal.
+	// Rows align the two streams as their printed diff does: each has the
+	// index of a value of Want, of Got, or of both.
 	Rows []Row             `json:"rows"`
 	Want []json.RawMessage `json:"want"`
 	Got  []json.RawMessage `json:"got"`
@@ -209,6 +234,9 @@ type Row struct {
 	A    int  `json:"a"`
 	B    int  `json:"b"`
 	Same bool `json:"same,omitempty"`
+	// Paths are, for two values that differ, the JSON paths of their
+	// differing members, the first one first.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // Mark is the first divergence in the comparison.

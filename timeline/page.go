@@ -25,12 +25,18 @@ func Write(w io.Writer, p *Page) error {
 	if err != nil {
 		return fmt.Errorf("encoding the page: %w", err)
 	}
+	// A live page talks to the server that serves it, and to nothing
+	// else; a page from a file talks to nothing.
+	connect := ""
+	if p.Live != nil {
+		connect = "; connect-src 'self'"
+	}
 	// json.Marshal escapes <, > and &, so the data cannot end its script
 	// element.
 	_, err = fmt.Fprintf(w, `<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:%s">
 <title>%s</title>
 <style>%s</style>
 </head><body>
@@ -38,6 +44,6 @@ func Write(w io.Writer, p *Page) error {
 <script type="application/json" id="acptap-data">%s</script>
 <script>%s</script>
 </body></html>
-`, html.EscapeString(p.Title), pageCSS, data, pageJS)
+`, connect, html.EscapeString(p.Title), pageCSS, data, pageJS)
 	return err
 }

@@ -44,6 +44,10 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 	for _, rp := range res.Requests {
 		live[rp.Number] = rp
 	}
+	faults := map[int]string{}
+	for _, f := range res.LLM.Faulted {
+		faults[f.Number] = f.Fault.String()
+	}
 	run := newBuilder()
 	push := func(e Event) {
 		e.Seq, e.T = uint64(len(run.events)+1), 0
@@ -51,6 +55,7 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 			if rp, ok := live[x.Number]; ok {
 				x.Recorded, x.Live = present(rp.Recorded), present(rp.Live)
 			}
+			x.Fault = faults[x.Number]
 		}
 		run.events = append(run.events, e)
 	}
@@ -70,7 +75,7 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 			push(lineEvent(0, 0, store.LaneAgent, res.Live[s.Index]))
 		}
 	}
-	p := &Page{Kind: "replay", Title: "acptap replay " + res.Name, Status: status, Info: info(rec)[:2]}
+	p := &Page{Kind: "replay", Title: "acptap replay " + res.Name, Status: status, Info: info(rec)[:2], Start: start(rec)}
 	p.Info = append(p.Info, fmt.Sprintf("replayed: %d frames, %d LLM exchanges served, %s; the agent %s", res.Frames, res.LLM.Served, res.Duration.Round(1e6), res.Exit))
 	for _, d := range res.Divergences {
 		p.Problems = append(p.Problems, d.Message)

@@ -113,6 +113,8 @@ func exchangeEvent(t testing.TB, w *store.Writer, at *time.Duration, body string
 		t.Fatal(err)
 	}
 	w.Append(store.Event{Kind: store.KindExchange, Lane: store.LaneLLM, Offset: *at, Data: data})
+	// What the agent does next, it does once it has the answer.
+	*at += x.Duration
 }
 
 // bigStore writes a recording of n frames: turns of a prompt, a tool call

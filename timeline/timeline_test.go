@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/acptap/acptap/internal/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of the pages' data (and docs/timeline.png)")
@@ -128,3 +130,20 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 func containsInt(xs []int, x int) bool { return slices.Contains(xs, x) }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestExchangeSummary: an exchange's row reads its method, route and
+// status, then the answer's text and tool calls as acptap show words
+// them, the reasoning after them, and the stream's errors.
+func TestExchangeSummary(t *testing.T) {
+	ex := &Exchange{Class: "llm", Method: "POST", URL: "https://api.anthropic.com/v1/messages?beta=true", Status: 200,
+		Message: &wire.Message{Reasoning: "hmm", Text: "Done.", ToolCalls: []wire.ToolCall{{Name: "Bash", Arguments: `{"command":"ls"}`}}, Errors: []string{"overloaded_error: busy"}}}
+	got, failed := exchangeSummary(ex)
+	want := `POST /v1/messages?beta=true → 200  text: "Done."  tool: Bash{"command":"ls"}  reasoning: "hmm"  stream error: overloaded_error: busy`
+	if got != want || !failed {
+		t.Errorf("exchangeSummary = %q, %v; want %q, true", got, failed, want)
+	}
+	ex = &Exchange{Class: "http", Method: "GET", URL: "https://example.com/", Error: "no response: refused"}
+	if got, failed := exchangeSummary(ex); got != "http GET /  error: no response: refused" || !failed {
+		t.Errorf("exchangeSummary = %q, %v", got, failed)
+	}
+}

@@ -10,8 +10,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openPTY returns the terminal side of a new pseudo-terminal, or skips.
-func openPTY(t *testing.T) *os.File {
+// openPTY returns the terminal side of a new pseudo-terminal, which a
+// program writes to as its terminal, and the side that reads what it
+// wrote; or skips.
+func openPTY(t *testing.T) (tty, ptmx *os.File) {
 	t.Helper()
 	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
 	if err != nil {
@@ -25,17 +27,17 @@ func openPTY(t *testing.T) *os.File {
 	if err != nil {
 		t.Skipf("naming a pseudo-terminal: %v", err)
 	}
-	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		t.Skipf("opening a pseudo-terminal: %v", err)
 	}
 	t.Cleanup(func() { tty.Close() })
-	return tty
+	return tty, ptmx
 }
 
 // TestColorFor: colour on a terminal only, and never with NO_COLOR set.
 func TestColorFor(t *testing.T) {
-	tty := openPTY(t)
+	tty, _ := openPTY(t)
 	for _, tt := range []struct {
 		name    string
 		w       io.Writer

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"time"
 
@@ -25,11 +24,12 @@ const (
 // follow prints, with emit, the events of the recording rec (as Get
 // returned it) as its recorder commits them, and returns when the
 // recording is done or its recorder is gone, once everything it committed
-// is printed. Frames come in Seq order; an LLM exchange is printed once it
+// is printed. It calls flush after each pass over what was committed, in
+// which emit may have been called or not. Frames come in Seq order; an LLM exchange is printed once it
 // has ended, in its final form as show prints it, so that it may come
 // after frames with later Seqs; one still in flight when the recording
 // ends is printed as it was left.
-func follow(st *store.Store, rec store.Recording, emit func(store.Event) error, out *bufio.Writer) error {
+func follow(st *store.Store, rec store.Recording, emit func(store.Event) error, flush func() error) error {
 	name := rec.Name
 	from := uint64(1)                 // every Seq before it is printed or given up on
 	printed := map[uint64]bool{}      // Seqs from from on that are printed
@@ -69,7 +69,7 @@ func follow(st *store.Store, rec store.Recording, emit func(store.Event) error, 
 		if err != nil {
 			return err
 		}
-		if err := out.Flush(); err != nil {
+		if err := flush(); err != nil {
 			return err
 		}
 		if last || got.Done && len(inFlight) == 0 {

@@ -84,3 +84,34 @@ func TestHTMLPagesInBrowser(t *testing.T) {
 	ix := browsertest.Open(t, filepath.Join(out, "index.html"))
 	ix.Screenshot("index.png")
 }
+
+// TestReplayFaultPageInBrowser: in the page of a replay with --fault,
+// the exchange answered with the injected fault is marked as such, on
+// its row and in its detail; the other exchanges are not.
+func TestReplayFaultPageInBrowser(t *testing.T) {
+	browsertest.Require(t)
+	upstream, _ := chatUpstream(t, false)
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	flags := []string{"--no-proxy-env", "--base-url", "OPENAI_BASE_URL=" + upstream.URL + "/v1"}
+	recordSession(t, dir, db, "typo", agentEnv(), flags, "--retries", "1")
+	out := filepath.Join(t.TempDir(), "pages")
+	stdout, errOut, code := runAcptap(t, dir, agentEnv(), "replay", "--store", db, "--fault", "1=status:503", "--html", out, "typo")
+	if code != 0 {
+		t.Fatalf("replay --fault 1=status:503 of an agent that retries: exit %d\n%s%s", code, stdout, errOut)
+	}
+	pg := browsertest.Open(t, filepath.Join(out, "typo.html"))
+	tags := browsertest.Eval[[]string](pg, `[...document.querySelectorAll('#spacer .row[data-lane=llm]')].map(r => { const f = r.querySelector('.tag.fault'); return r.querySelector('b').textContent + ' ' + (f ? f.textContent : '-'); })`)
+	if len(tags) < 2 || tags[0] != "llm #1 injected fault status:503" {
+		t.Fatalf("the LLM rows are marked %q, want llm #1 marked with its fault", tags)
+	}
+	for _, tag := range tags[1:] {
+		if !strings.HasSuffix(tag, " -") {
+			t.Errorf("an exchange without a fault is marked: %q", tag)
+		}
+	}
+	browsertest.Eval[bool](pg, `(document.querySelector('#spacer .row[data-lane=llm]').click(), true)`)
+	if text := browsertest.Eval[string](pg, `document.querySelector('#detail p.fault').innerText`); !strings.Contains(text, "injected fault, status:503 (replay --fault)") {
+		t.Errorf("the faulted exchange's detail says %q", text)
+	}
+}

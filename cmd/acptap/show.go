@@ -38,6 +38,7 @@ type showOptions struct {
 	Follow    bool
 	HTML      bool   // write the recording's page (package timeline)
 	Output    string // write the page to this file instead of stdout
+	Open      bool   // open the page in the browser
 	// Session, if not "", shows only the events of one ACP session: its
 	// number, as the session column shows it, or its sessionId.
 	Session string
@@ -51,9 +52,10 @@ func showCommand(stdio *IO) *cli.Command {
 		Flags: []cli.Flag{
 			storeFlag(storeReadUsage),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line per event (per recording without NAME)"},
-			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "print a recording being recorded as it grows, until it ends"},
+			&cli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "print a recording being recorded as it grows, until it ends; with --html, serve its page on 127.0.0.1, growing with it, and print its URL"},
 			&cli.BoolFlag{Name: "html", Usage: "write the recording as one self-contained HTML page"},
-			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --html, write the page to `FILE` instead of stdout"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "with --html, write the page to `FILE` (without it: to stdout, or on a terminal to a new file of the temp directory, whose path is printed)"},
+			&cli.BoolFlag{Name: "open", Usage: "with --html, open the page in the browser (xdg-open, or open on macOS)"},
 			&cli.StringFlag{Name: "session", Usage: "show only the events of one ACP session: its `N` as the session column shows it (s2 is 2), or its sessionId"},
 		},
 		Action: func(c *cli.Context) error {
@@ -72,6 +74,7 @@ func showCommand(stdio *IO) *cli.Command {
 				Color:     colorFor(stdio.Out),
 				HTML:      c.Bool("html"),
 				Output:    c.String("output"),
+				Open:      c.Bool("open"),
 				Session:   c.String("session"),
 			})
 		},
@@ -114,7 +117,10 @@ func runShow(opts *showOptions) error {
 	if err != nil {
 		return recordingError(err, opts.StorePath)
 	}
-	if opts.HTML {
+	switch {
+	case opts.HTML && opts.Follow:
+		return showLive(st, rec, opts)
+	case opts.HTML:
 		return showHTML(st, opts)
 	}
 	sessions := &sessionColumn{only: strings.TrimPrefix(opts.Session, "s")}
@@ -170,7 +176,7 @@ func runShow(opts *showOptions) error {
 		}
 	}
 	if opts.Follow {
-		err = follow(st, rec, emit, out)
+		err = follow(st, rec, emit, out.Flush)
 		if err == nil && !opts.JSON && !rec.Done {
 			if rec, err = st.Get(opts.Name); err == nil {
 				fmt.Fprintf(out, "recording %s ended: %d frames, %d LLM exchanges, %s, %s\n",

@@ -61,7 +61,7 @@ func llmEventJSONLine(e store.Event, servers *mcpNames) llmEventJSON {
 	if err != nil {
 		return llmEventJSON{Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String(), Error: err.Error()}
 	}
-	f, msg := wire.ReassembleExchange(ex)
+	f, msg := wire.Answer(ex)
 	line := llmEventJSON{
 		Seq: e.Seq, TMs: e.Offset.Milliseconds(), Lane: e.Lane.String(),
 		Route: ex.Route, Class: wire.ClassOfExchange(ex).String(), BaseURLVar: ex.BaseURLVar, Method: ex.Method, URL: ex.URL, Proto: ex.Proto,
@@ -128,7 +128,7 @@ func describeExchange(e store.Event, paint func(string, string) string) string {
 	if err != nil {
 		return paint(colorRed, "unreadable exchange: "+err.Error())
 	}
-	f, msg := wire.ReassembleExchange(ex)
+	f, msg := wire.Answer(ex)
 	var b strings.Builder
 	if wire.ClassOfExchange(ex) == wire.ClassHTTP {
 		// Not the LLM: a replay answers it by method and URL.
@@ -156,14 +156,8 @@ func describeExchange(e store.Event, paint func(string, string) string) string {
 	}
 	const indent = "\n                            "
 	if msg != nil {
-		if msg.Reasoning != "" {
-			b.WriteString(indent + "reasoning: " + strconv.Quote(truncate(msg.Reasoning, 100)))
-		}
-		if msg.Text != "" {
-			b.WriteString(indent + "text: " + strconv.Quote(truncate(msg.Text, 100)))
-		}
-		for _, tc := range msg.ToolCalls {
-			b.WriteString(indent + "tool: " + tc.Name + truncate(tc.Arguments, 100))
+		for _, s := range msg.Said(100) {
+			b.WriteString(indent + s.Label + ": " + s.Value)
 		}
 		if msg.StopReason != "" {
 			fmt.Fprintf(&b, "%sstop: %s", indent, msg.StopReason)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/acptap/acptap/internal/exchange"
 	"github.com/acptap/acptap/internal/ndjson"
 	"github.com/acptap/acptap/internal/sse"
 )
@@ -378,20 +377,4 @@ func objectArgs(raw json.RawMessage) string {
 // trimSpace trims JSON whitespace.
 func trimSpace(b []byte) []byte {
 	return bytes.Trim(b, " \t\r\n")
-}
-
-// ReassembleExchange reassembles the response of a recorded exchange in
-// its wire format (Detect), as acptap show and an export's transcript
-// show it: nil when the format is unknown, the exchange has no response,
-// or the body holds nothing of a message.
-func ReassembleExchange(x *exchange.Exchange) (Format, *Message) {
-	f := Detect(x.Method, x.URL, x.ResponseHeaders)
-	if f == Unknown || x.Status == 0 {
-		return f, nil
-	}
-	m, err := Reassemble(f, x.Body())
-	if err != nil && m.Events == 0 && m.Text == "" && len(m.ToolCalls) == 0 {
-		return f, nil
-	}
-	return f, &m
 }

@@ -116,7 +116,7 @@ func checkRetry(t *testing.T, s *llmserver.Server, client *http.Client, u string
 		t.Errorf("the retry got %d and %d bytes, want 200 and the %d recorded", resp.StatusCode, len(got), len(want))
 	}
 	r := s.Report()
-	if r.Served != 1 || !slices.Equal(r.Faulted, []int{1}) || len(r.Unrequested)+len(r.Unanswered) != 0 {
+	if r.Served != 1 || len(r.Faulted) != 1 || r.Faulted[0].Number != 1 || len(r.Unrequested)+len(r.Unanswered) != 0 {
 		t.Errorf("report: served %d, faulted %v, unrequested %v, unanswered %v; want 1, [1], none, none", r.Served, r.Faulted, r.Unrequested, r.Unanswered)
 	}
 }
@@ -356,7 +356,7 @@ func TestFaultMalformed(t *testing.T) {
 					t.Errorf("garbled event %d has payload %q; want a non-empty prefix of the recorded %q that is not JSON", i, gotPayload, wantPayload)
 				}
 				r := s.Report()
-				if r.Served != 1 || !slices.Equal(r.Faulted, []int{1}) || len(r.Unrequested) != 0 {
+				if r.Served != 1 || !slices.Equal(r.Faulted, []llmserver.AppliedFault{{Number: 1, Fault: llmserver.Fault{Kind: llmserver.FaultMalformed}}}) || len(r.Unrequested) != 0 {
 					t.Errorf("report: served %d, faulted %v, unrequested %v; want 1, [1], none", r.Served, r.Faulted, r.Unrequested)
 				}
 			})

@@ -221,7 +221,7 @@ func TestHTTPFault(t *testing.T) {
 	if status, body := do(t, client, "GET", base+"/pkg"); status != http.StatusOK || body != `{"ok":true}` {
 		t.Errorf("the retry got %d %q, want the recorded answer", status, body)
 	}
-	if r := s.Report(); !slices.Equal(r.Faulted, []int{2}) || r.Served != 1 || len(r.Unrequested) != 1 {
+	if r := s.Report(); !slices.Equal(r.Faulted, []llmserver.AppliedFault{{Number: 2, Fault: llmserver.Fault{Kind: llmserver.FaultStatus, Status: 503}}}) || r.Served != 1 || len(r.Unrequested) != 1 {
 		t.Errorf("report: faulted %v, served %d, unrequested %d; want [2], 1 (the http one), 1 (the chat)", r.Faulted, r.Served, len(r.Unrequested))
 	}
 }

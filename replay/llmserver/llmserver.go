@@ -281,7 +281,7 @@ type Server struct {
 	unanswered []Request
 	httpMissed []Request // http requests without a recorded answer
 	drift      []Drift
-	faulted    []int // Numbers, in order of application
+	faulted    []AppliedFault // in order of application
 	loadErrs   []*LoadError
 	ambiguous  []Ambiguity
 }
@@ -540,7 +540,7 @@ func (s *Server) take(q *queue, e *entry) *Fault {
 	if e.fault != nil && !e.faultApplied {
 		e.faultApplied = true
 		fault = e.fault
-		s.faulted = append(s.faulted, e.Number)
+		s.faulted = append(s.faulted, AppliedFault{e.Number, *fault})
 	}
 	if fault == nil || fault.Kind == FaultMalformed {
 		if !e.served {
@@ -761,10 +761,10 @@ type Report struct {
 	// Drift lists, by exchange Number, the first difference Compare found
 	// between each recorded exchange and a request it was paired with.
 	Drift []Drift
-	// Faulted are the Numbers of the exchanges whose fault was applied, in
-	// the order they were; a fault of Options.Faults missing here was never
+	// Faulted are the exchanges whose fault was applied, in the order
+	// they were; a fault of Options.Faults missing here was never
 	// reached.
-	Faulted []int
+	Faulted []AppliedFault
 	// LoadErrors are the recorded exchanges Exchanges.Load failed to return
 	// when a request came for them, in the order they came: the replay
 	// could not serve its recording.
@@ -772,6 +772,13 @@ type Report struct {
 	// Ambiguous are the requests that continued two recorded
 	// conversations alike (see Matching), in the order they came.
 	Ambiguous []Ambiguity
+}
+
+// An AppliedFault is a fault of Options.Faults that a request met: the
+// Number of the exchange it was injected in place of, or into.
+type AppliedFault struct {
+	Number int
+	Fault
 }
 
 // Request is a request the recording could not answer.

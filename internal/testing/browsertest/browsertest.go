@@ -58,7 +58,9 @@ func start() (context.Context, error) {
 			chromedp.WindowSize(1400, 900),
 			// No name resolves and no proxy answers: a page that reached
 			// for the network would fail, and the test sees its request.
-			chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND"),
+			// 127.0.0.1 is left: OpenURL's pages are served there, and
+			// the browser reaches loopback without a proxy.
+			chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
 			chromedp.Flag("proxy-server", "127.0.0.1:9"),
 			chromedp.Flag("allow-file-access-from-files", true),
 		)
@@ -124,14 +126,45 @@ func Require(t testing.TB) {
 // anything but its own file.
 func Open(t testing.TB, path string) *Page {
 	t.Helper()
+	return OpenAt(t, path, "")
+}
+
+// OpenAt opens the file at path as Open does, at a fragment of its
+// address (what follows '#'; none for "").
+func OpenAt(t testing.TB, path, fragment string) *Page {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := url.URL{Scheme: "file", Path: abs, Fragment: fragment}
+	return open(t, u.String(), func(u string) bool { return strings.HasPrefix(u, "file://") }, true)
+}
+
+// OpenURL opens a page that a server of the test serves on a loopback
+// address, as Open opens a file: the page may reach that server (its
+// origin, the scheme, host and port of u) and nothing else.
+func OpenURL(t testing.TB, u string) *Page {
+	t.Helper()
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" {
+		t.Fatalf("browsertest.OpenURL %q: not an absolute URL", u)
+	}
+	origin := pu.Scheme + "://" + pu.Host + "/"
+	// Not offline: that would cut the page from its server too. The
+	// browser resolves no name and reaches no proxy, and the test fails
+	// on any request to another origin.
+	return open(t, u, func(u string) bool { return strings.HasPrefix(u, origin) }, false)
+}
+
+// open opens target in a new tab; own says which requests are the
+// page's own, offline whether the network is off.
+func open(t testing.TB, target string, own func(string) bool, offline bool) *Page {
+	t.Helper()
 	Require(t)
 	bctx, err := start()
 	if err != nil {
 		t.Fatalf("starting %s: %v", Path(), err)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		t.Fatal(err)
 	}
 	ctx, cancel := chromedp.NewContext(bctx)
 	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
@@ -180,7 +213,7 @@ func Open(t testing.TB, path string) *Page {
 			if err != nil {
 				return
 			}
-			if u := ev.Request.URL; !strings.HasPrefix(u, "file://") && !strings.HasPrefix(u, "data:") {
+			if u := ev.Request.URL; !own(u) && !strings.HasPrefix(u, "data:") {
 				p.mu.Lock()
 				p.requests = append(p.requests, u)
 				p.mu.Unlock()
@@ -190,14 +223,15 @@ func Open(t testing.TB, path string) *Page {
 	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Call(ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{
-		MatchedNetworkConditions: []*network.Conditions{{Offline: true, DownloadThroughput: -1, UploadThroughput: -1}},
-	}); err != nil {
-		t.Fatal(err)
+	if offline {
+		if _, err := chromedp.Call(ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{
+			MatchedNetworkConditions: []*network.Conditions{{Offline: true, DownloadThroughput: -1, UploadThroughput: -1}},
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	u := url.URL{Scheme: "file", Path: abs}
-	if err := chromedp.Do(ctx, chromedp.Navigate(u.String()), chromedp.WaitReady(chromedp.CSS(`body[data-ready]`))); err != nil {
-		t.Fatalf("opening %s: %v", u.String(), err)
+	if err := chromedp.Do(ctx, chromedp.Navigate(target), chromedp.WaitReady(chromedp.CSS(`body[data-ready]`))); err != nil {
+		t.Fatalf("opening %s: %v", target, err)
 	}
 	return p
 }
