@@ -57,6 +57,9 @@ func WriteReport(w io.Writer, res *Result, opts ReportOptions) error {
 	default:
 		fmt.Fprintf(&b, "%s %s: %s\n", paint(PartFail, "FAIL"), res.Name, res.Divergences[0].Message)
 	}
+	for _, f := range res.StdioFaults {
+		fmt.Fprintf(&b, "  %s\n", f)
+	}
 	for _, warn := range res.Warnings {
 		fmt.Fprintf(&b, "  %s %s\n", paint(PartWarning, "warning:"), warn.Message)
 	}

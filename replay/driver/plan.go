@@ -104,6 +104,7 @@ type plan struct {
 	resps   map[respKey]int    // recorded response to an editor request → frame index
 	reqN    map[reqSeries]int  // recorded agent requests of each series
 	methods map[respKey]string // editor request → its method
+	asks    map[int]respKey    // frame index of an editor request → the request
 	mcp     *mcpPlan           // the MCP servers the editor hosted over ACP
 }
 
@@ -116,6 +117,7 @@ func newPlan(src lane.Lines) (*plan, error) {
 		resps:   make(map[respKey]int),
 		reqN:    make(map[reqSeries]int),
 		methods: make(map[respKey]string),
+		asks:    make(map[int]respKey),
 		mcp:     newMCPPlan(),
 	}
 	pl := planner{
@@ -218,6 +220,7 @@ func (pl *planner) editorFrame(i int, m acp.Message, data []byte) {
 		pl.pending = append(pl.pending, k)
 		pl.sentAt[k] = len(p.steps) - 1
 		p.methods[k] = m.Method
+		p.asks[i] = k
 	}
 }
 
