@@ -176,7 +176,7 @@ func NewFrom(src lane.Lines, opts Options) (*Driver, error) {
 			if err := f.validate(); err != nil {
 				return nil, err
 			}
-			if l, err := src.Line(i); i < 0 || i >= p.n || err != nil || l.Lane != lane.Editor {
+			if !p.editorFrame(i) {
 				return nil, fmt.Errorf("%w %s of frame %d: not an editor frame of the recording", ErrInvalidFault, f, i)
 			}
 			d.closes = d.closes || f.closes()

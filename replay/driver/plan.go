@@ -282,6 +282,15 @@ func noteOf(m acp.Message) (noteKey, int) {
 	return k, max(1, len(p.Update.Content.Text))
 }
 
+// editorFrame reports whether frame i of the recording is the editor's.
+func (p *plan) editorFrame(i int) bool {
+	if i < 0 || i >= p.n {
+		return false
+	}
+	f, err := p.src.Line(i)
+	return err == nil && f.Lane == lane.Editor
+}
+
 // subject names the step of frame i for errors.
 func (p *plan) subject(i int) string {
 	if i == p.n {
