@@ -71,7 +71,8 @@ func WriteReport(w io.Writer, res *Result, opts ReportOptions) error {
 			if opts.NotUpdated != nil {
 				fmt.Fprintf(&b, "  not updated: %v\n", opts.NotUpdated)
 			}
-			if slices.ContainsFunc(res.Divergences, noiseLike) {
+			// What a broken editor side made differ is no noise.
+			if len(res.StdioFaults) == 0 && slices.ContainsFunc(res.Divergences, noiseLike) {
 				fmt.Fprintf(&b, "  hint: if this varies from run to run, `acptap calibrate %s` learns it as a rule\n", res.Name)
 			}
 		}

@@ -68,7 +68,7 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.StringFlag{Name: "shard", Usage: "replay only part `I/N` of a stable partition by name, for job I of a CI matrix of N"},
 			&cli.Float64Flag{Name: "speed", Usage: "0 serves the LLM side without waits; a `FACTOR` N divides the recorded timing by N"},
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; or mcp:NAME:N=error|hang|crash into the N-th tool call of MCP server NAME; repeatable"},
-			&cli.StringSliceFlag{Name: "stdio-fault", Usage: "break editor frame FRAME (its number in show, or METHOD#N for the N-th of METHOD) on its way to the agent, `FRAME=ACTION`: drop, dup, delay:DURATION, split:BYTES, sever, garbage or close; repeatable, one per frame; not with --update"},
+			&cli.StringSliceFlag{Name: "stdio-fault", Usage: "break editor frame FRAME (its number in show, or METHOD#N for the N-th of METHOD) on its way to the agent, `FRAME=ACTION` with ACTION drop, dup, delay:DURATION, split:BYTES, sever, garbage or close; repeatable, one per frame; not with --update"},
 			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does, a `MODE`: ignore, warn or fail"},
 			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent's output is compared within a turn, a `MODE`: stream (each stream on its own: each tool call, the message, the thoughts, the plan, the state at the turn's end) or strict (the total order)"},
 			&cli.BoolFlag{Name: "strict-http", Usage: "fail the replay on an http request (not to the LLM) the recording has no answer for, and on a recorded one never requested; by default the first is a warning and the second nothing"},
