@@ -73,7 +73,7 @@ type Options struct {
 	// ErrInvalidFault. After a FaultClose or FaultSever, Run writes
 	// nothing more: it waits for the agent to answer the editor
 	// requests it was sent, and returns once it has (see WaitError's
-	// StdinClosed), leaving the rest of the recording unplayed. Run's
+	// ClosedBy), leaving the rest of the recording unplayed. Run's
 	// toAgent must then be an io.Closer. Nil for none.
 	Faults map[int]Fault
 }
@@ -393,7 +393,6 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 			if now := time.Now(); r.inflight != nil && now.Before(r.pauseUntil) {
 				// The editor side is pausing, by a fault: the agent's
 				// silence counts from the pause's end.
-				r.seen = r.pauseUntil
 				timer.Reset(r.pauseUntil.Sub(now) + r.d.timeout)
 				continue
 			}
@@ -442,7 +441,9 @@ func (r *run) progress() bool {
 				r.asked = append(r.asked, a)
 			}
 			r.inflight = &w
-			r.pauseUntil = time.Now().Add(w.fault.pause())
+			if p := w.fault.pause(); p > 0 {
+				r.pauseUntil = time.Now().Add(p)
+			}
 			if w.frame >= 0 && !r.d.noTimeline && (w.fault == nil || w.fault.Kind != FaultClose) {
 				r.res.Timeline = append(r.res.Timeline, Step{lane.Editor, w.frame})
 			}
@@ -469,6 +470,15 @@ func (r *run) progress() bool {
 		r.queue = append(r.queue, write{data: line, frame: st.frame, step: true})
 		r.flushAnswers()
 	}
+}
+
+// lastSign is when the timeout began to count: the last sign of the
+// agent, or the end of a fault's pause after it.
+func (r *run) lastSign() time.Time {
+	if r.pauseUntil.After(r.seen) {
+		return r.pauseUntil
+	}
+	return r.seen
 }
 
 // faultOf returns the fault of recorded frame i, and notes it applied,
@@ -707,7 +717,7 @@ func (r *run) waitError(err error, now time.Time) error {
 		// The timer fired Timeout after the last sign of the agent; say
 		// so exactly, whatever the scheduler's delay.
 		e.Silent = r.d.timeout
-		e.Waited = r.seen.Sub(r.start) + r.d.timeout
+		e.Waited = r.lastSign().Sub(r.start) + r.d.timeout
 	}
 	if w := r.inflight; w != nil {
 		e.Subject = r.subject(w)
@@ -736,7 +746,7 @@ func (r *run) closedError(err error, now time.Time) error {
 	}
 	if err == ErrTimeout {
 		e.Silent = r.d.timeout
-		e.Waited = r.seen.Sub(r.start) + r.d.timeout
+		e.Waited = r.lastSign().Sub(r.start) + r.d.timeout
 	}
 	for _, k := range r.asked {
 		if r.liveResp[k.id] < k.n {
