@@ -95,19 +95,20 @@ func TestFaultWrites(t *testing.T) {
 		// err is the error Run must end with, nil for none.
 		err error
 		// answers is the shape of the agent's lines, after the first
-		// turn's answer, that Run received before it returned.
+		// turn's answer, that Run received before it returned, but the
+		// message chunks, whose place against a refusal varies.
 		answers []string
 	}{{
 		fault: driver.Fault{Kind: driver.FaultSplit, Bytes: 7}, sent: []string{"request session/prompt"}, timeline: true,
-		answers: []string{"session/update agent_message_chunk", "session/update agent_message_chunk", "response end_turn"},
+		answers: []string{"response end_turn"},
 	}, {
 		// A split after the line's end writes the line, then its newline.
 		fault: driver.Fault{Kind: driver.FaultSplit, Bytes: 100000}, sent: []string{"request session/prompt"}, timeline: true,
-		answers: []string{"session/update agent_message_chunk", "session/update agent_message_chunk", "response end_turn"},
+		answers: []string{"response end_turn"},
 	}, {
 		// Longer than the timeout: the wait is the editor's.
 		fault: driver.Fault{Kind: driver.FaultDelay, Delay: 1500 * time.Millisecond}, sent: []string{"request session/prompt"}, timeline: true,
-		answers: []string{"session/update agent_message_chunk", "session/update agent_message_chunk", "response end_turn"},
+		answers: []string{"response end_turn"},
 	}, {
 		// The copy arrives with the first and is refused at once, under
 		// the prompt's id: Run takes the refusal for the prompt's answer,
@@ -116,7 +117,7 @@ func TestFaultWrites(t *testing.T) {
 		answers: []string{"error -32600"},
 	}, {
 		fault: driver.Fault{Kind: driver.FaultGarbage}, sent: []string{"junk", "request session/prompt"}, timeline: true,
-		answers: []string{"error -32700", "session/update agent_message_chunk", "session/update agent_message_chunk", "response end_turn"},
+		answers: []string{"error -32700", "response end_turn"},
 	}, {
 		// The editor's requests so far were answered: Run ends at once.
 		fault: driver.Fault{Kind: driver.FaultSever}, sent: []string{"junk"}, timeline: true, severed: true,
@@ -155,7 +156,8 @@ func TestFaultWrites(t *testing.T) {
 			if tc.err == nil {
 				live := shape(res.Live)
 				end := slices.Index(live, "response end_turn")
-				if got := live[end+1:]; end < 0 || !slices.Equal(got, tc.answers) {
+				got := slices.DeleteFunc(slices.Clone(live[end+1:]), func(s string) bool { return s == "session/update agent_message_chunk" })
+				if end < 0 || !slices.Equal(got, tc.answers) {
 					t.Errorf("the agent's lines %q, want %q after the first turn's answer", live, tc.answers)
 				}
 			}
