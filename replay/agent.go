@@ -18,7 +18,7 @@ import (
 // agentConfig says how to run the agent of a replay.
 type agentConfig struct {
 	// rewrite, if not nil, rewrites each editor frame on its way to the
-	// agent (the MCP servers' stand-ins); the frame kept is the played one.
+	// agent (the MCP servers' stand-ins): driver.Options.Rewrite.
 	rewrite func([]byte) []byte
 	argv    []string
 	dir     string // its working directory, the sandbox's workspace
@@ -36,6 +36,9 @@ type agentConfig struct {
 	frames  lane.Lines
 	timeout time.Duration
 	pathMap map[string]string
+	// faults break editor frames on their way to the agent:
+	// driver.Options.Faults.
+	faults map[int]driver.Fault
 	// mcpMatching are the recorded directories and the sandbox's, for the
 	// MCP servers the recorded editor hosted over ACP.
 	mcpMatching driver.MCPMatching
@@ -79,6 +82,8 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 		MCPMatching: cfg.mcpMatching,
 		Discard:     true,
 		NoTimeline:  !cfg.keep,
+		Rewrite:     cfg.rewrite,
+		Faults:      cfg.faults,
 	})
 	if err != nil {
 		return nil, err
@@ -124,7 +129,7 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 	lines := make(chan []byte)
 	stop := make(chan struct{})
 	go out.queue.feed(lines, stop)
-	run.drive, run.driveErr = drv.Run(ctx, editorFrames{out: out, w: stdinW, rewrite: cfg.rewrite}, lines)
+	run.drive, run.driveErr = drv.Run(ctx, &editorFrames{out: out, w: stdinW}, lines)
 	close(stop)
 	stdinW.Close()
 	<-exited
@@ -216,28 +221,47 @@ func (o *liveOutput) spool(l lane.Lane, data []byte) {
 	o.run.live.add(l, data)
 }
 
-// editorFrames is the agent's stdin as the driver writes it: each frame
-// is spooled among the agent's lines before the agent can read it, so
-// that the comparison sees which request each answer answers.
+// editorFrames is the agent's stdin as the driver writes it: each line
+// is spooled among the agent's lines before the agent can read it whole,
+// so that the comparison sees which request each answer answers.
 type editorFrames struct {
-	out     *liveOutput
-	w       io.Writer
-	rewrite func([]byte) []byte // nil for none
+	out *liveOutput
+	w   io.WriteCloser
+	// partial is the start of a line written without its newline (a
+	// stdio fault's split or sever), spooled once the line is whole, or
+	// as it is when the agent's stdin closes.
+	partial []byte
 }
 
-// Write takes one frame and its newline, as the driver writes them.
-func (e editorFrames) Write(b []byte) (int, error) {
-	frame := bytes.TrimSuffix(b, []byte("\n"))
-	e.out.spool(lane.Editor, frame)
-	if e.rewrite != nil {
-		if out := e.rewrite(frame); !bytes.Equal(out, frame) {
-			if _, err := e.w.Write(append(out, '\n')); err != nil {
-				return 0, err
-			}
-			return len(b), nil
+// Write takes what the driver writes: a line and its newline, or, under
+// a stdio fault, two lines (dup, garbage) or a piece of one (split,
+// sever).
+func (e *editorFrames) Write(b []byte) (int, error) {
+	rest := b
+	for {
+		line, more, whole := bytes.Cut(rest, []byte("\n"))
+		if !whole {
+			e.partial = append(e.partial, line...)
+			break
 		}
+		if e.partial != nil {
+			line = append(e.partial, line...)
+			e.partial = nil
+		}
+		e.out.spool(lane.Editor, line)
+		rest = more
 	}
 	return e.w.Write(b)
+}
+
+// Close closes the agent's stdin, spooling first the piece of a line it
+// got, if any: the agent reads it at the end of its input.
+func (e *editorFrames) Close() error {
+	if len(e.partial) > 0 {
+		e.out.spool(lane.Editor, e.partial)
+		e.partial = nil
+	}
+	return e.w.Close()
 }
 
 // lineQueue passes the agent's lines from stdiotap's callback, which must

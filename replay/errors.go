@@ -28,6 +28,10 @@ var (
 	// ErrMCPFault: an MCP fault names a server the recording does not
 	// have, or the servers are not served from the recording.
 	ErrMCPFault = errors.New("bad MCP fault")
+	// ErrStdioFault: a stdio fault's FRAME is malformed, names no editor
+	// frame of the recording or one another fault names, or splits its
+	// frame after its end.
+	ErrStdioFault = errors.New("bad stdio fault")
 )
 
 // An AgentNotFoundError is the ErrStart of an agent program that does not

@@ -33,6 +33,10 @@ type recording struct {
 	editors  int      // how many of frames are the editor's
 	cwds     []string // the cwds of the editor's session/new, session/load and session/resume requests
 	sessions int      // how many sessions the editor made, loaded or resumed
+	// editorSeqs are the editor's frames' numbers as `acptap show`
+	// numbers them (their Seqs), in order, for the stdio faults that
+	// name them.
+	editorSeqs []uint64
 	// mcp are the lines of each MCP server, by its index in
 	// meta.MCPServers, in recorded order: a stdio server's lanes', an
 	// HTTP or SSE server's messages in its exchanges.
@@ -91,6 +95,7 @@ func load(st *store.Store, name string) (*recording, error) {
 				l = lane.Agent
 			} else {
 				rec.editors++
+				rec.editorSeqs = append(rec.editorSeqs, e.Seq)
 				rec.addSession(data)
 			}
 			rec.frames.add(l, data)

@@ -147,6 +147,13 @@ type Options struct {
 	// servers' tool calls, by server name. A name the recording has no
 	// server of fails the replay before the agent starts.
 	MCPFaults []MCPFault
+	// StdioFaults break recorded editor frames on their way to the
+	// agent, one fault a frame (see StdioFault): the agent's reaction is
+	// the output compared, and Result.StdioFaults says which were
+	// applied. A fault that names no editor frame of the recording fails
+	// the replay with ErrStdioFault before the agent starts. A replay
+	// with stdio faults cannot Update its recording. Nil for none.
+	StdioFaults []StdioFault
 	// MCPCalls keeps, for calibrate, every tools/call the agent makes
 	// of an MCP server served from the recording, and every live
 	// server's answer with LiveMCP, each with its recorded twin
@@ -223,6 +230,9 @@ type Result struct {
 	LLM      llmserver.Report
 	Frames   int // recorded editor and agent frames
 	Duration time.Duration
+	// StdioFaults are Options.StdioFaults, in the order given, with the
+	// frames they named and whether they were applied.
+	StdioFaults []StdioFaultOutcome
 
 	editors   int                          // recorded editor frames
 	restore   func(i int, l []byte) []byte // Live[i] in the recording's terms; see Update
@@ -237,8 +247,8 @@ func (r *Result) Equal() bool { return len(r.Divergences) == 0 }
 var testLoaded func(rec *recording)
 
 // Run replays recording name of st. It returns an error when the replay
-// could not run: ErrNoCommand, ErrWorkspace, ErrEnv, ErrStart or ErrSpool wrapped,
-// one of st's (store.ErrNotFound for a missing recording), or an
+// could not run: ErrNoCommand, ErrWorkspace, ErrEnv, ErrStart, ErrSpool
+// or ErrStdioFault wrapped, one of st's (store.ErrNotFound for a missing recording), or an
 // *llmserver.LoadError for a recorded exchange that could not be read
 // back to be served. How the agent behaved, however badly, is in the
 // Result.
@@ -256,6 +266,10 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		if rec.rules, err = StoredRules(st, name); err != nil {
 			return nil, err
 		}
+	}
+	stdioFaults, faultOutcomes, err := rec.stdioFaults(opts.StdioFaults)
+	if err != nil {
+		return nil, err
 	}
 	argv, err := rec.command(opts.Argv)
 	if err != nil {
@@ -296,6 +310,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 	defer mcp.close()
 	run, err := runAgent(ctx, agentConfig{
 		rewrite: mcp.rewrite(),
+		faults:  stdioFaults,
 		argv:    llm.argv,
 		dir:     sb.work,
 		env:     llm.env,
@@ -324,15 +339,19 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		// the replay says nothing of the agent.
 		return nil, report.LoadErrors[0]
 	}
+	for i := range faultOutcomes {
+		faultOutcomes[i].Applied = slices.Contains(run.drive.Faulted, faultOutcomes[i].frame)
+	}
 	res := &Result{
-		Name:      name,
-		Requests:  kept.pairs(),
-		Live:      run.kept,
-		Exit:      run.exit,
-		LLM:       report,
-		Frames:    rec.frames.Len(),
-		editors:   rec.editors,
-		discarded: opts.Discard,
+		Name:        name,
+		Requests:    kept.pairs(),
+		Live:        run.kept,
+		Exit:        run.exit,
+		LLM:         report,
+		StdioFaults: faultOutcomes,
+		Frames:      rec.frames.Len(),
+		editors:     rec.editors,
+		discarded:   opts.Discard,
 	}
 	if !opts.Discard {
 		res.timeline(rec, sb, &run.drive)

@@ -57,6 +57,9 @@ func WriteReport(w io.Writer, res *Result, opts ReportOptions) error {
 	default:
 		fmt.Fprintf(&b, "%s %s: %s\n", paint(PartFail, "FAIL"), res.Name, res.Divergences[0].Message)
 	}
+	for _, f := range res.StdioFaults {
+		fmt.Fprintf(&b, "  %s\n", f)
+	}
 	for _, warn := range res.Warnings {
 		fmt.Fprintf(&b, "  %s %s\n", paint(PartWarning, "warning:"), warn.Message)
 	}
@@ -68,7 +71,8 @@ func WriteReport(w io.Writer, res *Result, opts ReportOptions) error {
 			if opts.NotUpdated != nil {
 				fmt.Fprintf(&b, "  not updated: %v\n", opts.NotUpdated)
 			}
-			if slices.ContainsFunc(res.Divergences, noiseLike) {
+			// What a broken editor side made differ is no noise.
+			if len(res.StdioFaults) == 0 && slices.ContainsFunc(res.Divergences, noiseLike) {
 				fmt.Fprintf(&b, "  hint: if this varies from run to run, `acptap calibrate %s` learns it as a rule\n", res.Name)
 			}
 		}

@@ -77,6 +77,11 @@ func (res *Result) Updatable() error {
 	if res.restore == nil {
 		return fmt.Errorf("%w %q: the result is not one of a replay", ErrNotUpdatable, res.Name)
 	}
+	if len(res.StdioFaults) > 0 {
+		// What the agent did with a broken editor side is never what it
+		// is to be expected to do with a whole one.
+		return fmt.Errorf("%w %q: the replay broke editor frames (%s); replay it without stdio faults to update it", ErrNotUpdatable, res.Name, res.StdioFaults[0].StdioFault)
+	}
 	for _, d := range res.Divergences {
 		if d.Kind != OutputDiffers {
 			return fmt.Errorf("%w %q: rewriting the expected agent stream cannot fix %s; record it again against the live LLM instead: acptap rerecord %s", ErrNotUpdatable, res.Name, d, res.Name)

@@ -59,6 +59,7 @@ var examples = map[string][]example{
 		{"acptap replay --shard 2/4 --junit replay.xml", "the second of four parts, for a CI matrix"},
 		{"acptap replay --store testdata/acptap --all --html replay-html", "exported recordings, with an HTML page of each"},
 		{"acptap replay --update fix-typo", "accept the agent's new output"},
+		{"acptap replay --stdio-fault 'session/prompt#1=dup' fix-typo", "send the first prompt twice, to see how the agent takes it"},
 		{"acptap replay fix-typo -- my-agent --acp --new-flag", "another agent command"},
 	},
 	"rerecord": {

@@ -102,6 +102,9 @@ func (r *junitReport) add(res *replay.Result, up *updateOutcome) {
 	}
 	c := junitCase{Name: res.Name, Classname: junitSuiteName, Time: seconds(res.Duration)}
 	var out strings.Builder
+	for _, f := range res.StdioFaults {
+		fmt.Fprintf(&out, "%s\n", f)
+	}
 	for _, w := range res.Warnings {
 		fmt.Fprintf(&out, "warning: %s\n", w.Message)
 	}

@@ -68,6 +68,7 @@ func replayCommand(stdio *IO) *cli.Command {
 			&cli.StringFlag{Name: "shard", Usage: "replay only part `I/N` of a stable partition by name, for job I of a CI matrix of N"},
 			&cli.Float64Flag{Name: "speed", Usage: "0 serves the LLM side without waits; a `FACTOR` N divides the recorded timing by N"},
 			&cli.StringSliceFlag{Name: "fault", Usage: "inject `N=SPEC` into LLM exchange N (as show numbers them): status:CODE[:retry-after=S], hang, cut:K, reset, malformed; or mcp:NAME:N=error|hang|crash into the N-th tool call of MCP server NAME; repeatable"},
+			&cli.StringSliceFlag{Name: "stdio-fault", Usage: "break editor frame FRAME (its number in show, or METHOD#N for the N-th of METHOD) on its way to the agent, `FRAME=ACTION` with ACTION drop, dup, delay:DURATION, split:BYTES, sever, garbage or close; repeatable, one per frame; not with --update"},
 			&cli.StringFlag{Name: "requests", Value: "warn", Usage: "what a changed LLM request does, a `MODE`: ignore, warn or fail"},
 			&cli.StringFlag{Name: "order", Value: "stream", Usage: "how the agent's output is compared within a turn, a `MODE`: stream (each stream on its own: each tool call, the message, the thoughts, the plan, the state at the turn's end) or strict (the total order)"},
 			&cli.BoolFlag{Name: "strict-http", Usage: "fail the replay on an http request (not to the LLM) the recording has no answer for, and on a recorded one never requested; by default the first is a warning and the second nothing"},
@@ -138,12 +139,20 @@ func newReplayOptions(c *cli.Context, stdio *IO) (*replayOptions, error) {
 	if err != nil {
 		return nil, err
 	}
+	stdioFaults, err := parseStdioFaults(c.StringSlice("stdio-fault"))
+	if err != nil {
+		return nil, err
+	}
+	if len(stdioFaults) > 0 && opts.Update {
+		return nil, usageErrorf("--update with --stdio-fault: a replay with a broken editor side is never stored as the expected output; replay without --stdio-fault to update")
+	}
 	if sp := c.Float64("speed"); sp != 0 && !(sp >= minSpeed && sp <= maxSpeed) {
 		return nil, usageErrorf("--speed %v: want 0 (no waits) or from %v (%v times slower than recorded) to %v", sp, minSpeed, 1/minSpeed, maxSpeed)
 	}
 	opts.Replay.Speed = c.Float64("speed")
 	opts.Replay.Faults = faults
 	opts.Replay.MCPFaults = mcpFaults
+	opts.Replay.StdioFaults = stdioFaults
 	opts.Replay.Requests = mode
 	opts.Replay.StrictHTTP = c.Bool("strict-http")
 	opts.Replay.Order = order
@@ -281,6 +290,20 @@ func parseFaults(specs []string) (map[int]llmserver.Fault, []replay.MCPFault, er
 		faults[num] = f
 	}
 	return faults, mcpFaults, nil
+}
+
+// parseStdioFaults reads the --stdio-fault specs; whether each names an
+// editor frame is the replay's to check, recording by recording.
+func parseStdioFaults(specs []string) ([]replay.StdioFault, error) {
+	var out []replay.StdioFault
+	for _, s := range specs {
+		f, err := replay.ParseStdioFault(s)
+		if err != nil {
+			return nil, usageErrorf("--stdio-fault %q: %v; e.g. --stdio-fault session/prompt#1=dup", s, err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // parseMCPFault reads the fault s of an MCP server, rest being what

@@ -71,6 +71,24 @@ type Options struct {
 	// over ACP are normalized, to be matched with the recorded ones (see
 	// the answers to mcp/message in mcpacp.go).
 	MCPMatching MCPMatching
+
+	// Rewrite, if not nil, rewrites each recorded editor frame last,
+	// after PathMap and the substitutions, as it is queued to be
+	// written (a replay puts its MCP stand-ins in place of the recorded
+	// servers); Result.Sent holds what it returned. It is called by one
+	// Run at a time, in the order the frames are written.
+	Rewrite func(line []byte) []byte
+
+	// Faults break recorded editor frames on their way to the agent, by
+	// index in the recording (see Fault): the first time Run writes the
+	// frame, whether a step or an answer, it applies the frame's fault.
+	// An index that is not an editor frame's fails NewFrom with
+	// ErrInvalidFault. After a FaultClose or FaultSever, Run writes
+	// nothing more: it waits for the agent to answer the editor
+	// requests it was sent, and returns once it has (see WaitError's
+	// ClosedBy), leaving the rest of the recording unplayed. Run's
+	// toAgent must then be an io.Closer. Nil for none.
+	Faults map[int]Fault
 }
 
 // A Driver plays one recording's editor side. It is immutable: Run may be
@@ -134,6 +152,9 @@ type Driver struct {
 	paths      *pathMap
 	discard    bool
 	noTimeline bool
+	rewrite    func([]byte) []byte
+	faults     map[int]Fault
+	closes     bool // a fault closes the agent's stdin
 }
 
 // New prepares to play opts.Recorded.
@@ -158,12 +179,26 @@ func NewFrom(src lane.Lines, opts Options) (*Driver, error) {
 		paths:      newPathMap(opts.PathMap),
 		discard:    opts.Discard,
 		noTimeline: opts.NoTimeline,
+		rewrite:    opts.Rewrite,
 	}
 	if d.timeout <= 0 {
 		d.timeout = DefaultTimeout
 	}
 	if d.linger <= 0 {
 		d.linger = min(DefaultLinger, d.timeout)
+	}
+	if len(opts.Faults) > 0 {
+		d.faults = maps.Clone(opts.Faults)
+		for _, i := range slices.Sorted(maps.Keys(d.faults)) {
+			f := d.faults[i]
+			if err := f.validate(); err != nil {
+				return nil, err
+			}
+			if !p.editorFrame(i) {
+				return nil, fmt.Errorf("%w %s of frame %d: not an editor frame of the recording", ErrInvalidFault, f, i)
+			}
+			d.closes = d.closes || f.closes()
+		}
 	}
 	return d, nil
 }
@@ -182,6 +217,11 @@ type Result struct {
 
 	// Received is how many lines Run received, kept or not.
 	Received int
+
+	// Faulted are the frames, by index in the recording, whose
+	// Options.Faults Run applied, in the order it did; a fault missing
+	// here was never applied, as Run ended before it wrote its frame.
+	Faulted []int
 
 	// MCP are, for each MCP server the recorded editor hosted over ACP,
 	// in the order it declared them, what the agent asked of it (see
@@ -215,6 +255,9 @@ type Result struct {
 // A write that blocks is abandoned when Run fails: it returns when the
 // caller closes toAgent or the agent reads it.
 func (d *Driver) Run(ctx context.Context, toAgent io.Writer, fromAgent <-chan []byte) (Result, error) {
+	if _, ok := toAgent.(io.Closer); d.closes && !ok {
+		return Result{}, fmt.Errorf("%w: a fault closes the agent's stdin, and Run's writer is no io.Closer", ErrInvalidFault)
+	}
 	r := &run{
 		d:        d,
 		p:        d.plan,
@@ -222,13 +265,15 @@ func (d *Driver) Run(ctx context.Context, toAgent io.Writer, fromAgent <-chan []
 		liveReq:  make(map[reqSeries]int),
 		states:   make(map[noteKey]int),
 		total:    make(map[noteKey]int),
-		writes:   make(chan []byte),
+		writes:   make(chan delivery),
 		written:  make(chan error, 1),
 	}
+	// A faulted write that waits stops waiting when Run returns.
+	stop := make(chan struct{})
+	defer close(stop)
 	go func() {
-		for b := range r.writes {
-			_, err := toAgent.Write(b)
-			r.written <- err
+		for w := range r.writes {
+			r.written <- deliver(toAgent, w.line, w.fault, stop)
 		}
 	}()
 	defer close(r.writes)
@@ -269,7 +314,7 @@ type run struct {
 	answers  []queued          // answers waiting for their step
 	queue    []write           // waiting to be written, in order
 	inflight *write            // being written
-	writes   chan []byte       // to the writer goroutine
+	writes   chan delivery     // to the writer goroutine
 	written  chan error        // from the writer goroutine
 	mcp      mcpRun            // the MCP servers over ACP
 	errs     []error           // mismatches so far
@@ -277,6 +322,23 @@ type run struct {
 	atTotal  map[noteKey]int   // the last copy of total in at, nil if total changed since
 	start    time.Time         // when the current wait began
 	seen     time.Time         // the last sign of the agent: a line, or a completed write
+
+	// The faults (Options.Faults): pauseUntil is when the pause of the
+	// write in flight (a FaultDelay's, a FaultSplit's) ends, which the
+	// timeout does not count; closedAt the frame whose fault closed the
+	// agent's stdin, -1 while open; asked the editor requests written,
+	// whose answers Run waits for once it has closed the agent's stdin,
+	// kept only when a fault may close it.
+	pauseUntil time.Time
+	closedAt   int
+	asked      []respKey
+}
+
+// A delivery is a line for the writer goroutine: a frame or an answer
+// with its '\n', and its fault, nil for none.
+type delivery struct {
+	line  []byte
+	fault *Fault
 }
 
 // A queued answer waits for the step it was recorded after.
@@ -293,6 +355,7 @@ type write struct {
 	frame int    // index in the recording; -1 for an error response
 	step  bool   // the line is a step, not an answer
 	what  string // for errors, what an answer or error response is
+	fault *Fault // the frame's fault, applied as it is written; nil for none
 }
 
 // subject names w for errors.
@@ -311,6 +374,7 @@ func (r *run) subject(w *write) string {
 func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 	r.start = time.Now()
 	r.seen = r.start
+	r.closedAt = -1
 	timer := time.NewTimer(r.d.timeout)
 	defer timer.Stop()
 	closed := false
@@ -361,7 +425,7 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 				return fmt.Errorf("writing %s to the agent: %w", r.subject(w), err)
 			}
 			if !r.d.discard {
-				r.res.Sent = append(r.res.Sent, w.data)
+				r.res.Sent = append(r.res.Sent, w.fault.sent(w.data)...)
 			}
 			r.seen = time.Now()
 			timer.Reset(r.d.timeout)
@@ -369,6 +433,12 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 				r.start = r.seen
 			}
 		case <-timer.C:
+			if now := time.Now(); r.inflight != nil && now.Before(r.pauseUntil) {
+				// The editor side is pausing, by a fault: the agent's
+				// silence counts from the pause's end.
+				timer.Reset(r.pauseUntil.Sub(now) + r.d.timeout)
+				continue
+			}
 			return r.waitError(ErrTimeout, time.Now())
 		case <-ctx.Done():
 			return r.waitError(context.Cause(ctx), time.Now())
@@ -380,6 +450,12 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 // over.
 func (r *run) progress() bool {
 	for {
+		if r.closedAt >= 0 {
+			// The agent's stdin is closed: nothing more is written, and
+			// the Run is over once the agent has answered what it was
+			// asked.
+			return r.inflight == nil && r.answered()
+		}
 		if r.inflight == nil && len(r.queue) > 0 {
 			w := r.queue[0]
 			// Popped by reslicing, not by moving the rest down: a
@@ -387,7 +463,7 @@ func (r *run) progress() bool {
 			// all at once. append reallocates once the front is used up.
 			r.queue[0] = write{}
 			r.queue = r.queue[1:]
-			r.inflight = &w
+			w.fault = r.faultOf(w.frame)
 			if w.step {
 				r.start = time.Now()
 				// What the agent sends from now on may answer the step.
@@ -397,10 +473,25 @@ func (r *run) progress() bool {
 				}
 				r.at = append(r.at, r.atTotal)
 			}
-			if w.frame >= 0 && !r.d.noTimeline {
+			if w.fault != nil && w.fault.Kind == FaultDrop {
+				// As if written: what follows waits for the agent's
+				// answer to it as it would have.
+				continue
+			}
+			if w.fault.closes() {
+				r.closedAt = w.frame
+			} else if a, ok := r.p.asks[w.frame]; ok && w.step && r.d.closes {
+				r.asked = append(r.asked, a)
+			}
+			r.inflight = &w
+			if p := w.fault.pause(); p > 0 {
+				r.pauseUntil = time.Now().Add(p)
+			}
+			if w.frame >= 0 && !r.d.noTimeline && (w.fault == nil || w.fault.Kind != FaultClose) {
 				r.res.Timeline = append(r.res.Timeline, Step{lane.Editor, w.frame})
 			}
-			r.writes <- append(w.data[:len(w.data):len(w.data)], '\n')
+			r.writes <- delivery{append(w.data[:len(w.data):len(w.data)], '\n'), w.fault}
+			continue
 		}
 		// The next step is considered once the previous one is written,
 		// so that the segment counts what the agent did after it.
@@ -433,6 +524,37 @@ func (r *run) statesSeen() bool {
 			if r.lingerUntil.IsZero() {
 				r.lingerUntil = time.Now().Add(r.d.linger)
 			}
+			return false
+		}
+	}
+	return true
+}
+
+// lastSign is when the timeout began to count: the last sign of the
+// agent, or the end of a fault's pause after it.
+func (r *run) lastSign() time.Time {
+	if r.pauseUntil.After(r.seen) {
+		return r.pauseUntil
+	}
+	return r.seen
+}
+
+// faultOf returns the fault of recorded frame i, and notes it applied,
+// the first time it is asked; else nil.
+func (r *run) faultOf(i int) *Fault {
+	f, ok := r.d.faults[i]
+	if !ok || i < 0 || slices.Contains(r.res.Faulted, i) {
+		return nil
+	}
+	r.res.Faulted = append(r.res.Faulted, i)
+	return &f
+}
+
+// answered reports whether the live agent has answered every editor
+// request written to it (Options.Faults' closes kept them).
+func (r *run) answered() bool {
+	for _, k := range r.asked {
+		if r.liveResp[k.id] < k.n {
 			return false
 		}
 	}
@@ -615,9 +737,13 @@ func (r *run) editorLine(i int, id json.RawMessage) ([]byte, bool) {
 	if !ok || r.p.junk[i] {
 		return line, ok
 	}
-	return rewriteMessage(line, func(s string) string {
+	line = rewriteMessage(line, func(s string) string {
 		return r.subs.apply(r.d.paths.apply(s))
-	}, id), true
+	}, id)
+	if r.d.rewrite != nil {
+		line = r.d.rewrite(line)
+	}
+	return line, true
 }
 
 // frame returns the data of recorded frame i. If it cannot be read, it
@@ -636,6 +762,9 @@ func (r *run) frame(i int) ([]byte, bool) {
 
 // waitError describes what the Run was waiting for when err ended it.
 func (r *run) waitError(err error, now time.Time) error {
+	if r.closedAt >= 0 && r.inflight == nil {
+		return r.closedError(err, now)
+	}
 	st := r.p.steps[r.next]
 	e := &WaitError{
 		Frame:   st.frame,
@@ -648,7 +777,7 @@ func (r *run) waitError(err error, now time.Time) error {
 		// The timer fired Timeout after the last sign of the agent; say
 		// so exactly, whatever the scheduler's delay.
 		e.Silent = r.d.timeout
-		e.Waited = r.seen.Sub(r.start) + r.d.timeout
+		e.Waited = r.lastSign().Sub(r.start) + r.d.timeout
 	}
 	if w := r.inflight; w != nil {
 		e.Subject = r.subject(w)
@@ -657,6 +786,33 @@ func (r *run) waitError(err error, now time.Time) error {
 		return e
 	}
 	e.Missing = r.missing(st)
+	return e
+}
+
+// closedError describes what the Run was waiting for after it closed the
+// agent's stdin, when err ended it: the answers to the editor requests
+// written before.
+func (r *run) closedError(err error, now time.Time) error {
+	e := &WaitError{
+		Frame:    r.closedAt,
+		Subject:  "a frame",
+		Waited:   now.Sub(r.start),
+		Silent:   now.Sub(r.seen),
+		Err:      err,
+		ClosedBy: r.d.faults[r.closedAt].Kind,
+	}
+	if data, ok := r.frame(r.closedAt); ok {
+		e.Subject = describe(data)
+	}
+	if err == ErrTimeout {
+		e.Silent = r.d.timeout
+		e.Waited = r.lastSign().Sub(r.start) + r.d.timeout
+	}
+	for _, k := range r.asked {
+		if r.liveResp[k.id] < k.n {
+			e.Missing = append(e.Missing, fmt.Sprintf("the response to editor request id=%s (%s)", k.id, r.p.methods[k]))
+		}
+	}
 	return e
 }
 

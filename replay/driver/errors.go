@@ -15,6 +15,11 @@ var (
 	// ErrOutputClosed is wrapped by a *WaitError when the agent's output
 	// ended (the fromAgent channel was closed) while Run still waited.
 	ErrOutputClosed = errors.New("driver: the agent's output ended")
+
+	// ErrInvalidFault means a fault spec or a Fault of Options.Faults is
+	// not one Run can inject: malformed, or naming a frame that is not
+	// the editor's.
+	ErrInvalidFault = errors.New("invalid stdio fault")
 )
 
 // A WaitError reports that a recorded editor frame could not be sent, or
@@ -46,11 +51,25 @@ type WaitError struct {
 	// Err is ErrTimeout, ErrOutputClosed, or the cause of the context's
 	// end.
 	Err error
+
+	// ClosedBy is, when Run had closed the agent's stdin by a FaultClose
+	// or FaultSever of frame Frame and waited for the agent to answer
+	// the editor requests it was sent before, that fault's kind; Subject
+	// then names the frame by what it is ("session/prompt id=3"), and
+	// Missing are the answers that never came. 0 for other waits.
+	ClosedBy FaultKind
 }
 
 func (e *WaitError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s waited %v", e.Subject, e.Waited.Round(time.Millisecond))
+	switch e.ClosedBy {
+	case FaultClose:
+		fmt.Fprintf(&b, "the agent did not answer after its stdin was closed in place of %s: waited %v", e.Subject, e.Waited.Round(time.Millisecond))
+	case FaultSever:
+		fmt.Fprintf(&b, "the agent did not answer after its stdin was closed in the middle of %s: waited %v", e.Subject, e.Waited.Round(time.Millisecond))
+	default:
+		fmt.Fprintf(&b, "%s waited %v", e.Subject, e.Waited.Round(time.Millisecond))
+	}
 	if e.Silent < e.Waited {
 		fmt.Fprintf(&b, " (the last %v without a sign of the agent)", e.Silent.Round(time.Millisecond))
 	}

@@ -105,6 +105,7 @@ type plan struct {
 	reqN    map[reqSeries]int  // recorded agent requests of each series
 	methods map[respKey]string // editor request → its method
 	states  map[noteKey]int    // recorded state notifications (see counted), by kind
+	asks    map[int]respKey    // frame index of an editor request → the request
 	mcp     *mcpPlan           // the MCP servers the editor hosted over ACP
 }
 
@@ -118,6 +119,7 @@ func newPlan(src lane.Lines) (*plan, error) {
 		reqN:    make(map[reqSeries]int),
 		methods: make(map[respKey]string),
 		states:  make(map[noteKey]int),
+		asks:    make(map[int]respKey),
 		mcp:     newMCPPlan(),
 	}
 	pl := planner{
@@ -222,6 +224,7 @@ func (pl *planner) editorFrame(i int, m acp.Message, data []byte) {
 		pl.pending = append(pl.pending, k)
 		pl.sentAt[k] = len(p.steps) - 1
 		p.methods[k] = m.Method
+		p.asks[i] = k
 	}
 }
 
@@ -281,6 +284,15 @@ func noteOf(m acp.Message) (noteKey, int) {
 	}
 	json.Unmarshal(m.Params, &p)
 	return k, max(1, len(p.Update.Content.Text))
+}
+
+// editorFrame reports whether frame i of the recording is the editor's.
+func (p *plan) editorFrame(i int) bool {
+	if i < 0 || i >= p.n {
+		return false
+	}
+	f, err := p.src.Line(i)
+	return err == nil && f.Lane == lane.Editor
 }
 
 // subject names the step of frame i for errors.

@@ -47,6 +47,7 @@ type config struct {
 	junkLines         int           // non-JSON lines printed in each scripted turn
 	stderrLog         bool          // log each received message to stderr
 	ignoreEOF         bool          // keep running after stdin EOF until signalled
+	muteOnEOF         bool          // after stdin EOF, write nothing more and run on until signalled
 	ignoreSIGTERM     bool          // ignore SIGTERM (only SIGINT or SIGKILL stop the agent)
 	exit              int           // exit at once with this code; -1 for not
 	message           *string       // scripted answer text, nil for "You said: <prompt>"
@@ -112,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 	fs.IntVar(&cfg.junkLines, "junk-lines", 0, "print `N` non-JSON lines to stdout in each turn, before the answer (scripted mode)")
 	fs.BoolVar(&cfg.stderrLog, "stderr-log", false, "log each received message to stderr")
 	fs.BoolVar(&cfg.ignoreEOF, "ignore-eof", false, "keep running after stdin EOF until signalled")
+	fs.BoolVar(&cfg.muteOnEOF, "mute-on-eof", false, "after stdin EOF, write nothing more to stdout and keep running until signalled: an agent stuck mid-turn once its editor is gone")
 	fs.BoolVar(&cfg.ignoreSIGTERM, "ignore-sigterm", false, "ignore SIGTERM")
 	fs.IntVar(&cfg.exit, "exit", -1, "exit with code `N` before reading anything")
 	message := fs.String("message", "", "answer `TEXT` instead of \"You said: <prompt>\" (scripted mode)")
@@ -304,6 +306,9 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (*c
 //	--junk            print a non-JSON line to stdout at startup
 //	--stderr-log      log each received message to stderr
 //	--ignore-eof      keep running after stdin EOF until signalled
+//	--mute-on-eof     after stdin EOF, write nothing more to stdout (a turn
+//	                  under way never answers) and keep running until
+//	                  signalled
 //	--ignore-sigterm  ignore SIGTERM
 //	--exit N          exit with status N before reading anything
 //
@@ -395,6 +400,11 @@ func (a *agent) serve(stdin io.Reader, sigs <-chan os.Signal, stop context.Cance
 		select {
 		case err := <-readDone:
 			readDone = nil
+			if cfg.muteOnEOF {
+				// Before the turns learn that stdin is closed: what they
+				// would answer then is never written.
+				a.c.mute()
+			}
 			// Nothing can answer the agent's requests any more; turns that
 			// need no answer run to their end.
 			a.c.closeInput()
@@ -403,6 +413,10 @@ func (a *agent) serve(stdin io.Reader, sigs <-chan os.Signal, stop context.Cance
 				stop()
 				a.turns.Wait()
 				return 1
+			}
+			if cfg.muteOnEOF {
+				a.debugf("stdin closed; silent until signalled")
+				continue
 			}
 			if cfg.ignoreEOF {
 				a.debugf("stdin closed; running on until signalled")

@@ -155,6 +155,19 @@ func (c *conn) deliver(m *acp.Envelope) bool {
 	return ok
 }
 
+// errMuted is what writes return once the agent went silent
+// (--mute-on-eof).
+var errMuted = errors.New("silent after stdin EOF (--mute-on-eof)")
+
+// mute drops every later write.
+func (c *conn) mute() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.werr == nil {
+		c.werr = errMuted
+	}
+}
+
 // closeInput fails every pending and future call with errInputClosed.
 func (c *conn) closeInput() {
 	c.pmu.Lock()
