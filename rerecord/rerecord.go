@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/acptap/acptap/internal/snapshot"
+	"github.com/acptap/acptap/internal/stale"
 	"github.com/acptap/acptap/lane"
 	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/replay/driver"
@@ -112,7 +113,8 @@ func Run(ctx context.Context, src *store.Store, name string, dst *store.Store, o
 	if err := CheckKeys(meta, opts.Env); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "acptap-rerecord-")
+	stale.Remove(os.TempDir(), stale.ScenarioPrefix)
+	dir, err := os.MkdirTemp("", stale.Dir(stale.ScenarioPrefix))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrWorkspace, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/acptap/acptap/internal/stale"
 	"github.com/acptap/acptap/record"
 	"github.com/acptap/acptap/scenario"
 	"github.com/acptap/acptap/stdiotap"
@@ -187,7 +188,8 @@ func runScenarios(opts *recordOptions) error {
 func recordScenario(ctx context.Context, st *store.Store, ro record.Options, sc *scenario.Scenario) scenarioOutcome {
 	start := time.Now()
 	o := scenarioOutcome{name: sc.Name}
-	dir, err := os.MkdirTemp("", "acptap-scenario-")
+	stale.Remove(os.TempDir(), stale.ScenarioPrefix)
+	dir, err := os.MkdirTemp("", stale.Dir(stale.ScenarioPrefix))
 	if err != nil {
 		o.fatal = fmt.Errorf("making the scenario's workspace: %w", err)
 		return o

@@ -23,6 +23,9 @@ const (
 	// MCPPrefix starts the directory of a recording's MCP relay socket,
 	// of package record.
 	MCPPrefix = "acptap-mcp-"
+	// ScenarioPrefix starts the workspace of a recording that acptap
+	// drives itself (record --scenario, rerecord).
+	ScenarioPrefix = "acptap-scenario-"
 )
 
 // Dir returns the pattern of os.MkdirTemp for a directory of this
