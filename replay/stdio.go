@@ -147,7 +147,7 @@ func (rec *recording) stdioFaults(faults []StdioFault) (map[int]driver.Fault, []
 			return nil, nil, fmt.Errorf("%w %s: frame %d has a fault already, %s; give one fault per frame", ErrStdioFault, f, rec.editorSeqs[k], outcomes[j].StdioFault)
 		}
 		byFrame[i] = f.Fault
-		outcomes = append(outcomes, StdioFaultOutcome{StdioFault: f, Seq: rec.editorSeqs[k], What: describeFrame(line.Data), frame: i})
+		outcomes = append(outcomes, StdioFaultOutcome{StdioFault: f, Seq: rec.editorSeqs[k], What: acp.Describe(line.Data), frame: i})
 	}
 	return byFrame, outcomes, nil
 }
@@ -206,20 +206,3 @@ func listSeqs(seqs []uint64) string {
 	return strings.Join(parts, ", ")
 }
 
-// describeFrame says what an editor frame is: "session/prompt id=3",
-// "session/cancel", "response id=7", "a line that is not JSON-RPC".
-func describeFrame(line []byte) string {
-	m := acp.Parse(line)
-	switch m.Kind {
-	case acp.Request:
-		return fmt.Sprintf("%s id=%s", m.Method, acp.IDKey(m.ID))
-	case acp.Notification:
-		return m.Method
-	case acp.Response, acp.Error:
-		if m.ID == nil {
-			return "response id=null"
-		}
-		return fmt.Sprintf("response id=%s", acp.IDKey(m.ID))
-	}
-	return "a line that is not JSON-RPC"
-}

@@ -4,6 +4,7 @@ package acp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"unicode/utf8"
 )
 
@@ -112,4 +113,22 @@ func IDKey(id json.RawMessage) string {
 		return string(id)
 	}
 	return buf.String()
+}
+
+// Describe names a line for messages: "session/prompt id=3",
+// "session/cancel", "response id=7", "a line that is not JSON-RPC".
+func Describe(line []byte) string {
+	m := Parse(line)
+	switch m.Kind {
+	case Request:
+		return fmt.Sprintf("%s id=%s", m.Method, IDKey(m.ID))
+	case Notification:
+		return m.Method
+	case Response, Error:
+		if m.ID == nil {
+			return "error response id=null"
+		}
+		return fmt.Sprintf("response id=%s", IDKey(m.ID))
+	}
+	return "a line that is not JSON-RPC"
 }

@@ -802,7 +802,7 @@ func (r *run) closedError(err error, now time.Time) error {
 		ClosedBy: r.d.faults[r.closedAt].Kind,
 	}
 	if data, ok := r.frame(r.closedAt); ok {
-		e.Subject = describe(data)
+		e.Subject = acp.Describe(data)
 	}
 	if err == ErrTimeout {
 		e.Silent = r.d.timeout

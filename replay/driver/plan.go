@@ -304,23 +304,6 @@ func (p *plan) subject(i int) string {
 	if err != nil {
 		return fmt.Sprintf("frame %d", i)
 	}
-	return fmt.Sprintf("frame %d (%s)", i, describe(f.Data))
+	return fmt.Sprintf("frame %d (%s)", i, acp.Describe(f.Data))
 }
 
-// describe names a line for errors: "session/prompt id=3",
-// "session/cancel", "response id=7", "a line that is not JSON-RPC".
-func describe(line []byte) string {
-	m := acp.Parse(line)
-	switch m.Kind {
-	case acp.Request:
-		return fmt.Sprintf("%s id=%s", m.Method, acp.IDKey(m.ID))
-	case acp.Notification:
-		return m.Method
-	case acp.Response, acp.Error:
-		if m.ID == nil {
-			return "error response id=null"
-		}
-		return fmt.Sprintf("response id=%s", acp.IDKey(m.ID))
-	}
-	return "a line that is not JSON-RPC"
-}
