@@ -205,4 +205,3 @@ func listSeqs(seqs []uint64) string {
 	}
 	return strings.Join(parts, ", ")
 }
-

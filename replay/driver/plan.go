@@ -306,4 +306,3 @@ func (p *plan) subject(i int) string {
 	}
 	return fmt.Sprintf("frame %d (%s)", i, acp.Describe(f.Data))
 }
-
