@@ -410,6 +410,21 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 		case line, ok := <-fromAgent:
 			if !ok {
 				closed, fromAgent = true, nil
+				// The agent may have read a frame, answered and exited
+				// before the write's completion reached this loop: take
+				// it first, lest the frame seem unread.
+				if r.inflight != nil {
+					select {
+					case err := <-r.written:
+						if err := r.wrote(err); err != nil {
+							return err
+						}
+					case <-timer.C:
+						return r.waitError(ErrTimeout, time.Now())
+					case <-ctx.Done():
+						return r.waitError(context.Cause(ctx), time.Now())
+					}
+				}
 				continue
 			}
 			r.seen = time.Now()
@@ -419,19 +434,10 @@ func (r *run) loop(ctx context.Context, fromAgent <-chan []byte) error {
 				return r.readErr
 			}
 		case err := <-r.written:
-			w := r.inflight
-			r.inflight = nil
-			if err != nil {
-				return fmt.Errorf("writing %s to the agent: %w", r.subject(w), err)
+			if err := r.wrote(err); err != nil {
+				return err
 			}
-			if !r.d.discard {
-				r.res.Sent = append(r.res.Sent, w.fault.sent(w.data)...)
-			}
-			r.seen = time.Now()
 			timer.Reset(r.d.timeout)
-			if w.step {
-				r.start = r.seen
-			}
 		case <-timer.C:
 			if now := time.Now(); r.inflight != nil && now.Before(r.pauseUntil) {
 				// The editor side is pausing, by a fault: the agent's
@@ -513,6 +519,23 @@ func (r *run) progress() bool {
 		r.queue = append(r.queue, write{data: line, frame: st.frame, step: true})
 		r.flushAnswers()
 	}
+}
+
+// wrote takes the completion of the write in flight, err its error.
+func (r *run) wrote(err error) error {
+	w := r.inflight
+	r.inflight = nil
+	if err != nil {
+		return fmt.Errorf("writing %s to the agent: %w", r.subject(w), err)
+	}
+	if !r.d.discard {
+		r.res.Sent = append(r.res.Sent, w.fault.sent(w.data)...)
+	}
+	r.seen = time.Now()
+	if w.step {
+		r.start = r.seen
+	}
+	return nil
 }
 
 // statesSeen reports whether the agent has sent as many state
