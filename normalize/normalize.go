@@ -117,8 +117,7 @@ type Normalizer struct {
 
 	links  map[string]string // value key ("s:..." or "n:...") to placeholder
 	counts map[string]int    // placeholders handed out per kind
-	rpc    [2]map[string]string
-	rpcN   [2]int
+	rpc    [2]rpcIDs
 	refs   *refs // records what link looks up, for Requests; nil if not
 }
 
@@ -134,7 +133,6 @@ func New(opts Options) *Normalizer {
 		presence:   presenceRules(opts.Rules),
 		links:      map[string]string{},
 		counts:     map[string]int{},
-		rpc:        [2]map[string]string{{}, {}},
 	}
 }
 
@@ -225,23 +223,56 @@ var rpcKinds = [2]string{"rpc", "agentRpc"}
 
 // rpcID returns the placeholder of a JSON-RPC id in namespace ns.
 func (n *Normalizer) rpcID(ns int, id any) any {
+	if x, ok := id.(string); ok && isPlaceholder(x) {
+		return x
+	}
+	return "<" + rpcKinds[ns] + ":" + strconv.Itoa(int(n.rpc[ns].number(id))) + ">"
+}
+
+// rpcIDs numbers the JSON-RPC ids of one namespace from 1, in order of
+// first appearance. A session of a hundred thousand requests has as many
+// ids: integers, the most common, are held by value, and the numbers
+// rather than their placeholders.
+type rpcIDs struct {
+	ints map[int64]int32  // integer ids
+	keys map[string]int32 // the others, by valueKey, or "n:" and the number
+	n    int32
+}
+
+// number returns the number of id, a string or a json.Number.
+func (r *rpcIDs) number(id any) int32 {
 	var key string
 	switch x := id.(type) {
 	case string:
-		if isPlaceholder(x) {
-			return x
-		}
 		key = valueKey(x)
 	case json.Number:
+		if v, err := strconv.ParseInt(string(x), 10, 64); err == nil && strconv.FormatInt(v, 10) == string(x) {
+			if k, ok := r.ints[v]; ok {
+				return k
+			}
+			if r.ints == nil {
+				r.ints = make(map[int64]int32)
+			}
+			r.n++
+			r.ints[v] = r.n
+			return r.n
+		}
 		key = "n:" + string(x)
 	}
-	if p, ok := n.rpc[ns][key]; ok {
-		return p
+	if k, ok := r.keys[key]; ok {
+		return k
 	}
-	n.rpcN[ns]++
-	p := "<" + rpcKinds[ns] + ":" + strconv.Itoa(n.rpcN[ns]) + ">"
-	n.rpc[ns][key] = p
-	return p
+	if r.keys == nil {
+		r.keys = make(map[string]int32)
+	}
+	r.n++
+	r.keys[key] = r.n
+	return r.n
+}
+
+// clone returns a copy of r that numbers on from where r stands.
+func (r *rpcIDs) clone() rpcIDs {
+	return rpcIDs{ints: maps.Clone(r.ints), keys: maps.Clone(r.keys), n: r.n}
 }
 
 // A chunk is a run of message chunks being coalesced. The side is not part
@@ -251,6 +282,15 @@ type chunk struct {
 	rest map[string]any  // the normalized frame without its text
 	key  string          // rest as JSON: chunks with equal keys join
 	text strings.Builder // the texts joined, not yet normalized
+	// pieces are the chunks joined to this one before join, if any:
+	// their place in the turn and where their text starts in text.
+	pieces []piece
+}
+
+// A piece is a chunk joined to another.
+type piece struct {
+	at    int // the frame's index in its turn
+	start int
 }
 
 var chunkKinds = map[string]bool{"agent_message_chunk": true, "agent_thought_chunk": true, "user_message_chunk": true}

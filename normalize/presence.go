@@ -226,6 +226,10 @@ func (n *Normalizer) present(seg *turnFrames) []placed {
 			}
 		}
 		first := map[string]int{}
+		var kinds kindIndex
+		if p.after != "" {
+			kinds = newKindIndex(seg)
+		}
 		for i := range frames {
 			c := seg.class(i)
 			if c.stream != "" {
@@ -241,7 +245,7 @@ func (n *Normalizer) present(seg *turnFrames) []placed {
 				t, ok := tail[c.stream]
 				drop[i] = drop[i] || ok && i >= t && first[c.stream] < i
 			case p.after != "":
-				drop[i] = drop[i] || kindMatches(p.after, n.before(seg, i, p.what))
+				drop[i] = drop[i] || kindMatches(p.after, before(seg, kinds, i, p.what))
 			default:
 				drop[i] = true
 			}
@@ -258,13 +262,44 @@ func (n *Normalizer) present(seg *turnFrames) []placed {
 
 // before returns the kind of the agent's frame before frame i of a turn,
 // state notifications and frames of kind skip passed over; "" for none.
-func (n *Normalizer) before(seg *turnFrames, i int, skip string) string {
-	for j := i - 1; j >= 0; j-- {
-		c := seg.class(j)
-		if c.state != "" || skip != "" && kindMatches(skip, c.what) {
-			continue
+// x is the turn's kindIndex.
+func before(seg *turnFrames, x kindIndex, i int, skip string) string {
+	for j := x.solid[i]; j >= 0; j = x.other[j] {
+		if c := seg.class(int(j)); skip == "" || !kindMatches(skip, c.what) {
+			return c.what
 		}
-		return c.what
 	}
 	return ""
+}
+
+// A kindIndex lets before pass over a run of frames of one kind in a step
+// rather than frame by frame, so that a turn of many frames of one kind
+// (a hundred thousand responses, say) is read in linear time: of each
+// frame of a turn, solid is the nearest earlier frame that is not a state
+// notification, and other, of those that are not, the nearest earlier
+// such frame of another kind; -1 for none.
+type kindIndex struct {
+	solid, other []int32
+}
+
+func newKindIndex(seg *turnFrames) kindIndex {
+	x := kindIndex{solid: make([]int32, len(seg.frames)), other: make([]int32, len(seg.frames))}
+	last := int32(-1)
+	for i := range seg.frames {
+		x.solid[i] = last
+		x.other[i] = -1
+		c := seg.class(i)
+		if c.state != "" {
+			continue
+		}
+		// other[k] is of another kind than k, so this takes a step at
+		// most.
+		k := last
+		for k >= 0 && seg.class(int(k)).what == c.what {
+			k = x.other[k]
+		}
+		x.other[i] = k
+		last = int32(i)
+	}
+	return x
 }

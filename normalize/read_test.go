@@ -8,6 +8,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/acptap/acptap/lane"
@@ -39,7 +40,8 @@ func (r *reader) Line(i int) (lane.Line, error) {
 	return lane.Line{Lane: r.frames[i].Lane, Data: r.buf}, nil
 }
 
-// digested returns t with each value replaced by its digest.
+// digested returns t with each value replaced by its digest, and each
+// stream's values folded into one, as DigestTranscript makes them.
 func digested(t *Transcript) *Transcript {
 	d := func(v json.RawMessage) json.RawMessage {
 		if v == nil {
@@ -61,6 +63,7 @@ func digested(t *Transcript) *Transcript {
 		for _, st := range turn.State {
 			tt.State = append(tt.State, State{Kind: st.Kind, Session: st.Session, Value: d(st.Value), Late: d(st.Late)})
 		}
+		fold(&tt)
 		out.Turns = append(out.Turns, tt)
 	}
 	return out
@@ -110,11 +113,22 @@ func TestDigestCompare(t *testing.T) {
 	copy(changed, sf.frames)
 	last := len(changed) - 1
 	changed[last].Data = bytes.Replace(changed[last].Data, []byte(`"`), []byte(`"changed `), 4)
+	// A value of the middle of a stream of several (the junk lines)
+	// dropped, doubled, swapped with the next: each stream folds into one
+	// digest, which must still tell.
+	junk := slices.IndexFunc(sf.frames, func(f lane.Line) bool { return bytes.HasPrefix(f.Data, []byte("[1,2]")) })
+	if junk < 1 {
+		t.Fatal("edge.ndjson: no [1,2] line")
+	}
+	dropped := slices.Delete(slices.Clone(sf.frames), junk, junk+1)
+	doubled := slices.Insert(slices.Clone(sf.frames), junk, sf.frames[junk])
+	swapped := slices.Clone(sf.frames)
+	swapped[junk], swapped[junk+1] = swapped[junk+1], swapped[junk]
 	for _, tc := range []struct {
 		name   string
 		got    []lane.Line
 		differ bool
-	}{{"same", sf.frames, false}, {"changed", changed, true}} {
+	}{{"same", sf.frames, false}, {"changed", changed, true}, {"dropped", dropped, true}, {"doubled", doubled, true}, {"swapped", swapped, true}} {
 		whole := Compare(New(sf.opts).Transcript(sf.frames), New(sf.opts).Transcript(tc.got))
 		if (whole.Diff != nil) != tc.differ {
 			t.Fatalf("%s: Compare of the transcripts: diff %+v, want differ %v", tc.name, whole.Diff, tc.differ)

@@ -3,6 +3,7 @@ package normalize
 import (
 	"encoding/json"
 	"maps"
+	"strconv"
 
 	"github.com/acptap/acptap/lane"
 )
@@ -22,11 +23,14 @@ type sessionTable struct {
 	ids   []any          // ref r's session id, decoded, at r-1; nil for a session/new not yet answered
 	alias []int          // ref r stands for ref alias[r-1] if not 0 (see resolve)
 	news  []int          // the refs of the editor's session/new requests, in order
-	// open are the requests not yet answered, by raw id: [0] those the
+	// open are the requests not yet answered, by id: [0] those the
 	// editor sent, [1] the agent's.
-	open [2]map[string]request
-	// editorIDs are the ids of the editor's requests, in the order sent.
-	editorIDs []any
+	open [2]idMap[request]
+	// methods holds each method name once, for open.
+	methods map[string]string
+	// sent, if not nil, is called with the id of each of the editor's
+	// requests, in the order sent.
+	sent func(id any)
 	// last is the ref of the last frame that had one.
 	last int
 }
@@ -38,7 +42,56 @@ type request struct {
 }
 
 func newSessionTable() *sessionTable {
-	return &sessionTable{refs: map[string]int{}, open: [2]map[string]request{{}, {}}}
+	return &sessionTable{refs: map[string]int{}, methods: map[string]string{}}
+}
+
+// An idMap maps JSON-RPC ids, decoded (a string or a json.Number), to V.
+// Integer ids, the most common, are held by value: a stream of a hundred
+// thousand requests never answered holds no string for each.
+type idMap[V any] struct {
+	ints map[int64]V
+	keys map[string]V // the others, by rawKey
+}
+
+// intID returns the value of an integer id.
+func intID(id any) (int64, bool) {
+	n, ok := id.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(string(n), 10, 64)
+	return v, err == nil && strconv.FormatInt(v, 10) == string(n)
+}
+
+func (m *idMap[V]) get(id any) (V, bool) {
+	if v, ok := intID(id); ok {
+		x, ok := m.ints[v]
+		return x, ok
+	}
+	x, ok := m.keys[rawKey(id)]
+	return x, ok
+}
+
+func (m *idMap[V]) set(id any, x V) {
+	if v, ok := intID(id); ok {
+		if m.ints == nil {
+			m.ints = make(map[int64]V)
+		}
+		m.ints[v] = x
+		return
+	}
+	if m.keys == nil {
+		m.keys = make(map[string]V)
+	}
+	m.keys[rawKey(id)] = x
+}
+
+func (m *idMap[V]) delete(id any) {
+	if v, ok := intID(id); ok {
+		delete(m.ints, v)
+		return
+	}
+	delete(m.keys, rawKey(id))
 }
 
 // refOf returns the ref of a session id, handing out the next the first
@@ -117,9 +170,14 @@ func (t *sessionTable) place(side lane.Lane, v any, c class) (ref int, answer bo
 		case params["sessionId"] != nil:
 			ref = t.refOf(params["sessionId"])
 		}
-		t.open[sender][rawKey(id)] = request{method: method, ref: ref}
-		if side == lane.Editor {
-			t.editorIDs = append(t.editorIDs, id)
+		name, ok := t.methods[method]
+		if !ok {
+			name = method
+			t.methods[method] = name
+		}
+		t.open[sender].set(id, request{method: name, ref: ref})
+		if side == lane.Editor && t.sent != nil {
+			t.sent(id)
 		}
 	case isCall:
 		if params["sessionId"] != nil {
@@ -129,16 +187,15 @@ func (t *sessionTable) place(side lane.Lane, v any, c class) (ref int, answer bo
 		result, isResult := m["result"].(map[string]any)
 		// The request was sent by the other side; in a stream whose
 		// sides are lost (a normalized one, read again), by either.
-		k := rawKey(id)
 		from := 1 - sender
-		r, ok := t.open[from][k]
+		r, ok := t.open[from].get(id)
 		if !ok {
 			from = sender
-			r, ok = t.open[from][k]
+			r, ok = t.open[from].get(id)
 		}
 		switch {
 		case ok:
-			delete(t.open[from], k)
+			t.open[from].delete(id)
 			ref = r.ref
 			if r.method == "session/new" && ref > 0 && t.ids[ref-1] == nil && t.alias[ref-1] == 0 {
 				t.answered(ref, result["sessionId"])
@@ -199,13 +256,12 @@ func linkKey(id any) (string, bool) {
 type scope struct {
 	links  map[string]string
 	counts map[string]int
-	rpc    map[string]string
-	rpcN   int
+	rpc    rpcIDs
 }
 
 // scope returns the numbering as it stands.
 func (n *Normalizer) scope() scope {
-	return scope{links: n.links, counts: n.counts, rpc: n.rpc[1], rpcN: n.rpcN[1]}
+	return scope{links: n.links, counts: n.counts, rpc: n.rpc[1]}
 }
 
 // enter starts numbering from a copy of sc: what is linked from here on
@@ -218,6 +274,5 @@ func (n *Normalizer) scope() scope {
 func (n *Normalizer) enter(sc scope) {
 	n.links = maps.Clone(sc.links)
 	n.counts = maps.Clone(sc.counts)
-	n.rpc[1] = maps.Clone(sc.rpc)
-	n.rpcN[1] = sc.rpcN
+	n.rpc[1] = sc.rpc.clone()
 }

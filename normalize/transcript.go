@@ -5,9 +5,12 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"slices"
+	"strconv"
 
 	"github.com/acptap/acptap/lane"
 
@@ -169,7 +172,7 @@ type State struct {
 func (n *Normalizer) Transcript(frames []lane.Line) *Transcript {
 	// Frames in memory are decoded once and kept for their turn; they
 	// cannot fail to be read.
-	t, _ := n.build(lane.Slice(frames), encode, true)
+	t, _ := n.build(lane.Slice(frames), buildMode{emit: encode, keep: true})
 	return t
 }
 
@@ -180,19 +183,116 @@ func (n *Normalizer) Transcript(frames []lane.Line) *Transcript {
 // the index of one turn, not the lines. It fails with the first error of
 // lines.Frame.
 func (n *Normalizer) ReadTranscript(lines lane.Lines) (*Transcript, error) {
-	return n.build(lines, encode, false)
+	return n.build(lines, buildMode{emit: encode})
 }
 
 // DigestTranscript is ReadTranscript with every value replaced by a
-// digest of it: a JSON string holding 128 bits of the SHA-256 of the
-// value's canonical JSON. Two digest transcripts of Normalizers with the
-// same options Compare equal only if the transcripts would (the
-// converse holds unless two values differ in bytes but not as JSON
-// values): a comparison that holds 24 bytes per value, which a caller
-// makes again with ReadTranscript to explain a difference. Placeholders
-// are numbered as Transcript numbers them.
+// digest of it, a JSON string holding 128 bits of the SHA-256 of the
+// value's canonical JSON, and then the values of each stream of a turn
+// by one digest of them all, in order (a turn's answer, the last of its
+// requests and responses, kept apart; under Strict, the whole stream):
+// what it holds grows with the turns and their streams, not with the
+// values. Two digest transcripts of Normalizers with the same options
+// Compare equal only if the transcripts would (the converse holds unless
+// two values differ in bytes but not as JSON values, or a turn that was
+// cancelled on both sides was cut at a different place): a comparison
+// that a caller makes again with ReadTranscript to explain a difference.
+// Placeholders are numbered as Transcript numbers them; the State is
+// that of the transcript, digested.
 func (n *Normalizer) DigestTranscript(lines lane.Lines) (*Transcript, error) {
-	return n.build(lines, digest, false)
+	return n.build(lines, buildMode{emit: digest, fold: true})
+}
+
+// A buildMode is how build makes a transcript.
+type buildMode struct {
+	emit func(any) json.RawMessage // a value of its normalized form
+	keep bool                      // the frames kept decoded until normalized, else read again
+	fold bool                      // each stream's values folded into one (see DigestTranscript)
+}
+
+// A folder digests a sequence of digests.
+type folder struct {
+	h hash.Hash
+	n int
+}
+
+func (f *folder) add(d []byte) {
+	if f.h == nil {
+		f.h = sha256.New()
+	}
+	// Each length-prefixed: the concatenation is unambiguous.
+	f.h.Write(binary.AppendUvarint(nil, uint64(len(d))))
+	f.h.Write(d)
+	f.n++
+}
+
+// addStream adds stream s, its values' digest sum.
+func (f *folder) addStream(s Stream, sum json.RawMessage) {
+	f.add([]byte(s.Name))
+	f.add([]byte(s.Session))
+	f.add(sum)
+}
+
+// sum returns the digest of the sequence, "" and its count in the JSON
+// string; nil for none.
+func (f *folder) sum() json.RawMessage {
+	if f.n == 0 {
+		return nil
+	}
+	b := make([]byte, 0, 40)
+	b = append(b, '"')
+	b = base64.RawURLEncoding.AppendEncode(b, f.h.Sum(nil)[:16])
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(f.n), 10)
+	return append(b, '"')
+}
+
+// foldedStreams names the stream of a folded turn that stands for all
+// its streams but the requests and responses.
+const foldedStreams = "every other stream"
+
+// fold replaces the values of turn's requests and responses with their
+// digest, its answer kept apart (see Turn.requests), and its other
+// streams with one stream of one digest of them all, in the order of
+// their keys (Compare pairs streams by key, whatever their order): a
+// turn of ten thousand tool calls holds one value. It drops After.
+func fold(turn *Turn) {
+	var streams []Stream
+	others := slices.DeleteFunc(slices.Clone(turn.Streams), func(s Stream) bool { return s.requests() })
+	if i := slices.IndexFunc(turn.Streams, func(s Stream) bool { return s.requests() }); i >= 0 {
+		s := turn.Streams[i]
+		values, last := s.Values, json.RawMessage(nil)
+		if turn.Answered && len(values) > 0 {
+			values, last = values[:len(values)-1], values[len(values)-1]
+		}
+		var f folder
+		for _, v := range values {
+			f.add(v)
+		}
+		folded := Stream{Name: s.Name}
+		if sum := f.sum(); sum != nil {
+			folded.Values = append(folded.Values, sum)
+		}
+		if last != nil {
+			folded.Values = append(folded.Values, last)
+		}
+		streams = append(streams, folded)
+	}
+	slices.SortFunc(others, func(a, b Stream) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Session, b.Session))
+	})
+	var all folder
+	for _, s := range others {
+		var f folder
+		for _, v := range s.Values {
+			f.add(v)
+		}
+		all.addStream(s, f.sum())
+	}
+	if sum := all.sum(); sum != nil {
+		streams = append(streams, Stream{Name: foldedStreams, Values: []json.RawMessage{sum}})
+	}
+	turn.Streams = streams
 }
 
 // digest returns a normalized value's digest, as DigestTranscript has it.
@@ -204,30 +304,43 @@ func digest(v any) json.RawMessage {
 	return append(b, '"')
 }
 
-// build makes the transcript of lines, each value made by emit from its
-// normalized form. With keep, the frames are kept decoded until they are
-// normalized, else read again.
+// build makes the transcript of lines as mode says.
 //
 // It reads every frame first, noting of each where it goes (its class
 // and its session), and then normalizes turn by turn, a session at a time
 // in the order of their slots, each session with placeholders of its own
 // (see enter), so that placeholders are numbered alike in two runs whose
 // sessions interleave differently.
-func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, keep bool) (*Transcript, error) {
+func (n *Normalizer) build(lines lane.Lines, mode buildMode) (*Transcript, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.order == Strict {
-		values, err := n.strict(lines, emit)
-		if err != nil {
+		var values []json.RawMessage
+		var f folder
+		put := func(v json.RawMessage) { values = append(values, v) }
+		if mode.fold {
+			put = func(v json.RawMessage) { f.add(v) }
+		}
+		if err := n.strict(lines, mode.emit, put); err != nil {
 			return nil, err
 		}
-		return &Transcript{Order: Strict, Turns: []Turn{{Streams: []Stream{{Values: values}}}}}, nil
+		turn := Turn{Streams: []Stream{{Values: values}}}
+		if mode.fold {
+			// As fold makes it of the one stream, folded as it was read.
+			var all folder
+			all.addStream(Stream{}, f.sum())
+			turn.Streams = []Stream{{Name: foldedStreams, Values: []json.RawMessage{all.sum()}}}
+		}
+		return &Transcript{Order: Strict, Turns: []Turn{turn}}, nil
 	}
 	r := &frameIndex{lines: lines, index: map[class]uint32{}}
-	if keep {
+	if mode.keep {
 		r.values = make([]any, lines.Len())
 	}
 	sessions := newSessionTable()
+	// The editor's request ids are numbered in the order it sent them,
+	// whatever order the answers came in: before anything is normalized.
+	sessions.sent = func(id any) { n.rpcID(0, id) }
 	for i := range lines.Len() {
 		f, err := lines.Line(i)
 		if err != nil {
@@ -245,14 +358,9 @@ func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, kee
 		}
 		c.answer = answer
 		r.add(i, f.Lane, c, slot)
-		if keep {
+		if mode.keep {
 			r.values[i] = v
 		}
-	}
-	// The editor's request ids are numbered in the order it sent them,
-	// whatever order the answers came in.
-	for _, id := range sessions.editorIDs {
-		n.rpcID(0, id)
 	}
 	// The frames by session, in the sessions' order; the frames of none
 	// go with the first session's, in order.
@@ -279,7 +387,7 @@ func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, kee
 		bySlot[s] = append(bySlot[s], p)
 	}
 	if !several {
-		turns, err := n.turns(r, r.frames, "", emit)
+		turns, err := n.turns(r, r.frames, "", mode)
 		t.Turns = turns
 		return t, err
 	}
@@ -299,7 +407,7 @@ func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, kee
 			continue
 		}
 		n.enter(start)
-		turns, err := n.turns(r, frames, names[s], emit)
+		turns, err := n.turns(r, frames, names[s], mode)
 		if err != nil {
 			return nil, err
 		}
@@ -311,7 +419,7 @@ func (n *Normalizer) build(lines lane.Lines, emit func(any) json.RawMessage, kee
 // turns cuts frames, all of one session (or all of the stream), into
 // turns after each answer, and normalizes them in order; the last turn
 // holds what came after the last answer, and is empty if nothing did.
-func (n *Normalizer) turns(r *frameIndex, frames []placed, session string, emit func(any) json.RawMessage) ([]Turn, error) {
+func (n *Normalizer) turns(r *frameIndex, frames []placed, session string, mode buildMode) ([]Turn, error) {
 	var turns []Turn
 	cum := map[stateKey]json.RawMessage{}
 	from := 0
@@ -322,9 +430,12 @@ func (n *Normalizer) turns(r *frameIndex, frames []placed, session string, emit 
 		end := min(i+1, len(frames))
 		seg := &turnFrames{frameIndex: r, frames: frames[from:end]}
 		seg.frames = n.present(seg)
-		turn, err := n.turn(seg, emit, cum, turns)
+		turn, err := n.turn(seg, mode.emit, cum, turns)
 		if err != nil {
 			return nil, err
+		}
+		if mode.fold {
+			fold(&turn)
 		}
 		turn.Session = session
 		turns = append(turns, turn)
@@ -523,6 +634,27 @@ type item struct {
 	chunk *chunk
 }
 
+// split returns an item whose chunk had others joined to it early (see
+// turnStreams) as the items it was made of.
+func (it item) split() []item {
+	c := it.chunk
+	if c == nil || len(c.pieces) == 0 {
+		return []item{it}
+	}
+	text := c.text.String()
+	out := make([]item, 0, len(c.pieces)+1)
+	at, start := it.at, 0
+	for _, p := range append(c.pieces, piece{start: len(text)}) {
+		// The pieces share the first's rest, which finishChunk fills
+		// and emit turns into bytes at once.
+		part := &chunk{rest: c.rest, key: c.key}
+		part.text.WriteString(text[start:p.start])
+		out = append(out, item{at: at, chunk: part})
+		at, start = p.at, p.start
+	}
+	return out
+}
+
 // stateKey identifies a kind of state notification of a session.
 type stateKey struct{ session, kind string }
 
@@ -592,6 +724,7 @@ func (n *Normalizer) turn(seg *turnFrames, emit func(any) json.RawMessage, cum m
 // frames (-1 if none).
 func (n *Normalizer) turnRequests(seg *turnFrames, emit func(any) json.RawMessage) (requests []json.RawMessage, after []string, first int, err error) {
 	first = -1
+	kinds := newKindIndex(seg)
 	for i, f := range seg.frames {
 		if !seg.classes[f.class].requests {
 			continue
@@ -604,7 +737,7 @@ func (n *Normalizer) turnRequests(seg *turnFrames, emit func(any) json.RawMessag
 			return nil, nil, 0, err
 		}
 		requests = append(requests, emit(n.frame(f.side, v)))
-		after = append(after, n.before(seg, i, seg.class(i).what))
+		after = append(after, before(seg, kinds, i, seg.class(i).what))
 	}
 	return requests, after, first, nil
 }
@@ -626,6 +759,8 @@ func (n *Normalizer) turnStreams(seg *turnFrames, emit func(any) json.RawMessage
 	}
 	var keys []streamKey
 	byKey := map[streamKey][]item{}
+	from := map[streamKey]string{} // the stream, as written, of each key's first item
+	var mixed []streamKey          // keys of items of several streams as written
 	for _, g := range order {
 		for _, i := range groups[g] {
 			v, err := seg.value(i)
@@ -633,11 +768,35 @@ func (n *Normalizer) turnStreams(seg *turnFrames, emit func(any) json.RawMessage
 				return nil, nil, err
 			}
 			it, k := n.item(i, seg.frames[i].side, v, emit)
-			if _, ok := byKey[k]; !ok {
+			its, ok := byKey[k]
+			if !ok {
 				keys = append(keys, k)
+				from[k] = g
+			} else if from[k] != g && !slices.Contains(mixed, k) {
+				mixed = append(mixed, k)
+			}
+			// A chunk like the one before it in its stream is joined to
+			// it now rather than in join: a turn of ten thousand chunks
+			// holds one text, not ten thousand.
+			if c := it.chunk; c != nil && len(its) > 0 {
+				if prev := its[len(its)-1].chunk; prev != nil && prev.key == c.key {
+					prev.pieces = append(prev.pieces, piece{at: it.at, start: prev.text.Len()})
+					prev.text.WriteString(c.text.String())
+					continue
+				}
 			}
 			byKey[k] = append(byKey[k], it)
 		}
+	}
+	// The items of a key that several streams as written make (a rule
+	// made their keys one) interleave by their frames' order, which
+	// decides which chunks join: those joined early go apart again.
+	for _, k := range mixed {
+		var its []item
+		for _, it := range byKey[k] {
+			its = append(its, it.split()...)
+		}
+		byKey[k] = its
 	}
 	return keys, byKey, nil
 }
@@ -775,20 +934,20 @@ func display(v any) string {
 	return rawKey(v)
 }
 
-// strict normalizes frames in their order, joining adjacent chunks.
-func (n *Normalizer) strict(lines lane.Lines, emit func(any) json.RawMessage) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, 0, lines.Len())
+// strict normalizes frames in their order, joining adjacent chunks, and
+// puts each value.
+func (n *Normalizer) strict(lines lane.Lines, emit func(any) json.RawMessage, put func(json.RawMessage)) error {
 	var group *chunk
 	flush := func() {
 		if group != nil {
-			out = append(out, emit(n.finishChunk(group)))
+			put(emit(n.finishChunk(group)))
 			group = nil
 		}
 	}
 	for i := range lines.Len() {
 		f, err := lines.Line(i)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		v := parseLine(f.Data)
 		if f.Lane == lane.Editor && n.omitEditor {
@@ -815,10 +974,10 @@ func (n *Normalizer) strict(lines lane.Lines, emit func(any) json.RawMessage) ([
 		// every run.
 		v = n.frame(f.Lane, v)
 		flush()
-		out = append(out, emit(v))
+		put(emit(v))
 	}
 	flush()
-	return out, nil
+	return nil
 }
 
 // sameJSON reports whether two canonical JSON values are equal; nil is

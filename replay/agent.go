@@ -140,12 +140,16 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 		live.close()
 		return nil, err
 	}
+	if err := out.queue.fail(); err != nil {
+		live.close()
+		return nil, err
+	}
 	return run, nil
 }
 
 // liveOutput takes the agent's lines as stdiotap frames them: its stderr
 // to the replay's stderr, and its stdout, each line whole, to the run's
-// spool and, through an unbounded queue, to the driver, every line masked
+// spool and, through a lineQueue, to the driver, every line masked
 // first. OnLine must not block, and is called from one pump at a time.
 type liveOutput struct {
 	stderr  io.Writer // the replay's, or io.Discard
@@ -163,7 +167,8 @@ type liveOutput struct {
 }
 
 func newLiveOutput(cfg agentConfig, run *agentRun) *liveOutput {
-	o := &liveOutput{stderr: cfg.stderr, showErr: cfg.stderr != nil, mask: cfg.mask, keep: cfg.keep, run: run, queue: newLineQueue()}
+	o := &liveOutput{stderr: cfg.stderr, showErr: cfg.stderr != nil, mask: cfg.mask, keep: cfg.keep, run: run}
+	o.queue = newLineQueue(o.readBack)
 	if o.stderr == nil {
 		o.stderr = io.Discard
 	}
@@ -204,21 +209,35 @@ func (o *liveOutput) stdoutLine(data []byte) {
 	data = o.mask(data)
 	// A buffered write to a file, which does not wait on the driver: the
 	// pipe from the agent holds what comes meanwhile.
-	o.spool(lane.Agent, data)
+	at := o.spool(lane.Agent, data)
 	if o.keep {
 		o.run.kept = append(o.run.kept, data)
 	}
-	o.queue.push(data)
+	o.queue.push(data, at)
 }
 
-// spool adds a frame to the run's live frames.
-func (o *liveOutput) spool(l lane.Lane, data []byte) {
+// spool adds a frame to the run's live frames, and returns its index.
+func (o *liveOutput) spool(l lane.Lane, data []byte) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	at := o.run.live.Len()
 	if compared(data) {
-		o.run.compared = append(o.run.compared, o.run.live.Len())
+		o.run.compared = append(o.run.compared, at)
 	}
 	o.run.live.add(l, data)
+	return at
+}
+
+// readBack reads live frame at back from the spool, for the queue.
+func (o *liveOutput) readBack(at int) ([]byte, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.run.live.flushed(at) {
+		if err := o.run.live.flush(); err != nil {
+			return nil, err
+		}
+	}
+	return o.run.live.line(at)
 }
 
 // editorFrames is the agent's stdin as the driver writes it: each line
@@ -264,20 +283,48 @@ func (e *editorFrames) Close() error {
 	return e.w.Close()
 }
 
+// queueBudget is how many bytes of the agent's lines a lineQueue holds
+// in memory; the lines beyond are read back from the spool as they are
+// passed on.
+const queueBudget = 8 << 20
+
 // lineQueue passes the agent's lines from stdiotap's callback, which must
-// not block, to the driver, letting go of each once passed.
+// not block, to the driver, letting go of each once passed. An agent
+// that writes faster than the driver reads (a turn of a hundred thousand
+// updates at once) would fill memory: the queue holds the lines' data up
+// to queueBudget bytes, and of the rest only where they are in the
+// run's spool, which they were added to first.
 type lineQueue struct {
-	mu     sync.Mutex // guards the fields below
-	lines  [][]byte   // the lines pushed and not yet handed to feed's channel
+	load   func(at int) ([]byte, error) // reads back line at of the spool
+	budget int                          // queueBudget; tests make it smaller
+
+	mu     sync.Mutex   // guards the fields below
+	lines  []queuedLine // the lines pushed and not yet handed to feed's channel
+	held   int          // the bytes of lines' data in memory
 	closed bool
+	err    error         // why feed stopped before the end: a line could not be read back
 	ready  chan struct{} // signalled (non-blocking) on push and close
 }
 
-func newLineQueue() *lineQueue { return &lineQueue{ready: make(chan struct{}, 1)} }
+// A queuedLine is a line of the agent's: its data, or nil and where it is
+// in the spool.
+type queuedLine struct {
+	data []byte
+	at   int
+}
 
-func (q *lineQueue) push(l []byte) {
+func newLineQueue(load func(int) ([]byte, error)) *lineQueue {
+	return &lineQueue{load: load, budget: queueBudget, ready: make(chan struct{}, 1)}
+}
+
+// push queues line data, line at of the spool.
+func (q *lineQueue) push(data []byte, at int) {
 	q.mu.Lock()
-	q.lines = append(q.lines, l)
+	if q.held+len(data) > q.budget && len(q.lines) > 0 {
+		data = nil
+	}
+	q.held += len(data)
+	q.lines = append(q.lines, queuedLine{data, at})
 	q.mu.Unlock()
 	q.signal()
 }
@@ -297,11 +344,12 @@ func (q *lineQueue) signal() {
 }
 
 // feed sends the queued lines to out in order, closing out once the queue
-// is closed and drained, until stop is closed.
+// is closed and drained, or a line cannot be read back (see fail), until
+// stop is closed.
 func (q *lineQueue) feed(out chan<- []byte, stop <-chan struct{}) {
 	for {
 		q.mu.Lock()
-		var next []byte
+		var next queuedLine
 		have := len(q.lines) > 0
 		if have {
 			next = q.lines[0]
@@ -313,10 +361,22 @@ func (q *lineQueue) feed(out chan<- []byte, stop <-chan struct{}) {
 			close(out)
 			return
 		case have:
+			data := next.data
+			if data == nil {
+				var err error
+				if data, err = q.load(next.at); err != nil {
+					q.mu.Lock()
+					q.err = err
+					q.mu.Unlock()
+					close(out)
+					return
+				}
+			}
 			select {
-			case out <- next:
+			case out <- data:
 				q.mu.Lock()
-				q.lines[0] = nil
+				q.held -= len(next.data)
+				q.lines[0] = queuedLine{}
 				q.lines = q.lines[1:]
 				q.mu.Unlock()
 			case <-stop:
@@ -330,4 +390,11 @@ func (q *lineQueue) feed(out chan<- []byte, stop <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// fail returns why feed stopped early, nil if it did not.
+func (q *lineQueue) fail() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
 }

@@ -74,13 +74,22 @@ func (s *spool) flush() error {
 // len returns how many lines were added.
 func (s *spool) len() int { return len(s.starts) }
 
+// lineEnd returns where line i ends.
+func (s *spool) lineEnd(i int) int64 {
+	if i+1 < len(s.starts) {
+		return s.starts[i+1]
+	}
+	return s.end
+}
+
+// flushed reports whether line i is in the file, not in the buffer.
+func (s *spool) flushed(i int) bool {
+	return s.lineEnd(i) <= s.end-int64(s.w.Buffered())
+}
+
 // line reads line i back, into a new slice.
 func (s *spool) line(i int) ([]byte, error) {
-	end := s.end
-	if i+1 < len(s.starts) {
-		end = s.starts[i+1]
-	}
-	b := make([]byte, end-s.starts[i])
+	b := make([]byte, s.lineEnd(i)-s.starts[i])
 	if _, err := s.f.ReadAt(b, s.starts[i]); err != nil {
 		return nil, fmt.Errorf("%w: reading line %d back: %v", ErrSpool, i, err)
 	}

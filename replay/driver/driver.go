@@ -261,7 +261,7 @@ func (d *Driver) Run(ctx context.Context, toAgent io.Writer, fromAgent <-chan []
 	r := &run{
 		d:        d,
 		p:        d.plan,
-		liveResp: make(map[string]int),
+		liveResp: make([]int32, len(d.plan.ids)),
 		liveReq:  make(map[reqSeries]int),
 		states:   make(map[noteKey]int),
 		total:    make(map[noteKey]int),
@@ -305,9 +305,11 @@ type run struct {
 	states      map[noteKey]int
 	lingerUntil time.Time
 
-	liveResp map[string]int    // responses seen per editor request id
+	liveResp []int32           // responses seen per editor request id, by index (see plan.ids)
 	liveReq  map[reqSeries]int // agent requests seen per series, by the recorded session
 	cursor   int               // anchors[:cursor] have all been seen
+	passAt   int               // the first response anchor after cursor, once looked for (see turnPassed)
+	over     int               // the editor requests of steps[:over] have all been answered (see turnOver)
 	total    map[noteKey]int   // notifications seen that steps await (see counted)
 	at       []map[noteKey]int // total when each step began to be written
 	next     int               // the step to send next
@@ -334,6 +336,12 @@ type run struct {
 	asked      []respKey
 }
 
+// answeredLive reports whether the live agent has answered editor
+// request k.
+func (r *run) answeredLive(k respKey) bool {
+	return k.id >= 0 && r.liveResp[k.id] >= k.n
+}
+
 // A delivery is a line for the writer goroutine: a frame or an answer
 // with its '\n', and its fault, nil for none.
 type delivery struct {
@@ -351,11 +359,12 @@ type queued struct {
 
 // A write is a line to write to the agent.
 type write struct {
-	data  []byte // without '\n'
-	frame int    // index in the recording; -1 for an error response
-	step  bool   // the line is a step, not an answer
-	what  string // for errors, what an answer or error response is
-	fault *Fault // the frame's fault, applied as it is written; nil for none
+	data  []byte  // without '\n'
+	frame int     // index in the recording; -1 for an error response
+	step  bool    // the line is a step, not an answer
+	what  string  // for errors, what an answer or error response is
+	ask   respKey // the editor request a step is; noResp for none
+	fault *Fault  // the frame's fault, applied as it is written; nil for none
 }
 
 // subject names w for errors.
@@ -486,8 +495,8 @@ func (r *run) progress() bool {
 			}
 			if w.fault.closes() {
 				r.closedAt = w.frame
-			} else if a, ok := r.p.asks[w.frame]; ok && w.step && r.d.closes {
-				r.asked = append(r.asked, a)
+			} else if w.step && w.ask != noResp && r.d.closes {
+				r.asked = append(r.asked, w.ask)
 			}
 			r.inflight = &w
 			if p := w.fault.pause(); p > 0 {
@@ -505,18 +514,18 @@ func (r *run) progress() bool {
 			return false
 		}
 		st := r.p.steps[r.next]
-		if !r.ready(st) {
+		if !r.ready(r.next) {
 			return false
 		}
-		if st.frame == r.p.n {
+		if int(st.frame) == r.p.n {
 			return r.inflight == nil && len(r.queue) == 0 && r.statesSeen()
 		}
-		line, ok := r.editorLine(st.frame, nil)
+		line, ok := r.editorLine(int(st.frame), nil)
 		if !ok {
 			return false
 		}
 		r.next++
-		r.queue = append(r.queue, write{data: line, frame: st.frame, step: true})
+		r.queue = append(r.queue, write{data: line, frame: int(st.frame), step: true, ask: st.ask})
 		r.flushAnswers()
 	}
 }
@@ -577,19 +586,20 @@ func (r *run) faultOf(i int) *Fault {
 // request written to it (Options.Faults' closes kept them).
 func (r *run) answered() bool {
 	for _, k := range r.asked {
-		if r.liveResp[k.id] < k.n {
+		if !r.answeredLive(k) {
 			return false
 		}
 	}
 	return true
 }
 
-// ready reports whether what step st waits for has been seen.
-func (r *run) ready(st step) bool {
-	if r.cursor < st.anchors {
+// ready reports whether what step i waits for has been seen.
+func (r *run) ready(i int) bool {
+	st := r.p.steps[i]
+	if r.cursor < int(st.anchors) {
 		return false
 	}
-	if st.mid == nil || r.turnOver(st) {
+	if st.mid == nil || r.turnOver(i) {
 		return true
 	}
 	for k, n := range st.mid.notes {
@@ -607,21 +617,23 @@ func (r *run) turnProgress(st step, k noteKey) int {
 }
 
 // turnOver reports whether the live agent has answered every editor
-// request that was pending when st was recorded.
-func (r *run) turnOver(st step) bool {
-	for _, k := range st.mid.pending {
-		if r.liveResp[k.id] < k.n {
+// request sent before step i, which, once the step's anchors have been
+// seen, are the ones pending when it was recorded (see midTurn).
+func (r *run) turnOver(i int) bool {
+	for r.over < i {
+		if k := r.p.steps[r.over].ask; k != noResp && !r.answeredLive(k) {
 			return false
 		}
+		r.over++
 	}
 	return true
 }
 
 func (r *run) seenAnchor(a anchor) bool {
-	if a.req.method != "" {
-		return r.liveReq[a.req.reqSeries] >= a.req.n
+	if a.response() {
+		return r.answeredLive(respKey{a.id, a.n})
 	}
-	return r.liveResp[a.resp.id] >= a.resp.n
+	return r.liveReq[r.p.series[a.series].reqSeries] >= int(a.n)
 }
 
 // receive handles one line from the agent.
@@ -639,9 +651,12 @@ func (r *run) receive(line []byte) {
 		if m.ID == nil {
 			return
 		}
-		id := acp.IDKey(m.ID)
+		id, ok := r.p.idIndex(acp.IDKey(m.ID))
+		if !ok {
+			break // no recorded editor request had its id: nothing waits for it
+		}
 		r.liveResp[id]++
-		if i, ok := r.p.resps[respKey{id, r.liveResp[id]}]; ok && m.Kind == acp.Response {
+		if i, ok := r.p.resps.get(respKey{id, r.liveResp[id]}); ok && m.Kind == acp.Response {
 			if data, ok := r.frame(i); ok {
 				if rec := acp.Parse(data); rec.Kind == acp.Response {
 					r.subs.learn(rec.Result, m.Result)
@@ -660,7 +675,7 @@ func (r *run) receive(line []byte) {
 		if r.mcpMessage(k, m) {
 			break
 		}
-		if i, ok := r.p.reqs[k]; ok {
+		if i, ok := r.p.request(k); ok {
 			if data, ok := r.frame(i); ok {
 				rec := acp.Parse(data)
 				r.subs.learn(rec.Params, m.Params)
@@ -679,40 +694,43 @@ func (r *run) receive(line []byte) {
 	for r.cursor < len(r.p.anchors) {
 		a := r.p.anchors[r.cursor]
 		if !r.seenAnchor(a) {
-			if a.req.method == "" || !r.turnPassed(r.cursor) {
+			if a.response() || !r.turnPassed() {
 				break
 			}
 			// The agent answered the editor request recorded after this
 			// agent request without sending it: it never will. Waiting
 			// would only time out; the diff shows the difference.
-			r.errs = append(r.errs, &MissingError{Method: a.req.method, N: a.req.n, Live: r.liveReq[a.req.reqSeries]})
+			s := r.p.series[a.series].reqSeries
+			r.errs = append(r.errs, &MissingError{Method: s.method, N: int(a.n), Live: r.liveReq[s]})
 		}
 		r.cursor++
 	}
 }
 
-// turnPassed reports whether the first response anchor after anchor i has
-// been seen.
-func (r *run) turnPassed(i int) bool {
-	for _, a := range r.p.anchors[i+1:] {
-		if a.req.method == "" {
-			return r.seenAnchor(a)
+// turnPassed reports whether the first response anchor after the anchor
+// at the cursor has been seen. Where it is is looked for once per run of
+// agent requests, not once per request.
+func (r *run) turnPassed() bool {
+	if r.passAt <= r.cursor {
+		r.passAt = r.cursor + 1
+		for r.passAt < len(r.p.anchors) && !r.p.anchors[r.passAt].response() {
+			r.passAt++
 		}
 	}
-	return false
+	return r.passAt < len(r.p.anchors) && r.seenAnchor(r.p.anchors[r.passAt])
 }
 
 // request answers the live agent request k of id id, now or once its
 // answer's step has been sent. A request recorded without an answer gets
 // none, as it did then.
 func (r *run) request(k reqKey, id, params json.RawMessage) {
-	a, ok := r.p.answers[k]
+	a, ok := r.p.answer(k)
 	if ok {
 		r.answers = append(r.answers, queued{a, k, id, params})
 		r.flushAnswers()
 		return
 	}
-	if _, recorded := r.p.reqs[k]; recorded {
+	if _, recorded := r.p.request(k); recorded {
 		return
 	}
 	e := acp.Envelope{JSONRPC: acp.Version, ID: id, Error: &acp.ResponseError{
@@ -721,16 +739,16 @@ func (r *run) request(k reqKey, id, params json.RawMessage) {
 	}}
 	line, _ := json.Marshal(e) // a valid id always marshals
 	r.queue = append(r.queue, write{data: line, frame: -1, what: fmt.Sprintf("the error response to %s #%d", k.method, k.n)})
-	r.errs = append(r.errs, &MismatchError{Method: k.method, N: k.n, Recorded: r.p.reqN[k.reqSeries]})
+	r.errs = append(r.errs, &MismatchError{Method: k.method, N: k.n, Recorded: r.p.requests(k.reqSeries)})
 }
 
 // flushAnswers queues the answers whose step has been queued.
 func (r *run) flushAnswers() {
 	r.answers = slices.DeleteFunc(r.answers, func(q queued) bool {
-		if q.a.after > r.next {
+		if int(q.a.after) > r.next {
 			return false
 		}
-		line, ok := r.editorLine(q.a.frame, q.id)
+		line, ok := r.editorLine(int(q.a.frame), q.id)
 		if !ok {
 			return false
 		}
@@ -740,11 +758,11 @@ func (r *run) flushAnswers() {
 			// editor's choice by its kind.
 			line = r.permissionByKind(q, line)
 		case mcpConnect:
-			r.mcpOpened(q.a.frame, line)
+			r.mcpOpened(int(q.a.frame), line)
 		}
 		r.queue = append(r.queue, write{
 			data:  line,
-			frame: q.a.frame,
+			frame: int(q.a.frame),
 			what:  fmt.Sprintf("answer to %s #%d", q.k.method, q.k.n),
 		})
 		return true
@@ -790,8 +808,8 @@ func (r *run) waitError(err error, now time.Time) error {
 	}
 	st := r.p.steps[r.next]
 	e := &WaitError{
-		Frame:   st.frame,
-		Subject: r.p.subject(st.frame),
+		Frame:   int(st.frame),
+		Subject: r.p.subject(int(st.frame)),
 		Waited:  now.Sub(r.start),
 		Silent:  now.Sub(r.seen),
 		Err:     err,
@@ -808,7 +826,7 @@ func (r *run) waitError(err error, now time.Time) error {
 		e.Missing = []string{"the agent to read it"}
 		return e
 	}
-	e.Missing = r.missing(st)
+	e.Missing = r.missing(r.next)
 	return e
 }
 
@@ -832,15 +850,16 @@ func (r *run) closedError(err error, now time.Time) error {
 		e.Waited = r.lastSign().Sub(r.start) + r.d.timeout
 	}
 	for _, k := range r.asked {
-		if r.liveResp[k.id] < k.n {
-			e.Missing = append(e.Missing, fmt.Sprintf("the response to editor request id=%s (%s)", k.id, r.p.methods[k]))
+		if !r.answeredLive(k) {
+			e.Missing = append(e.Missing, "the response to "+r.p.editorRequest(k))
 		}
 	}
 	return e
 }
 
-// missing lists what step st still waits for.
-func (r *run) missing(st step) []string {
+// missing lists what step i still waits for.
+func (r *run) missing(i int) []string {
+	st := r.p.steps[i]
 	var out []string
 	last := make(map[reqSeries]int) // series → the last request awaited
 	var series []reqSeries
@@ -848,14 +867,15 @@ func (r *run) missing(st step) []string {
 		if r.seenAnchor(a) {
 			continue
 		}
-		if a.req.method == "" {
-			out = append(out, fmt.Sprintf("the response to editor request id=%s (%s)", a.resp.id, r.p.methods[a.resp]))
+		if a.response() {
+			out = append(out, "the response to "+r.p.editorRequest(respKey{a.id, a.n}))
 			continue
 		}
-		if _, ok := last[a.req.reqSeries]; !ok {
-			series = append(series, a.req.reqSeries)
+		s := r.p.series[a.series].reqSeries
+		if _, ok := last[s]; !ok {
+			series = append(series, s)
 		}
-		last[a.req.reqSeries] = a.req.n
+		last[s] = int(a.n)
 	}
 	more := make(map[string]int) // method → agent requests missing, of every session
 	var methods []string
@@ -868,7 +888,7 @@ func (r *run) missing(st step) []string {
 	for _, m := range methods {
 		out = append(out, fmt.Sprintf("%d more %s %s", more[m], m, plural(more[m], "request", "requests")))
 	}
-	if st.mid == nil || r.turnOver(st) {
+	if st.mid == nil || r.turnOver(i) {
 		return out
 	}
 	keys := make([]noteKey, 0, len(st.mid.notes))

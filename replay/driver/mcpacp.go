@@ -310,7 +310,7 @@ func (r *run) mcpMessage(k reqKey, m acp.Message) bool {
 			// in the recording, whichever recorded answer it is: one of
 			// a later turn must not wait for that turn.
 			a.after = 0
-			if twin, ok := r.p.answers[k]; ok {
+			if twin, ok := r.p.answer(k); ok {
 				a.after = twin.after
 			}
 			r.answers = append(r.answers, queued{a, k, m.ID, m.Params})

@@ -26,8 +26,12 @@ type permissionOption struct {
 // *PermissionKindError says so. Any other answer (cancelled, or one whose
 // option the recorded request did not offer) is sent as recorded.
 func (r *run) permissionByKind(q queued, line []byte) []byte {
-	recReq, ok1 := r.frame(r.p.reqs[q.k])
-	recAns, ok2 := r.frame(q.a.frame)
+	req, ok := r.p.request(q.k)
+	if !ok {
+		return line
+	}
+	recReq, ok1 := r.frame(req)
+	recAns, ok2 := r.frame(int(q.a.frame))
 	if !ok1 || !ok2 {
 		return line
 	}

@@ -36,18 +36,25 @@ func sessionOf(params json.RawMessage) string {
 	return p.SessionID
 }
 
-// A respKey names the n-th response to an editor request id, from 1.
+// A respKey names the n-th response to an editor request id, from 1: the
+// id by its index in the plan's ids (see plan.idIndex).
 type respKey struct {
-	id string // acp.IDKey of the id
-	n  int
+	id, n int32
 }
 
-// An anchor is agent output that later frames wait for: a response
-// (resp set) or an agent request (req set).
+// noResp is the respKey of no request.
+var noResp = respKey{id: -1}
+
+// An anchor is agent output that later frames wait for: the n-th
+// response to an editor request id (series < 0), or the n-th agent
+// request of series (see plan.series), from 1.
 type anchor struct {
-	resp respKey
-	req  reqKey
+	series int32 // -1 for a response
+	id     int32 // a response's id, by its index in the plan's ids
+	n      int32
 }
+
+func (a anchor) response() bool { return a.series < 0 }
 
 // A noteKey is a kind of notification: a session/update's update kind,
 // or the method of another notification.
@@ -67,67 +74,166 @@ func (k noteKey) chunk() bool { return strings.HasSuffix(k.update, "_chunk") }
 // A step is an editor frame sent in recorded order, or the end of the
 // recording.
 type step struct {
-	frame   int      // index in the recording; len(recording) for the end
-	anchors int      // the step waits for anchors[:anchors]
+	frame   int32    // index in the recording; len(recording) for the end
+	anchors int32    // the step waits for anchors[:anchors]
+	ask     respKey  // the editor request the frame is; noResp for none
 	mid     *midTurn // what a frame sent mid-turn waits for; nil for nothing more
 }
 
-// midTurn is what a step sent mid-turn waits for besides its anchors.
+// midTurn is what a step sent mid-turn waits for besides its anchors:
+// the notifications awaited since step since was sent, the start of the
+// turn the frame interrupts (the first of the editor requests
+// unanswered when the frame was recorded). Once the live agent has
+// answered every editor request sent before the frame, the turn is over
+// and notes are no longer awaited: those it answered in the recording
+// before the frame are anchors the step waits for anyway, so the rest
+// are the ones that were unanswered then. Consecutive steps of a turn
+// share one while no notification comes between them.
 type midTurn struct {
-	// notes are the notifications awaited since step since was sent, the
-	// start of the turn the frame interrupts.
 	notes map[noteKey]int
-	since int
-	// pending are the editor requests unanswered when the frame was
-	// recorded. Once the live agent has answered them all, notes are no
-	// longer awaited.
-	pending []respKey
+	since int32
 }
 
 // An answer is the editor's recorded response to an agent request.
 type answer struct {
-	frame int // index in the recording
-	after int // how many steps were recorded before it: it is sent after them
+	frame int32 // index in the recording; -1 for none
+	after int32 // how many steps were recorded before it: it is sent after them
+}
+
+// seriesPlan is what the recording holds of a series of agent requests.
+type seriesPlan struct {
+	reqSeries
+	frames  []int32  // the n-th request's frame index at n-1
+	answers []answer // and the editor's answer to it
 }
 
 // A plan is what New reads from the recording: when each editor frame may
 // be sent, and which recorded answers serve which agent requests (see
 // Driver for the rules). It is read-only once made.
+//
+// It holds a few bytes per frame and no frame's data, which Run reads
+// again from src: a recording of a million frames makes a plan of some
+// tens of MiB whatever the frames' sizes.
 type plan struct {
 	src     lane.Lines // the recording's frames, read again by Run
 	n       int        // how many there are
 	junk    []bool     // frames that are not JSON-RPC messages
 	steps   []step     // the last is the end of the recording
 	anchors []anchor
-	answers map[reqKey]answer
-	reqs    map[reqKey]int     // recorded agent request → frame index
-	resps   map[respKey]int    // recorded response to an editor request → frame index
-	reqN    map[reqSeries]int  // recorded agent requests of each series
-	methods map[respKey]string // editor request → its method
-	states  map[noteKey]int    // recorded state notifications (see counted), by kind
-	asks    map[int]respKey    // frame index of an editor request → the request
-	mcp     *mcpPlan           // the MCP servers the editor hosted over ACP
+	// ids are the ids of the editor's requests (acp.IDKey) by index;
+	// asked and resps the frame indexes of the requests with each id
+	// and of the agent's responses to them.
+	ids    map[string]int32
+	asked  framesByKey
+	resps  framesByKey
+	series []*seriesPlan       // the series of agent requests, by index
+	byName map[reqSeries]int32 // their indexes
+	states map[noteKey]int     // recorded state notifications (see counted), by kind
+	mcp    *mcpPlan            // the MCP servers the editor hosted over ACP
+}
+
+// framesByKey maps a respKey to a frame index: most ids are used once,
+// so the first of each id is held in a slice, the rest in a map.
+type framesByKey struct {
+	first []int32 // by id; -1 for none
+	more  map[respKey]int32
+}
+
+func (f *framesByKey) set(k respKey, frame int) {
+	for int(k.id) >= len(f.first) {
+		f.first = append(f.first, -1)
+	}
+	if k.n == 1 {
+		f.first[k.id] = int32(frame)
+		return
+	}
+	if f.more == nil {
+		f.more = make(map[respKey]int32)
+	}
+	f.more[k] = int32(frame)
+}
+
+func (f *framesByKey) get(k respKey) (int, bool) {
+	if k.id < 0 || int(k.id) >= len(f.first) {
+		return 0, false
+	}
+	if k.n == 1 {
+		i := f.first[k.id]
+		return int(i), i >= 0
+	}
+	i, ok := f.more[k]
+	return int(i), ok
+}
+
+// idIndex returns the index of an editor request id (acp.IDKey), and
+// whether the recording's editor used it.
+func (p *plan) idIndex(id string) (int32, bool) {
+	i, ok := p.ids[id]
+	return i, ok
+}
+
+// seriesOf returns the plan of series s, nil if the recording has no
+// request of it.
+func (p *plan) seriesOf(s reqSeries) *seriesPlan {
+	if i, ok := p.byName[s]; ok {
+		return p.series[i]
+	}
+	return nil
+}
+
+// request returns the frame index of recorded agent request k.
+func (p *plan) request(k reqKey) (int, bool) {
+	sp := p.seriesOf(k.reqSeries)
+	if sp == nil || k.n < 1 || k.n > len(sp.frames) {
+		return 0, false
+	}
+	return int(sp.frames[k.n-1]), true
+}
+
+// answer returns the editor's recorded answer to agent request k.
+func (p *plan) answer(k reqKey) (answer, bool) {
+	sp := p.seriesOf(k.reqSeries)
+	if sp == nil || k.n < 1 || k.n > len(sp.answers) || sp.answers[k.n-1].frame < 0 {
+		return answer{}, false
+	}
+	return sp.answers[k.n-1], true
+}
+
+// requests returns how many agent requests of series s the recording has.
+func (p *plan) requests(s reqSeries) int {
+	if sp := p.seriesOf(s); sp != nil {
+		return len(sp.frames)
+	}
+	return 0
+}
+
+// editorRequest names editor request k for messages: its id and method,
+// read again from the recording.
+func (p *plan) editorRequest(k respKey) string {
+	i, ok := p.asked.get(k)
+	if !ok {
+		return "an editor request"
+	}
+	f, err := p.src.Line(i)
+	if err != nil {
+		return fmt.Sprintf("editor request of frame %d", i)
+	}
+	m := acp.Parse(f.Data)
+	return fmt.Sprintf("editor request id=%s (%s)", acp.IDKey(m.ID), m.Method)
 }
 
 func newPlan(src lane.Lines) (*plan, error) {
 	p := &plan{
-		src:     src,
-		n:       src.Len(),
-		answers: make(map[reqKey]answer),
-		reqs:    make(map[reqKey]int),
-		resps:   make(map[respKey]int),
-		reqN:    make(map[reqSeries]int),
-		methods: make(map[respKey]string),
-		states:  make(map[noteKey]int),
-		asks:    make(map[int]respKey),
-		mcp:     newMCPPlan(),
+		src:    src,
+		n:      src.Len(),
+		ids:    make(map[string]int32),
+		byName: make(map[reqSeries]int32),
+		states: make(map[noteKey]int),
+		mcp:    newMCPPlan(),
 	}
 	pl := planner{
 		plan:        p,
-		respN:       make(map[string]int),
-		sentN:       make(map[string]int),
 		outstanding: make(map[string]reqKey),
-		sentAt:      make(map[respKey]int),
 		total:       make(map[noteKey]int),
 	}
 	p.junk = make([]bool, p.n)
@@ -144,21 +250,57 @@ func newPlan(src lane.Lines) (*plan, error) {
 			pl.editorFrame(i, m, f.Data)
 		}
 	}
-	pl.newStep(p.n)
+	pl.newStep(p.n, noResp)
 	return p, nil
 }
 
 // planner is newPlan's state as it reads the recording in order.
 type planner struct {
 	*plan
-	respN       map[string]int    // responses recorded per editor id
-	sentN       map[string]int    // editor requests sent per id
+	respN       []int32           // responses recorded per editor id
+	sentN       []int32           // editor requests sent per id
 	outstanding map[string]reqKey // agent request id → request, until answered
-	pending     []respKey         // editor requests not answered yet
-	sentAt      map[respKey]int   // editor request → the step that sent it
+	pending     []pendingReq      // editor requests not answered yet, in the order sent
 	total       map[noteKey]int   // notifications awaited so far (see counted)
 	at          []map[noteKey]int // total when each step was recorded
 	atTotal     map[noteKey]int   // the last copy of total in at, nil if total changed since
+	mid         *midTurn          // the last step's, shared by the next while total stands
+}
+
+// A pendingReq is an editor request not answered yet, and the step that
+// sent it; done once answered, till it reaches the front of pending.
+type pendingReq struct {
+	k    respKey
+	step int32
+	done bool
+}
+
+// answered takes editor request k off pending. Answers mostly come in the
+// order asked, so k is looked for from the front, and an answered
+// request is dropped once it reaches the front rather than moving the
+// rest: an editor that sent a hundred thousand requests at once costs
+// linear time.
+func (pl *planner) answered(k respKey) {
+	j := slices.IndexFunc(pl.pending, func(r pendingReq) bool { return r.k == k && !r.done })
+	if j < 0 {
+		return
+	}
+	pl.pending[j].done = true
+	for len(pl.pending) > 0 && pl.pending[0].done {
+		pl.pending = pl.pending[1:]
+	}
+}
+
+// id returns the index of editor request id id, a new one if it is new.
+func (pl *planner) id(id string) int32 {
+	i, ok := pl.ids[id]
+	if !ok {
+		i = int32(len(pl.ids))
+		pl.ids[id] = i
+		pl.respN = append(pl.respN, 0)
+		pl.sentN = append(pl.sentN, 0)
+	}
+	return i
 }
 
 // agentFrame reads frame i, m, of the agent's: a response to an editor
@@ -171,23 +313,28 @@ func (pl *planner) agentFrame(i int, m acp.Message) {
 		if m.ID == nil {
 			return
 		}
-		id := acp.IDKey(m.ID)
+		id := pl.id(acp.IDKey(m.ID))
 		pl.respN[id]++
 		k := respKey{id, pl.respN[id]}
-		p.anchors = append(p.anchors, anchor{resp: k})
-		p.resps[k] = i
-		if j := slices.Index(pl.pending, k); j >= 0 {
-			pl.pending = slices.Delete(pl.pending, j, j+1)
-		}
+		p.anchors = append(p.anchors, anchor{series: -1, id: id, n: k.n})
+		p.resps.set(k, i)
+		pl.answered(k)
 	case acp.Request:
-		series := reqSeries{sessionOf(m.Params), m.Method}
+		name := reqSeries{sessionOf(m.Params), m.Method}
 		if isMCP(m.Method) {
-			series = p.mcp.request(i, m)
+			name = p.mcp.request(i, m)
 		}
-		p.reqN[series]++
-		k := reqKey{series, p.reqN[series]}
-		p.anchors = append(p.anchors, anchor{req: k})
-		p.reqs[k] = i
+		s, ok := p.byName[name]
+		if !ok {
+			s = int32(len(p.series))
+			p.byName[name] = s
+			p.series = append(p.series, &seriesPlan{reqSeries: name})
+		}
+		sp := p.series[s]
+		sp.frames = append(sp.frames, int32(i))
+		sp.answers = append(sp.answers, answer{frame: -1})
+		k := reqKey{name, len(sp.frames)}
+		p.anchors = append(p.anchors, anchor{series: s, id: -1, n: int32(k.n)})
 		pl.outstanding[acp.IDKey(m.ID)] = k
 	case acp.Notification:
 		if k, n := noteOf(m); counted(k) {
@@ -207,8 +354,8 @@ func (pl *planner) editorFrame(i int, m acp.Message, data []byte) {
 	if (m.Kind == acp.Response || m.Kind == acp.Error) && m.ID != nil {
 		if k, ok := pl.outstanding[acp.IDKey(m.ID)]; ok {
 			delete(pl.outstanding, acp.IDKey(m.ID))
-			a := answer{frame: i, after: len(p.steps)}
-			p.answers[k] = a
+			a := answer{frame: int32(i), after: int32(len(p.steps))}
+			p.seriesOf(k.reqSeries).answers[k.n-1] = a
 			if isMCP(k.method) {
 				p.mcp.answer(i, m, data, a)
 			}
@@ -216,32 +363,36 @@ func (pl *planner) editorFrame(i int, m acp.Message, data []byte) {
 		}
 	}
 	p.mcp.declare(m)
-	pl.newStep(i)
+	ask := noResp
 	if m.Kind == acp.Request {
-		id := acp.IDKey(m.ID)
+		id := pl.id(acp.IDKey(m.ID))
 		pl.sentN[id]++
-		k := respKey{id, pl.sentN[id]}
-		pl.pending = append(pl.pending, k)
-		pl.sentAt[k] = len(p.steps) - 1
-		p.methods[k] = m.Method
-		p.asks[i] = k
+		ask = respKey{id, pl.sentN[id]}
+		p.asked.set(ask, i)
+	}
+	pl.newStep(i, ask)
+	if ask != noResp {
+		pl.pending = append(pl.pending, pendingReq{k: ask, step: int32(len(p.steps) - 1)})
 	}
 }
 
-// newStep adds the step of frame, with what it waits for mid-turn: the
-// notifications recorded since the turn it interrupts began.
-func (pl *planner) newStep(frame int) {
+// newStep adds the step of frame, the editor request ask or noResp, with
+// what it waits for mid-turn: the notifications recorded since the turn
+// it interrupts began.
+func (pl *planner) newStep(frame int, ask respKey) {
 	p := pl.plan
-	st := step{frame: frame, anchors: len(p.anchors)}
-	if len(pl.pending) > 0 {
+	st := step{frame: int32(frame), anchors: int32(len(p.anchors)), ask: ask}
+	if len(pl.pending) == 0 {
+		pl.mid = nil
+	} else if since := pl.pending[0].step; pl.mid != nil && pl.atTotal != nil && pl.mid.since == since {
+		// Nothing came since the last step, of the same turn.
+		st.mid = pl.mid
+	} else {
 		// The turn began when the first of the unanswered requests was
-		// sent.
-		mid := &midTurn{since: pl.sentAt[pl.pending[0]]}
-		for _, k := range pl.pending[1:] {
-			mid.since = min(mid.since, pl.sentAt[k])
-		}
+		// sent: pending is in the order sent.
+		mid := &midTurn{since: since}
 		for k, n := range pl.total {
-			if d := n - pl.at[mid.since][k]; d > 0 {
+			if d := n - pl.at[since][k]; d > 0 {
 				if mid.notes == nil {
 					mid.notes = make(map[noteKey]int)
 				}
@@ -249,9 +400,9 @@ func (pl *planner) newStep(frame int) {
 			}
 		}
 		if mid.notes != nil {
-			mid.pending = slices.Clone(pl.pending)
 			st.mid = mid
 		}
+		pl.mid = st.mid
 	}
 	// Steps share a copy of total while it does not change: most
 	// recordings have many more frames than notification kinds.
