@@ -34,6 +34,10 @@ type Page struct {
 	// Timed says whether Events have times (a replay's rows have only
 	// their order).
 	Timed bool `json:"timed,omitempty"`
+	// Acptap is the version of acptap that made the page, as acptap
+	// --version prints it: an exported exchange (HAR) names it as its
+	// creator's.
+	Acptap string `json:"acptap,omitempty"`
 	// Start is when the recording started (RFC 3339, UTC), which Events'
 	// times count from: an exported exchange (HAR) says when it started.
 	Start string `json:"start,omitempty"`

@@ -528,7 +528,7 @@
       _chunks: (x.chunks || []).map(function (c) { return {at_ms: c.at_ms, size: bodyContent([c.data]).size}; })
     };
     if (x.error) entry.comment = x.error;
-    return {log: {version: '1.2', creator: {name: 'acptap', version: ''}, entries: [entry]}};
+    return {log: {version: '1.2', creator: {name: 'acptap', version: D.acptap || ''}, entries: [entry]}};
   }
   function copyText(text, button) {
     var done = function (ok) { button.textContent = ok ? 'copied' : 'select the command below to copy it'; };

@@ -47,6 +47,16 @@ func TestHTMLPagesInBrowser(t *testing.T) {
 	if text := browsertest.Eval[string](pg, `document.querySelector('#detail').innerText`); !strings.Contains(text, "Response") || !strings.Contains(text, "raw stream") {
 		t.Errorf("the expanded exchange shows\n%s", text)
 	}
+	// The exchange exported as HAR names acptap's version as its
+	// creator's, as acptap --version prints it.
+	stdout, _, _ := runAcptap(t, dir, agentEnv(), "--version")
+	want, ok := strings.CutPrefix(strings.TrimSpace(stdout), "acptap version ")
+	if !ok || want == "" {
+		t.Fatalf("acptap --version prints %q", stdout)
+	}
+	if got := browsertest.Eval[string](pg, `(() => { const a = document.querySelector('#detail a.har'); return JSON.parse(decodeURIComponent(a.href.slice(a.href.indexOf(',') + 1))).log.creator.version; })()`); got != want {
+		t.Errorf("the exported HAR's creator.version is %q, want %q, as acptap --version says", got, want)
+	}
 	pg.Screenshot("show.png")
 
 	out := filepath.Join(t.TempDir(), "pages")
