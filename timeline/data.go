@@ -122,6 +122,12 @@ type Event struct {
 	Group int `json:"group,omitempty"`
 	// Exchange is the LLM exchange of an llm event.
 	Exchange *Exchange `json:"exchange,omitempty"`
+	// Fault is, on a replay's page, the stdio fault replay --stdio-fault
+	// broke the editor frame with on its way to the agent, its action as
+	// spelled (dup, split:10); "" for none. A frame dropped, or closed
+	// in place of (drop, close), was never written: its row stands where
+	// the recording had it among the agent's lines.
+	Fault string `json:"fault,omitempty"`
 }
 
 // Turn is one session/prompt turn: from the prompt to the agent's
