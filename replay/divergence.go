@@ -130,7 +130,9 @@ type Divergence struct {
 	More int
 	// Err is the editor side's error for EditorFailed: a
 	// *driver.WaitError, *driver.MismatchError or *driver.MissingError,
-	// or the error of a write to the agent; nil for the other kinds.
+	// or the error of a write to the agent; nil for the other kinds. A
+	// WaitError's Subject names its frame as `acptap show` numbers it
+	// (its Frame is the driver's index).
 	Err error
 	// Message describes the divergence in one line, as the reports print
 	// it.

@@ -37,6 +37,10 @@ type recording struct {
 	// numbers them (their Seqs), in order, for the stdio faults that
 	// name them.
 	editorSeqs []uint64
+	// seqs are every frame's number as `acptap show` numbers it, by its
+	// index in frames, for the messages of the driver, which names
+	// frames by index (see showNumbers).
+	seqs []uint64
 	// mcp are the lines of each MCP server, by its index in
 	// meta.MCPServers, in recorded order: a stdio server's lanes', an
 	// HTTP or SSE server's messages in its exchanges.
@@ -98,6 +102,7 @@ func load(st *store.Store, name string) (*recording, error) {
 				rec.editorSeqs = append(rec.editorSeqs, e.Seq)
 				rec.addSession(data)
 			}
+			rec.seqs = append(rec.seqs, e.Seq)
 			rec.frames.add(l, data)
 		case store.LaneLLM:
 			if e.Flags&store.FlagIncomplete != 0 {

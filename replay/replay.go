@@ -375,7 +375,7 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		recorded:   rec.acpLines(),
 		live:       spooledLines{s: run.live, index: run.compared},
 		keep:       !opts.Discard,
-		driveErr:   run.driveErr,
+		driveErr:   rec.showNumbers(run.driveErr),
 		llm:        report,
 		requests:   opts.Requests,
 		strictHTTP: opts.StrictHTTP,

@@ -367,6 +367,7 @@ func TestExchangeExportInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.Acptap = "v1.2.3"
 	pg := browsertest.Open(t, writePage(t, p))
 	i := p.Tools[0].Cause
 	x := p.Events[i].Exchange
@@ -393,7 +394,7 @@ func TestExchangeExportInBrowser(t *testing.T) {
 		t.Fatalf("the HAR: %v\n%s", err, link[1])
 	}
 	l := h.Log
-	if l.Version != "1.2" || l.Creator == nil || l.Creator.Name != "acptap" || l.Creator.Version == nil || len(l.Entries) != 1 {
+	if l.Version != "1.2" || l.Creator == nil || l.Creator.Name != "acptap" || l.Creator.Version == nil || *l.Creator.Version != "v1.2.3" || len(l.Entries) != 1 {
 		t.Fatalf("the HAR's log: %s", link[1])
 	}
 	e := l.Entries[0]

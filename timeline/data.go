@@ -34,6 +34,10 @@ type Page struct {
 	// Timed says whether Events have times (a replay's rows have only
 	// their order).
 	Timed bool `json:"timed,omitempty"`
+	// Acptap is the version of acptap that made the page, as acptap
+	// --version prints it: an exported exchange (HAR) names it as its
+	// creator's.
+	Acptap string `json:"acptap,omitempty"`
 	// Start is when the recording started (RFC 3339, UTC), which Events'
 	// times count from: an exported exchange (HAR) says when it started.
 	Start string `json:"start,omitempty"`
@@ -118,6 +122,12 @@ type Event struct {
 	Group int `json:"group,omitempty"`
 	// Exchange is the LLM exchange of an llm event.
 	Exchange *Exchange `json:"exchange,omitempty"`
+	// Fault is, on a replay's page, the stdio fault replay --stdio-fault
+	// broke the editor frame with on its way to the agent, its action as
+	// spelled (dup, split:10); "" for none. A frame dropped, or closed
+	// in place of (drop, close), was never written: its row stands where
+	// the recording had it among the agent's lines.
+	Fault string `json:"fault,omitempty"`
 }
 
 // Turn is one session/prompt turn: from the prompt to the agent's

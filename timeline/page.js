@@ -120,6 +120,8 @@
     var seen = {};
     E.forEach(function (e) { if (e.update) seen[e.update] = true; });
     Object.keys(seen).sort().forEach(function (u) { kinds.push(['update:' + u, 'update ' + u]); });
+    // A replay's page with injected faults picks their rows.
+    if (E.some(faultOf)) kinds.push(['fault', 'injected faults']);
     if (kindSel.options.length === kinds.length) return;
     kindSel.innerHTML = kinds.map(function (k) { return '<option value="' + esc(k[0]) + '">' + esc(k[1]) + '</option>'; }).join('');
     kindSel.value = state.kind;
@@ -188,13 +190,18 @@
     if (!state.lanes[e.lane]) return false;
     if (state.session && e.session !== state.session) return false;
     var k = state.kind;
-    if (k === 'err' ? !e.err : k.indexOf('update:') === 0 ? e.update !== k.slice(7) : k !== 'all' && e.kind !== k) return false;
+    if (k === 'err' ? !e.err : k === 'fault' ? !faultOf(e) : k.indexOf('update:') === 0 ? e.update !== k.slice(7) : k !== 'all' && e.kind !== k) return false;
     if (state.text) {
       if (!hay) hay = E.map(haystack);
       return hay[i].indexOf(state.text) >= 0;
     }
     return true;
   }
+
+  // faultOf is the fault a replay injected into event e: an LLM
+  // exchange's answer (replay --fault) or an editor frame (replay
+  // --stdio-fault); '' for none.
+  function faultOf(e) { return e.fault || (e.exchange && e.exchange.fault) || ''; }
 
   // haystack is the text the filter searches in event e, lower-cased:
   // its row, its line, and of an exchange its request and response
@@ -203,6 +210,7 @@
   // is found as typed.
   function haystack(e) {
     var parts = [e.method || '', e.update || '', e.summary || '', withDecoded(e.raw || '')];
+    if (e.fault) parts.push('injected fault ' + e.fault);
     var x = e.exchange;
     if (x) {
       parts.push(x.url, bodyText(x.request_body) ? withDecoded(bodyText(x.request_body)) : '');
@@ -253,7 +261,7 @@
     countEl.textContent = rows.length + ' rows of ' + E.length + ' events';
     render();
   }
-  function matchesKind(e) { var k = state.kind; return k === 'all' || e.kind === k || k === 'update:' + e.update; }
+  function matchesKind(e) { var k = state.kind; return k === 'all' || e.kind === k || k === 'update:' + e.update || k === 'fault' && !!faultOf(e); }
 
   function render() {
     if (!list) return;
@@ -294,7 +302,7 @@
       return '<span class="tag">' + (state.open[row.g] ? '▾' : '▸') + ' ' + g.events.length + ' chunks</span><b>' + esc(g.update) + '</b>' + esc(g.text.replace(/\s+/g, ' ').slice(0, 200));
     }
     var t = title(e), tags = '';
-    if (e.exchange && e.exchange.fault) tags += '<span class="tag fault">injected fault ' + esc(e.exchange.fault) + '</span>';
+    if (faultOf(e)) tags += '<span class="tag fault">injected fault ' + esc(faultOf(e)) + '</span>';
     // An exchange says which tool call's result it carries and which it
     // asks for: the causal chain reads down the LLM column.
     (e.tools || []).forEach(function (k) {
@@ -435,10 +443,26 @@
       d.appendChild(exchangeDetail(e.exchange));
       return d;
     }
+    if (e.fault) d.appendChild(h('p', {class: 'fault'}, stdioFaultHTML(e.fault)));
     if (e.b64) { d.appendChild(h('p', {}, 'not UTF-8; base64:')); d.appendChild(h('pre', {class: 'json'}, esc(e.raw))); return d; }
     var p = parse(e.raw || '');
     d.appendChild(h('pre', {class: 'json'}, p.ok ? jsonHTML(p.v, null, '$', 0) : esc(e.raw || '')));
     return d;
+  }
+
+  // stdioFaultHTML says what a stdio fault (replay --stdio-fault) did to
+  // the editor frame it broke.
+  function stdioFaultHTML(f) {
+    var arg = f.slice(f.indexOf(':') + 1), what = {
+      drop: 'it was not written: the agent never got it, and the replay went on as if it had. Its row stands where the recording had it among the agent\'s lines.',
+      dup: 'it was written twice, in one write.',
+      delay: 'it was written ' + arg + ' late.',
+      split: 'it was written in two writes: its first ' + arg + ' bytes, then, a pause later, the rest.',
+      sever: 'its first half was written, without its newline, then the agent\'s stdin was closed, as by an editor that crashes mid-write.',
+      garbage: 'it was written after a line that is not JSON, in the same write.',
+      close: 'the agent\'s stdin was closed in its place: the agent never got it. Its row stands where the recording had it among the agent\'s lines.'
+    }[f.split(':')[0]] || '';
+    return 'The replay broke this frame on its way to the agent with an injected stdio fault, <b>' + esc(f) + '</b> (replay --stdio-fault)' + (what ? ': ' + esc(what) : '.') + ' Below is the recorded frame.';
   }
 
   function groupDetail(g) {
@@ -528,7 +552,7 @@
       _chunks: (x.chunks || []).map(function (c) { return {at_ms: c.at_ms, size: bodyContent([c.data]).size}; })
     };
     if (x.error) entry.comment = x.error;
-    return {log: {version: '1.2', creator: {name: 'acptap', version: ''}, entries: [entry]}};
+    return {log: {version: '1.2', creator: {name: 'acptap', version: D.acptap || ''}, entries: [entry]}};
   }
   function copyText(text, button) {
     var done = function (ok) { button.textContent = ok ? 'copied' : 'select the command below to copy it'; };

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/acptap/acptap/lane"
@@ -48,6 +49,17 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 	for _, f := range res.LLM.Faulted {
 		faults[f.Number] = f.Fault.String()
 	}
+	// The stdio faults applied, by the editor frame's ordinal; those of
+	// frames the replay did not write (drop, close) have no step of
+	// res.Timeline, and a row of their own where dropped says.
+	stdio := map[int]string{}
+	for _, o := range res.StdioFaults {
+		k := slices.IndexFunc(editor, func(e Event) bool { return e.Seq == o.Seq })
+		if o.Applied && k >= 0 {
+			stdio[k] = o.Fault.String()
+		}
+	}
+	dropped := unwritten(res.Timeline, stdio, editor, recorded.events)
 	run := newBuilder()
 	push := func(e Event) {
 		e.Seq, e.T = uint64(len(run.events)+1), 0
@@ -65,18 +77,34 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 		}
 		delete(after, k)
 	}
+	pushEditor := func(k int) {
+		e := editor[k]
+		e.Fault = stdio[k]
+		push(e)
+		served(k + 1)
+	}
 	served(0)
-	for _, s := range res.Timeline {
+	for j, s := range res.Timeline {
+		for _, k := range dropped[j] {
+			pushEditor(k)
+		}
 		switch {
 		case s.Lane == lane.Editor && s.Index < len(editor):
-			push(editor[s.Index])
-			served(s.Index + 1)
+			pushEditor(s.Index)
 		case s.Lane == lane.Agent && s.Index < len(res.Live):
 			push(lineEvent(0, 0, store.LaneAgent, res.Live[s.Index]))
 		}
 	}
+	for _, k := range dropped[len(res.Timeline)] {
+		pushEditor(k)
+	}
 	p := &Page{Kind: "replay", Title: "acptap replay " + res.Name, Status: status, Info: info(rec)[:2], Start: start(rec)}
 	p.Info = append(p.Info, fmt.Sprintf("replayed: %d frames, %d LLM exchanges served, %s; the agent %s", res.Frames, res.LLM.Served, res.Duration.Round(1e6), res.Exit))
+	// Which stdio faults were applied, and which not, as the report
+	// says.
+	for _, o := range res.StdioFaults {
+		p.Info = append(p.Info, o.String())
+	}
 	for _, d := range res.Divergences {
 		p.Problems = append(p.Problems, d.Message)
 	}
@@ -88,6 +116,67 @@ func Replay(st *store.Store, res *replay.Result, status string) (*Page, error) {
 		p.Compare = compare("recorded", "replayed", res.Expected, res.Actual, append(append([]replay.Divergence(nil), res.Divergences...), res.Warnings...), res.Requests)
 	}
 	return p, nil
+}
+
+// unwritten places the rows of the editor frames whose stdio fault the
+// replay applied but that it never wrote (drop, close), which the
+// replay's timeline lacks: it returns their ordinals among the recorded
+// editor frames (editor), by the index in timeline before which each
+// goes (len(timeline) for the end). The replay took such a frame after
+// the editor frames before it were written and the agent's lines the
+// recording has before it were seen, as it does any: the row goes after
+// the last editor frame before it, and after as many of the agent's
+// lines as the recording (events) has before it, but before the next
+// editor frame written.
+func unwritten(timeline []replay.Step, faults map[int]string, editor, events []Event) map[int][]int {
+	written := map[int]bool{}
+	for _, s := range timeline {
+		if s.Lane == lane.Editor {
+			written[s.Index] = true
+		}
+	}
+	var ks []int
+	for k := range faults {
+		if !written[k] {
+			ks = append(ks, k)
+		}
+	}
+	slices.Sort(ks)
+	out := map[int][]int{}
+	for _, k := range ks {
+		// How many agent lines the recording has before frame k.
+		agents := 0
+		for _, e := range events {
+			if e.Seq == editor[k].Seq {
+				break
+			}
+			if e.Lane == "agent" {
+				agents++
+			}
+		}
+		lo, seen := 0, 0 // after the last editor frame before k, and the agent lines before that
+		for j, s := range timeline {
+			if s.Lane == lane.Editor && s.Index < k {
+				lo = j + 1
+			}
+		}
+		for _, s := range timeline[:lo] {
+			if s.Lane == lane.Agent {
+				seen++
+			}
+		}
+		at := lo
+		for at < len(timeline) && seen < agents {
+			s := timeline[at]
+			if s.Lane == lane.Editor {
+				break
+			}
+			seen++
+			at++
+		}
+		out[at] = append(out[at], k)
+	}
+	return out
 }
 
 // IndexEntry is one recording of a replay run's index page.

@@ -79,6 +79,7 @@ func runDiff(opts *diffOptions) error {
 		if err != nil {
 			return recordingError(err, opts.StorePath)
 		}
+		page.Acptap = version()
 		if err := writeFileAtomic(opts.HTML, "--html", func(w io.Writer) error { return timeline.Write(w, page) }); err != nil {
 			return err
 		}

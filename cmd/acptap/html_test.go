@@ -47,6 +47,16 @@ func TestHTMLPagesInBrowser(t *testing.T) {
 	if text := browsertest.Eval[string](pg, `document.querySelector('#detail').innerText`); !strings.Contains(text, "Response") || !strings.Contains(text, "raw stream") {
 		t.Errorf("the expanded exchange shows\n%s", text)
 	}
+	// The exchange exported as HAR names acptap's version as its
+	// creator's, as acptap --version prints it.
+	stdout, _, _ := runAcptap(t, dir, agentEnv(), "--version")
+	want, ok := strings.CutPrefix(strings.TrimSpace(stdout), "acptap version ")
+	if !ok || want == "" {
+		t.Fatalf("acptap --version prints %q", stdout)
+	}
+	if got := browsertest.Eval[string](pg, `(() => { const a = document.querySelector('#detail a.har'); return JSON.parse(decodeURIComponent(a.href.slice(a.href.indexOf(',') + 1))).log.creator.version; })()`); got != want {
+		t.Errorf("the exported HAR's creator.version is %q, want %q, as acptap --version says", got, want)
+	}
 	pg.Screenshot("show.png")
 
 	out := filepath.Join(t.TempDir(), "pages")
@@ -114,4 +124,58 @@ func TestReplayFaultPageInBrowser(t *testing.T) {
 	if text := browsertest.Eval[string](pg, `document.querySelector('#detail p.fault').innerText`); !strings.Contains(text, "injected fault, status:503 (replay --fault)") {
 		t.Errorf("the faulted exchange's detail says %q", text)
 	}
+}
+
+// TestReplayStdioFaultPageInBrowser: in the page of a replay with
+// --stdio-fault, each editor frame the replay broke is marked with its
+// fault, on its row and in its detail, a frame dropped too, which the
+// replay never wrote; the filter picks the faulted rows; and the header
+// says which faults were applied and which not, as the report does.
+func TestReplayStdioFaultPageInBrowser(t *testing.T) {
+	browsertest.Require(t)
+	dir := workspace(t)
+	db := filepath.Join(dir, "s.db")
+	recordSession(t, dir, db, "typo", agentEnv(), nil)
+	out := filepath.Join(t.TempDir(), "pages")
+	stdout, errOut, code := runAcptap(t, dir, agentEnv(), "replay", "--store", db, "--timeout", "1s", "--html", out,
+		"--stdio-fault", "initialize#1=split:5", "--stdio-fault", "session/prompt#1=drop", "--stdio-fault", "session/prompt#2=sever", "typo")
+	if code != ExitDiverged || !strings.Contains(stdout, "session/prompt#2=sever (frame ") || !strings.Contains(stdout, "not applied") {
+		t.Fatalf("replay dropping the first prompt: exit %d, want %d and the second prompt's fault not applied\n%s%s", code, ExitDiverged, stdout, errOut)
+	}
+	pg := browsertest.Open(t, filepath.Join(out, "typo.html"))
+	tags := browsertest.Eval[[]string](pg, `[...document.querySelectorAll('#spacer .row[data-lane=editor]')].map(r => { const f = r.querySelector('.tag.fault'); return r.querySelector('b').textContent + ' ' + (f ? f.textContent : '-'); })`)
+	want := []string{"initialize injected fault split:5", "session/new -", "session/prompt injected fault drop"}
+	if strings.Join(tags, "|") != strings.Join(want, "|") {
+		t.Errorf("the editor rows are marked %q, want %q", tags, want)
+	}
+	// The fault looks as an LLM exchange's does.
+	if bg := browsertest.Eval[string](pg, `getComputedStyle(document.querySelector('#spacer .row[data-lane=editor] .tag.fault')).backgroundColor`); bg != "rgb(255, 224, 178)" {
+		t.Errorf("the fault's mark has the background %s", bg)
+	}
+	info := browsertest.Eval[string](pg, `document.querySelector('header').innerText`)
+	for _, w := range []string{
+		"stdio fault initialize#1=split:5 (frame 1, initialize id=0): applied",
+		"stdio fault session/prompt#1=drop (frame 5, session/prompt id=2): applied",
+		"stdio fault session/prompt#2=sever (frame ",
+		"not applied: the replay ended before it came to the frame",
+	} {
+		if !strings.Contains(info, w) {
+			t.Errorf("the page's header lacks %q:\n%s", w, info)
+		}
+	}
+	// The kind filter has the injected faults, and picks their rows.
+	picked := browsertest.Eval[[]string](pg, `(() => { const k = document.getElementById('kind'); k.value = 'fault'; k.dispatchEvent(new Event('change')); return [...document.querySelectorAll('#spacer .row')].map(r => r.querySelector('b').textContent); })()`)
+	if strings.Join(picked, "|") != "initialize|session/prompt" {
+		t.Errorf("the filter of injected faults shows the rows %q, want initialize and session/prompt", picked)
+	}
+	browsertest.Eval[bool](pg, `(document.querySelectorAll('#spacer .row')[1].click(), true)`)
+	if text := browsertest.Eval[string](pg, `document.querySelector('#detail p.fault').innerText`); !strings.Contains(text, "injected stdio fault, drop (replay --stdio-fault): it was not written") {
+		t.Errorf("the dropped frame's detail says %q", text)
+	}
+	// The text filter finds them too.
+	n := browsertest.Eval[int](pg, `(() => { const k = document.getElementById('kind'); k.value = 'all'; k.dispatchEvent(new Event('change')); const q = document.getElementById('filter'); q.value = ''; q.value = 'injected fault'; q.dispatchEvent(new Event('input')); return new Promise(done => setTimeout(() => done(document.querySelectorAll('#spacer .row').length), 300)); })()`)
+	if n != 2 {
+		t.Errorf("searching for \"injected fault\" shows %d rows, want the 2 faulted ones", n)
+	}
+	pg.Screenshot("replay-stdio-faults.png")
 }

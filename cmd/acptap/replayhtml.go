@@ -48,6 +48,7 @@ func (h *htmlPages) add(st *store.Store, res *replay.Result, up *updateOutcome) 
 	if err != nil {
 		return usageErrorf("--html: the page of %s: %v", res.Name, err)
 	}
+	page.Acptap = version()
 	if err := writeFileAtomic(filepath.Join(h.dir, e.Page), "--html", func(w io.Writer) error { return timeline.Write(w, page) }); err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ func showHTML(st *store.Store, opts *showOptions) error {
 	if err != nil {
 		return recordingError(err, opts.StorePath)
 	}
+	page.Acptap = version()
 	write := func(w io.Writer) error { return timeline.Write(w, page) }
 	path := opts.Output
 	switch {

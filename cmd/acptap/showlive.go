@@ -170,11 +170,12 @@ func (l *livePage) publish(st *store.Store, name string, done bool) error {
 	defer l.mu.Unlock()
 	start := time.Now()
 	p := l.live.Page(rec)
-	version := 1
+	n := 1
 	if l.page != nil {
-		version = l.page.Live.Version + 1
+		n = l.page.Live.Version + 1
 	}
-	p.Live = &timeline.LiveState{URL: "data", Version: version, Done: done}
+	p.Live = &timeline.LiveState{URL: "data", Version: n, Done: done}
+	p.Acptap = version()
 	body, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("encoding the live page: %w", err)
