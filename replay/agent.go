@@ -38,7 +38,8 @@ type agentConfig struct {
 	pathMap map[string]string
 	// faults break editor frames on their way to the agent:
 	// driver.Options.Faults.
-	faults map[int]driver.Fault
+	frameName func(int) string // driver.Options.FrameName
+	faults    map[int]driver.Fault
 	// mcpMatching are the recorded directories and the sandbox's, for the
 	// MCP servers the recorded editor hosted over ACP.
 	mcpMatching driver.MCPMatching
@@ -84,6 +85,7 @@ func runAgent(ctx context.Context, cfg agentConfig) (*agentRun, error) {
 		NoTimeline:  !cfg.keep,
 		Rewrite:     cfg.rewrite,
 		Faults:      cfg.faults,
+		FrameName:   cfg.frameName,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/acptap/acptap/lane"
@@ -39,7 +40,7 @@ type recording struct {
 	editorSeqs []uint64
 	// seqs are every frame's number as `acptap show` numbers it, by its
 	// index in frames, for the messages of the driver, which names
-	// frames by index (see showNumbers).
+	// frames by index (see frameName).
 	seqs []uint64
 	// mcp are the lines of each MCP server, by its index in
 	// meta.MCPServers, in recorded order: a stdio server's lanes', an
@@ -313,4 +314,13 @@ func StoredRules(st *store.Store, name string) ([]normalize.Rule, error) {
 		return nil, fmt.Errorf("%w of recording %q: %v", ErrStoredRules, name, err)
 	}
 	return rules, nil
+}
+
+// frameName names frame i of frames as `acptap show` numbers it, for the
+// driver's messages (driver.Options.FrameName).
+func (rec *recording) frameName(i int) string {
+	if i < 0 || i >= len(rec.seqs) {
+		return "frame index " + strconv.Itoa(i)
+	}
+	return "frame " + strconv.FormatUint(rec.seqs[i], 10)
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/acptap/acptap/lane"
@@ -78,6 +79,11 @@ type Options struct {
 	// servers); Result.Sent holds what it returned. It is called by one
 	// Run at a time, in the order the frames are written.
 	Rewrite func(line []byte) []byte
+
+	// FrameName names recorded frame i in messages, as the user finds it
+	// (`acptap show` numbers frames over every lane, from 1). If nil,
+	// "frame " and i.
+	FrameName func(i int) string
 
 	// Faults break recorded editor frames on their way to the agent, by
 	// index in the recording (see Fault): the first time Run writes the
@@ -167,7 +173,11 @@ func New(opts Options) *Driver {
 // opts.Recorded. It reads them all, and fails with the first error of
 // src.Line. The Driver keeps src.
 func NewFrom(src lane.Lines, opts Options) (*Driver, error) {
-	p, err := newPlan(src)
+	name := opts.FrameName
+	if name == nil {
+		name = func(i int) string { return "frame " + strconv.Itoa(i) }
+	}
+	p, err := newPlan(src, name)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +205,7 @@ func NewFrom(src lane.Lines, opts Options) (*Driver, error) {
 				return nil, err
 			}
 			if !p.editorFrame(i) {
-				return nil, fmt.Errorf("%w %s of frame %d: not an editor frame of the recording", ErrInvalidFault, f, i)
+				return nil, fmt.Errorf("%w %s of %s: not an editor frame of the recording", ErrInvalidFault, f, p.name(i))
 			}
 			d.closes = d.closes || f.closes()
 		}
@@ -375,7 +385,7 @@ func (r *run) subject(w *write) string {
 	case w.frame < 0:
 		return w.what
 	}
-	return fmt.Sprintf("frame %d (%s)", w.frame, w.what)
+	return fmt.Sprintf("%s (%s)", r.p.name(w.frame), w.what)
 }
 
 // loop runs until the end of the recording has been reached or a failure
@@ -795,7 +805,7 @@ func (r *run) frame(i int) ([]byte, bool) {
 	}
 	f, err := r.p.src.Line(i)
 	if err != nil {
-		r.readErr = fmt.Errorf("reading frame %d of the recording: %w", i, err)
+		r.readErr = fmt.Errorf("reading %s of the recording: %w", r.p.name(i), err)
 		return nil, false
 	}
 	return f.Data, true

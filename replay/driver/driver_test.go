@@ -556,6 +556,14 @@ func TestReplayAgentStopsAnswering(t *testing.T) {
 	if got := shape(res.Sent); !reflect.DeepEqual(got, []string{"request initialize", "request session/new", "request session/prompt"}) {
 		t.Errorf("sent %q, want up to the first prompt", got)
 	}
+
+	// Options.FrameName names the frame as the caller numbers it.
+	d = driver.New(driver.Options{Recorded: frames, Timeout: 300 * time.Millisecond, FrameName: func(i int) string { return fmt.Sprintf("frame #%d", 100+i) }})
+	_, err = replay(t, d, agentEnviron(muteEnv+"=2"))
+	want = fmt.Sprintf("frame #%d (session/prompt id=3) waited 300ms for: the response to editor request id=2 (session/prompt)", 100+second)
+	if !errors.As(err, &we) || we.Frame != second || err.Error() != want {
+		t.Errorf("with FrameName: Run error = %q, want %q", err, want)
+	}
 }
 
 func TestReplayCancelWaitsForUpdates(t *testing.T) {

@@ -115,10 +115,11 @@ type seriesPlan struct {
 // again from src: a recording of a million frames makes a plan of some
 // tens of MiB whatever the frames' sizes.
 type plan struct {
-	src     lane.Lines // the recording's frames, read again by Run
-	n       int        // how many there are
-	junk    []bool     // frames that are not JSON-RPC messages
-	steps   []step     // the last is the end of the recording
+	src     lane.Lines         // the recording's frames, read again by Run
+	n       int                // how many there are
+	name    func(i int) string // Options.FrameName
+	junk    []bool             // frames that are not JSON-RPC messages
+	steps   []step             // the last is the end of the recording
 	anchors []anchor
 	// ids are the ids of the editor's requests (acp.IDKey) by index;
 	// asked and resps the frame indexes of the requests with each id
@@ -216,15 +217,16 @@ func (p *plan) editorRequest(k respKey) string {
 	}
 	f, err := p.src.Line(i)
 	if err != nil {
-		return fmt.Sprintf("editor request of frame %d", i)
+		return "editor request of " + p.name(i)
 	}
 	m := acp.Parse(f.Data)
 	return fmt.Sprintf("editor request id=%s (%s)", acp.IDKey(m.ID), m.Method)
 }
 
-func newPlan(src lane.Lines) (*plan, error) {
+func newPlan(src lane.Lines, name func(int) string) (*plan, error) {
 	p := &plan{
 		src:    src,
+		name:   name,
 		n:      src.Len(),
 		ids:    make(map[string]int32),
 		byName: make(map[reqSeries]int32),
@@ -240,7 +242,7 @@ func newPlan(src lane.Lines) (*plan, error) {
 	for i := range p.n {
 		f, err := src.Line(i)
 		if err != nil {
-			return nil, fmt.Errorf("reading frame %d of the recording: %w", i, err)
+			return nil, fmt.Errorf("reading %s of the recording: %w", name(i), err)
 		}
 		m := acp.Parse(f.Data)
 		p.junk[i] = m.Kind == acp.Junk
@@ -453,7 +455,7 @@ func (p *plan) subject(i int) string {
 	}
 	f, err := p.src.Line(i)
 	if err != nil {
-		return fmt.Sprintf("frame %d", i)
+		return p.name(i)
 	}
-	return fmt.Sprintf("frame %d (%s)", i, acp.Describe(f.Data))
+	return fmt.Sprintf("%s (%s)", p.name(i), acp.Describe(f.Data))
 }
