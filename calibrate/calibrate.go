@@ -53,7 +53,7 @@ type Options struct {
 	// Replay are the options of each replay: the agent command, its
 	// environment and workspace, the wait, the user's rules. Run leaves
 	// out the rules stored with the recording, keeps the requests, and
-	// makes request drift a warning.
+	// makes request drift a warning. It must inject no faults.
 	Replay replay.Options
 }
 
@@ -140,8 +140,8 @@ func (c Conflict) String() string {
 
 // Run replays recording name of st opts.Runs times and learns the rules
 // that make the runs and the recording compare equal. It fails as
-// replay.Run fails, when a replay cannot run, or with ErrRuns; how the
-// runs differ is in the Result.
+// replay.Run fails, when a replay cannot run, or with ErrRuns or
+// ErrFaults; how the runs differ is in the Result.
 func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Result, error) {
 	runs := opts.Runs
 	switch {
@@ -149,6 +149,9 @@ func Run(ctx context.Context, st *store.Store, name string, opts Options) (*Resu
 		runs = DefaultRuns
 	case runs < 0:
 		return nil, fmt.Errorf("%w: %d, want 1 or more", ErrRuns, runs)
+	}
+	if r := opts.Replay; len(r.Faults) > 0 || len(r.MCPFaults) > 0 || len(r.StdioFaults) > 0 {
+		return nil, fmt.Errorf("%w: %d LLM, %d MCP and %d stdio faults given; calibrate with none", ErrFaults, len(r.Faults), len(r.MCPFaults), len(r.StdioFaults))
 	}
 	ro := opts.Replay
 	ro.Uncalibrated = true

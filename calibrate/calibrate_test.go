@@ -168,6 +168,15 @@ func TestRun(t *testing.T) {
 	if _, err := Run(ctx, st, "r", Options{Runs: -1}); !errors.Is(err, ErrRuns) {
 		t.Errorf("Run with -1 runs: %v, want ErrRuns", err)
 	}
+	faulted := opts
+	fault, err := replay.ParseStdioFault("1=drop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	faulted.Replay.StdioFaults = []replay.StdioFault{fault}
+	if _, err := Run(ctx, st, "r", faulted); !errors.Is(err, ErrFaults) {
+		t.Errorf("Run with a stdio fault: %v, want ErrFaults", err)
+	}
 	if _, err := Run(ctx, st, "nope", opts); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Run of a missing recording: %v, want ErrNotFound", err)
 	}
