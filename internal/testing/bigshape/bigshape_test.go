@@ -62,7 +62,7 @@ func editorFrames(t *testing.T, shape string, mib float64) []byte {
 // twice.
 func TestShapesSize(t *testing.T) {
 	const mib = 4
-	for _, shape := range []string{"editor", "echo", "agent", "mix"} {
+	for _, shape := range []string{"editor", "echo", "echoreq", "agent", "mix"} {
 		t.Run(shape, func(t *testing.T) {
 			in := editorFrames(t, shape, mib)
 			var out, out2, stderr bytes.Buffer
@@ -106,7 +106,7 @@ func TestRecordReplay(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "s.db")
 	for _, shape := range shapes {
 		t.Run(shape, func(t *testing.T) {
-			rec := exec.Command(acptap, "record", "--store", db, "--name", shape, "--no-proxy-env",
+			rec := exec.Command(acptap, "record", "--store", db, "--name", shape, "--no-proxy-env", "--grace", "1m",
 				"--base-url", "OPENAI_BASE_URL="+llm.URL+"/v1", "--", agent, "agent")
 			rec.Dir = t.TempDir()
 			rec.Env = testkit.ChildEnv()

@@ -12,7 +12,7 @@ import (
 	"github.com/acptap/acptap/internal/chatapi"
 )
 
-var shapes = []string{"editor", "echo", "agent", "llm", "mix"}
+var shapes = []string{"editor", "echo", "echoreq", "agent", "llm", "mix"}
 
 // editorMain writes the editor frames of a session of the shape, of
 // about mib MiB in all, to stdout.
@@ -74,6 +74,13 @@ func (s *session) echo() int64 {
 	return 2 * int64(len(b))
 }
 
+func (s *session) echoReq() int64 {
+	s.n++
+	b := echoRequest(s.n)
+	s.frame(b)
+	return 2 * int64(len(b))
+}
+
 func (s *session) updates(n int) int64 {
 	s.turn++
 	req := promptRequest(s.id(), updatesPrompt(s.turn, n))
@@ -117,6 +124,10 @@ func writeSession(w io.Writer, shape string, size int64) error {
 	case "echo":
 		for total < size {
 			total += s.echo()
+		}
+	case "echoreq":
+		for total < size {
+			total += s.echoReq()
 		}
 	case "agent":
 		for total < size {

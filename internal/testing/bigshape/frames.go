@@ -94,6 +94,20 @@ func echoNotification(n int) []byte {
 	}))
 }
 
+// echoRequest is the n-th _bench/echo request, numeric and string ids
+// alternating, which the agent writes back whole as cat would: a request
+// to the editor with the same id, which the editor leaves unanswered.
+func echoRequest(n int) []byte {
+	const fixed = 120
+	id := rawID(2_000_000_000 + n)
+	if n%2 == 1 {
+		id = rawID(fmt.Sprintf("echo-%d", n))
+	}
+	return line(acp.EncodeRequest(id, "_bench/echo", map[string]any{
+		"sessionId": sessionID, "seq": n, "data": text(1<<40+uint64(n), padTo(frameSize, fixed)),
+	}))
+}
+
 // Prompts say what the agent does: "updates N" sends N session/update
 // notifications; "llm" makes one LLM request.
 func promptRequest(id int, prompt string) []byte {

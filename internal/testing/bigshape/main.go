@@ -10,13 +10,16 @@
 //
 //	bigshape llm &    # prints its base URL, for the llm and mix shapes
 //	bigshape editor --shape S --mib N | acptap record --store DB --name S \
-//	    --no-proxy-env --base-url OPENAI_BASE_URL=URL -- bigshape agent
+//	    --grace 10m --no-proxy-env --base-url OPENAI_BASE_URL=URL -- bigshape agent
 //
 // records a session of about N MiB (frames both ways and LLM request and
 // response bodies) that `acptap replay --store DB S` replays green. The
 // editor writes its frames without waiting for answers: the agent answers
 // every frame in the order it reads them, deterministically, so the
-// recording is the same session whatever the timing.
+// recording is the same session whatever the timing. The editor's output
+// ends long before the agent's answers to its prompts do (a real editor
+// would wait for the end of each turn), hence --grace: the agent exits at
+// the end of its input once it has answered everything.
 //
 // Shapes (every session opens with initialize and session/new):
 //
@@ -24,6 +27,8 @@
 //	        answered with a small result: the bulk is editor frames
 //	echo    ~900-byte _bench/echo notifications, which the agent writes
 //	        back whole, as cat would
+//	echoreq the same as requests (numeric and string ids), written back
+//	        whole: requests to the editor, which it leaves unanswered
 //	agent   session/prompt requests "updates 1000", each answered with
 //	        1,000 ~900-byte session/update notifications (message chunks,
 //	        tool calls and their updates): the bulk is agent frames
@@ -42,7 +47,7 @@ import (
 	"os"
 )
 
-const usage = `usage: bigshape editor --shape editor|echo|agent|llm|mix --mib N
+const usage = `usage: bigshape editor --shape editor|echo|echoreq|agent|llm|mix --mib N
        bigshape agent
        bigshape llm [--addr HOST:PORT]
 `
