@@ -246,28 +246,26 @@ func (r *rpcIDs) number(id any) int32 {
 	case string:
 		key = valueKey(x)
 	case json.Number:
-		if v, err := strconv.ParseInt(string(x), 10, 64); err == nil && strconv.FormatInt(v, 10) == string(x) {
-			if k, ok := r.ints[v]; ok {
-				return k
-			}
-			if r.ints == nil {
-				r.ints = make(map[int64]int32)
-			}
-			r.n++
-			r.ints[v] = r.n
-			return r.n
+		if v, ok := intID(id); ok {
+			return numberIn(&r.ints, v, &r.n)
 		}
 		key = "n:" + string(x)
 	}
-	if k, ok := r.keys[key]; ok {
-		return k
+	return numberIn(&r.keys, key, &r.n)
+}
+
+// numberIn returns the number of k in *m, the next after *n, counted, if
+// k is new.
+func numberIn[K comparable](m *map[K]int32, k K, n *int32) int32 {
+	if x, ok := (*m)[k]; ok {
+		return x
 	}
-	if r.keys == nil {
-		r.keys = make(map[string]int32)
+	if *m == nil {
+		*m = make(map[K]int32)
 	}
-	r.n++
-	r.keys[key] = r.n
-	return r.n
+	*n++
+	(*m)[k] = *n
+	return *n
 }
 
 // clone returns a copy of r that numbers on from where r stands.
