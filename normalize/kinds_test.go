@@ -25,9 +25,9 @@ func TestBeforeIndex(t *testing.T) {
 	classes := []class{
 		{what: "response session/prompt", requests: true},
 		{what: "request fs/read_text_file", requests: true},
-		{what: "update tool_call", stream: "tool call a"},
-		{what: "update tool_call completed", stream: "tool call a"},
-		{what: "update agent_message_chunk", stream: "agent message"},
+		{what: "update tool_call"},
+		{what: "update tool_call completed"},
+		{what: "update agent_message_chunk"},
 		{what: "update usage_update", state: "usage_update"},
 		{what: ""},
 	}

@@ -214,15 +214,15 @@ func (n *Normalizer) present(seg *turnFrames) []placed {
 			tail = map[string]int{}
 			seen := map[string]bool{}
 			for i := len(frames) - 1; i >= 0; i-- {
-				c := seg.class(i)
-				if c.stream == "" {
+				stream := seg.stream(i)
+				if stream == "" {
 					continue
 				}
-				if !seen[c.stream] && kindMatches(p.what, c.what) {
-					tail[c.stream] = i
+				if !seen[stream] && kindMatches(p.what, seg.class(i).what) {
+					tail[stream] = i
 					continue
 				}
-				seen[c.stream] = true
+				seen[stream] = true
 			}
 		}
 		first := map[string]int{}
@@ -231,10 +231,10 @@ func (n *Normalizer) present(seg *turnFrames) []placed {
 			kinds = newKindIndex(seg)
 		}
 		for i := range frames {
-			c := seg.class(i)
-			if c.stream != "" {
-				if _, ok := first[c.stream]; !ok {
-					first[c.stream] = i
+			c, stream := seg.class(i), seg.stream(i)
+			if stream != "" {
+				if _, ok := first[stream]; !ok {
+					first[stream] = i
 				}
 			}
 			if !kindMatches(p.what, c.what) {
@@ -242,8 +242,8 @@ func (n *Normalizer) present(seg *turnFrames) []placed {
 			}
 			switch {
 			case p.at == PresenceLast:
-				t, ok := tail[c.stream]
-				drop[i] = drop[i] || ok && i >= t && first[c.stream] < i
+				t, ok := tail[stream]
+				drop[i] = drop[i] || ok && i >= t && first[stream] < i
 			case p.after != "":
 				drop[i] = drop[i] || kindMatches(p.after, before(seg, kinds, i, p.what))
 			default:

@@ -333,7 +333,7 @@ func (n *Normalizer) build(lines lane.Lines, mode buildMode) (*Transcript, error
 		}
 		return &Transcript{Order: Strict, Turns: []Turn{turn}}, nil
 	}
-	r := &frameIndex{lines: lines, index: map[class]uint32{}}
+	r := &frameIndex{lines: lines, index: map[class]uint32{}, streams: []string{""}, streamIndex: map[string]uint32{"": 0}}
 	if mode.keep {
 		r.values = make([]any, lines.Len())
 	}
@@ -350,14 +350,14 @@ func (n *Normalizer) build(lines lane.Lines, mode buildMode) (*Transcript, error
 			continue // only the editor's requests say anything here
 		}
 		v := parseLine(f.Data)
-		c := classify(v)
+		c, stream := classify(v)
 		c.what = FrameKind(v)
 		slot, answer := sessions.place(f.Lane, v, c)
 		if f.Lane == lane.Editor && n.omitEditor {
 			continue
 		}
 		c.answer = answer
-		r.add(i, f.Lane, c, slot)
+		r.add(i, f.Lane, c, stream, slot)
 		if mode.keep {
 			r.values[i] = v
 		}
@@ -509,25 +509,38 @@ type frameIndex struct {
 	// positions: a stream of a million frames holds 16 bytes of each.
 	classes []class
 	index   map[class]uint32
+	// streams are the streams of the frames as written, each once,
+	// streamIndex their positions: a turn of ten thousand tool calls
+	// has as many, against a dozen classes.
+	streams     []string
+	streamIndex map[string]uint32
 }
 
 // placed is a frame of a frameIndex: where it is and where it goes.
 type placed struct {
-	at    uint32    // its index in lines
-	side  lane.Lane // who wrote it
-	class uint32    // in classes
-	slot  int32     // its session: its ref while reading, then its slot (see sessionTable); 0 for none
+	at     uint32    // its index in lines
+	side   lane.Lane // who wrote it
+	class  uint32    // in classes
+	stream uint32    // in streams
+	slot   int32     // its session: its ref while reading, then its slot (see sessionTable); 0 for none
 }
 
-// add adds frame at of side and class c, in the session of slot.
-func (r *frameIndex) add(at int, side lane.Lane, c class, slot int) {
+// add adds frame at of side, class c and stream stream, in the session of
+// slot.
+func (r *frameIndex) add(at int, side lane.Lane, c class, stream string, slot int) {
 	k, ok := r.index[c]
 	if !ok {
 		k = uint32(len(r.classes))
 		r.classes = append(r.classes, c)
 		r.index[c] = k
 	}
-	r.frames = append(r.frames, placed{at: uint32(at), side: side, class: k, slot: int32(slot)})
+	s, ok := r.streamIndex[stream]
+	if !ok {
+		s = uint32(len(r.streams))
+		r.streams = append(r.streams, stream)
+		r.streamIndex[stream] = s
+	}
+	r.frames = append(r.frames, placed{at: uint32(at), side: side, class: k, stream: s, slot: int32(slot)})
 }
 
 // turnFrames are the frames of one turn.
@@ -538,6 +551,10 @@ type turnFrames struct {
 
 // class returns the class of frame i of the turn.
 func (s *turnFrames) class(i int) class { return s.classes[s.frames[i].class] }
+
+// stream returns the stream of frame i of the turn, as written; "" for a
+// request, a response or a state notification.
+func (s *turnFrames) stream(i int) string { return s.streams[s.frames[i].stream] }
 
 // value returns frame i of the turn, decoded.
 func (s *turnFrames) value(i int) (any, error) {
@@ -557,16 +574,17 @@ func (s *turnFrames) value(i int) (any, error) {
 type class struct {
 	requests bool   // a request or response
 	state    string // the kind of a state notification, or ""
-	stream   string // the stream of the others, with the raw key of its tool call or session
 	answer   bool   // a response with a stopReason, which ends a turn
 	what     string // its kind, as FrameKind says it, for the presence rules
 }
 
-// classify returns the class of a decoded frame.
-func classify(v any) class {
+// classify returns the class of a decoded frame, and the stream of one
+// that is not a request, a response or a state notification, with the raw
+// key of its tool call or session.
+func classify(v any) (c class, stream string) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return class{stream: JunkStream}
+		return class{}, JunkStream
 	}
 	id, hasID := m["id"]
 	hasID = hasID && id != nil
@@ -574,29 +592,29 @@ func classify(v any) class {
 		name, ok := method.(string)
 		switch {
 		case !ok:
-			return class{stream: JunkStream}
+			return class{}, JunkStream
 		case hasID:
-			return class{requests: true}
+			return class{requests: true}, ""
 		case name != "session/update":
-			return class{stream: name + " notifications"}
+			return class{}, name + " notifications"
 		}
 		params, _ := m["params"].(map[string]any)
 		update, _ := params["update"].(map[string]any)
 		kind, _ := update["sessionUpdate"].(string)
 		session := rawKey(params["sessionId"])
 		if acp.StateUpdate(kind) {
-			return class{state: kind}
+			return class{state: kind}, ""
 		}
-		return class{stream: updateStream(kind, rawKey(update["toolCallId"])) + "\x00" + session}
+		return class{}, updateStream(kind, rawKey(update["toolCallId"])) + "\x00" + session
 	}
 	_, isResult := m["result"]
 	_, isError := m["error"]
 	if !isResult && !isError {
-		return class{stream: JunkStream}
+		return class{}, JunkStream
 	}
 	result, _ := m["result"].(map[string]any)
 	_, answer := result["stopReason"]
-	return class{requests: true, answer: answer && isResult}
+	return class{requests: true, answer: answer && isResult}, ""
 }
 
 // rawKey returns a comparable form of a decoded id.
@@ -749,12 +767,12 @@ func (n *Normalizer) turnRequests(seg *turnFrames, emit func(any) json.RawMessag
 func (n *Normalizer) turnStreams(seg *turnFrames, emit func(any) json.RawMessage) ([]streamKey, map[streamKey][]item, error) {
 	var order []string // the streams, keyed as written
 	groups := map[string][]int{}
-	for i, f := range seg.frames {
-		if c := seg.classes[f.class]; c.stream != "" {
-			if _, ok := groups[c.stream]; !ok {
-				order = append(order, c.stream)
+	for i := range seg.frames {
+		if stream := seg.stream(i); stream != "" {
+			if _, ok := groups[stream]; !ok {
+				order = append(order, stream)
 			}
-			groups[c.stream] = append(groups[c.stream], i)
+			groups[stream] = append(groups[stream], i)
 		}
 	}
 	var keys []streamKey
