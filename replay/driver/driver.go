@@ -275,6 +275,7 @@ func (d *Driver) Run(ctx context.Context, toAgent io.Writer, fromAgent <-chan []
 		liveReq:  make(map[reqSeries]int),
 		states:   make(map[noteKey]int),
 		total:    make(map[noteKey]int),
+		overOf:   make(map[string]int),
 		writes:   make(chan delivery),
 		written:  make(chan error, 1),
 	}
@@ -318,8 +319,8 @@ type run struct {
 	liveResp []int32           // responses seen per editor request id, by index (see plan.ids)
 	liveReq  map[reqSeries]int // agent requests seen per series, by the recorded session
 	cursor   int               // anchors[:cursor] have all been seen
-	passAt   int               // the first response anchor after cursor, once looked for (see turnPassed)
 	over     int               // the editor requests of steps[:over] have all been answered (see turnOver)
+	overOf   map[string]int    // session → the editor requests of asksOf[session][:n] have all been answered
 	total    map[noteKey]int   // notifications seen that steps await (see counted)
 	at       []map[noteKey]int // total when each step began to be written
 	next     int               // the step to send next
@@ -627,14 +628,26 @@ func (r *run) turnProgress(st step, k noteKey) int {
 }
 
 // turnOver reports whether the live agent has answered every editor
-// request sent before step i, which, once the step's anchors have been
-// seen, are the ones pending when it was recorded (see midTurn).
+// request of step i's session (of every session for the end of the
+// recording; see midTurn) sent before it, which, once the step's anchors
+// have been seen, are the ones pending when it was recorded.
 func (r *run) turnOver(i int) bool {
-	for r.over < i {
-		if k := r.p.steps[r.over].ask; k != noResp && !r.answeredLive(k) {
+	session := r.p.steps[i].mid.session
+	if session == "" {
+		for r.over < i {
+			if k := r.p.steps[r.over].ask; k != noResp && !r.answeredLive(k) {
+				return false
+			}
+			r.over++
+		}
+		return true
+	}
+	asks, j := r.p.asksOf[session], r.overOf[session]
+	defer func() { r.overOf[session] = j }()
+	for ; j < len(asks) && int(asks[j]) < i; j++ {
+		if !r.answeredLive(r.p.steps[asks[j]].ask) {
 			return false
 		}
-		r.over++
 	}
 	return true
 }
@@ -694,10 +707,15 @@ func (r *run) receive(line []byte) {
 		}
 		r.request(k, m.ID, m.Params)
 	case acp.Notification:
-		if k, n := noteOf(m); counted(k) {
+		k, n := noteOf(m)
+		if counted(k) {
+			// A live session's notifications count as the recorded
+			// session's whose id it took the place of.
+			k.session = r.subs.recorded(k.session)
 			r.total[k] += n
 			r.atTotal = nil
 		} else {
+			k.session = ""
 			r.states[k]++
 		}
 	}
@@ -707,8 +725,9 @@ func (r *run) receive(line []byte) {
 			if a.response() || !r.turnPassed() {
 				break
 			}
-			// The agent answered the editor request recorded after this
-			// agent request without sending it: it never will. Waiting
+			// The agent answered the editor request of its session
+			// recorded after this agent request without sending it: it
+			// never will. Waiting
 			// would only time out; the diff shows the difference.
 			s := r.p.series[a.series].reqSeries
 			r.errs = append(r.errs, &MissingError{Method: s.method, N: int(a.n), Live: r.liveReq[s]})
@@ -717,17 +736,11 @@ func (r *run) receive(line []byte) {
 	}
 }
 
-// turnPassed reports whether the first response anchor after the anchor
-// at the cursor has been seen. Where it is is looked for once per run of
-// agent requests, not once per request.
+// turnPassed reports whether the live agent has ended the turn of the
+// agent request at the cursor (see anchor.pass).
 func (r *run) turnPassed() bool {
-	if r.passAt <= r.cursor {
-		r.passAt = r.cursor + 1
-		for r.passAt < len(r.p.anchors) && !r.p.anchors[r.passAt].response() {
-			r.passAt++
-		}
-	}
-	return r.passAt < len(r.p.anchors) && r.seenAnchor(r.p.anchors[r.passAt])
+	a := r.p.anchors[r.cursor]
+	return int(a.pass) < len(r.p.anchors) && r.seenAnchor(r.p.anchors[a.pass])
 }
 
 // request answers the live agent request k of id id, now or once its
@@ -901,20 +914,22 @@ func (r *run) missing(i int) []string {
 	if st.mid == nil || r.turnOver(i) {
 		return out
 	}
-	keys := make([]noteKey, 0, len(st.mid.notes))
-	for k := range st.mid.notes {
-		keys = append(keys, k)
+	// What is still awaited, of every session together.
+	short := make(map[noteKey]int)
+	for k, n := range st.mid.notes {
+		if n -= r.turnProgress(st, k); n > 0 {
+			k.session = ""
+			short[k] += n
+		}
 	}
-	slices.SortFunc(keys, func(a, b noteKey) int {
+	keys := slices.SortedFunc(maps.Keys(short), func(a, b noteKey) int {
 		return cmp.Or(cmp.Compare(a.method, b.method), cmp.Compare(a.update, b.update))
 	})
 	for _, k := range keys {
-		n := st.mid.notes[k] - r.turnProgress(st, k)
-		switch {
-		case n <= 0:
-		case k.chunk():
+		n := short[k]
+		if k.chunk() {
 			out = append(out, fmt.Sprintf("%d more %s of %v text", n, plural(n, "byte", "bytes"), k))
-		default:
+		} else {
 			out = append(out, fmt.Sprintf("%d more %v", n, k))
 		}
 	}

@@ -52,14 +52,22 @@ type anchor struct {
 	series int32 // -1 for a response
 	id     int32 // a response's id, by its index in the plan's ids
 	n      int32
+	// pass, for a request, is the index of the anchor that ends its
+	// turn: the first response recorded after it to an editor request
+	// of its session (of any session for a request without one, or when
+	// its session has none). Once the live agent has sent that response
+	// without the request, it never will. Another session's turn does
+	// not count: sessions in flight race each other.
+	pass int32
 }
 
 func (a anchor) response() bool { return a.series < 0 }
 
 // A noteKey is a kind of notification: a session/update's update kind,
-// or the method of another notification.
+// or the method of another notification, and for those steps await (see
+// counted) its session (params.sessionId, recorded; "" for none).
 type noteKey struct {
-	method, update string
+	session, method, update string
 }
 
 func (k noteKey) String() string {
@@ -81,17 +89,26 @@ type step struct {
 }
 
 // midTurn is what a step sent mid-turn waits for besides its anchors:
-// the notifications awaited since step since was sent, the start of the
-// turn the frame interrupts (the first of the editor requests
-// unanswered when the frame was recorded). Once the live agent has
-// answered every editor request sent before the frame, the turn is over
-// and notes are no longer awaited: those it answered in the recording
-// before the frame are anchors the step waits for anyway, so the rest
-// are the ones that were unanswered then. Consecutive steps of a turn
-// share one while no notification comes between them.
+// the notifications of its session awaited since step since was sent,
+// the start of the turn the frame interrupts (the first of the session's
+// editor requests unanswered when the frame was recorded). Once the live
+// agent has answered every editor request of the session sent before the
+// frame, the turn is over and notes are no longer awaited: those it
+// answered in the recording before the frame are anchors the step waits
+// for anyway, so the rest are the ones that were unanswered then.
+// Consecutive steps of a turn share one while no notification comes
+// between them.
+//
+// Only a frame's own session counts: another session's notifications
+// are no cause of it, and how the sessions in flight interleave changes
+// from run to run. The end of the recording, which ends every session,
+// is the one step whose session is "": it waits for the notifications
+// of every session since the first editor request then unanswered, and
+// for every editor request sent before it.
 type midTurn struct {
-	notes map[noteKey]int
-	since int32
+	notes   map[noteKey]int
+	since   int32
+	session string
 }
 
 // An answer is the editor's recorded response to an agent request.
@@ -130,6 +147,7 @@ type plan struct {
 	series []*seriesPlan       // the series of agent requests, by index
 	byName map[reqSeries]int32 // their indexes
 	states map[noteKey]int     // recorded state notifications (see counted), by kind
+	asksOf map[string][]int32  // session → the steps that are its editor requests, in order
 	mcp    *mcpPlan            // the MCP servers the editor hosted over ACP
 }
 
@@ -231,12 +249,16 @@ func newPlan(src lane.Lines, name func(int) string) (*plan, error) {
 		ids:    make(map[string]int32),
 		byName: make(map[reqSeries]int32),
 		states: make(map[noteKey]int),
+		asksOf: make(map[string][]int32),
 		mcp:    newMCPPlan(),
 	}
 	pl := planner{
 		plan:        p,
 		outstanding: make(map[string]reqKey),
 		total:       make(map[noteKey]int),
+		unpassed:    make(map[string][]int32),
+		pending:     make(map[string][]pendingReq),
+		askSession:  make(map[respKey]string),
 	}
 	p.junk = make([]bool, p.n)
 	for i := range p.n {
@@ -252,45 +274,110 @@ func newPlan(src lane.Lines, name func(int) string) (*plan, error) {
 			pl.editorFrame(i, m, f.Data)
 		}
 	}
-	pl.newStep(p.n, noResp)
+	pl.newStep(p.n, noResp, "")
+	pl.finish()
 	return p, nil
 }
 
 // planner is newPlan's state as it reads the recording in order.
 type planner struct {
 	*plan
-	respN       []int32           // responses recorded per editor id
-	sentN       []int32           // editor requests sent per id
-	outstanding map[string]reqKey // agent request id → request, until answered
-	pending     []pendingReq      // editor requests not answered yet, in the order sent
-	total       map[noteKey]int   // notifications awaited so far (see counted)
-	at          []map[noteKey]int // total when each step was recorded
-	atTotal     map[noteKey]int   // the last copy of total in at, nil if total changed since
-	mid         *midTurn          // the last step's, shared by the next while total stands
+	respN       []int32                 // responses recorded per editor id
+	sentN       []int32                 // editor requests sent per id
+	outstanding map[string]reqKey       // agent request id → request, until answered
+	pending     map[string][]pendingReq // session → its editor requests not answered yet, in the order sent
+	askSession  map[respKey]string      // the session of each editor request in pending
+	unpassed    map[string][]int32      // session → its request anchors whose pass is not known yet
+	total       map[noteKey]int         // notifications awaited so far (see counted)
+	at          []map[noteKey]int       // total when each step was recorded
+	atTotal     map[noteKey]int         // the last copy of total in at, nil if total changed since
+	mid         *midTurn                // the last step's, shared by the next while total stands
 }
 
-// A pendingReq is an editor request not answered yet, and the step that
-// sent it; done once answered, till it reaches the front of pending.
+// A pendingReq is an editor request not answered yet and the step that
+// sent it; done once answered, till it reaches the front of its session's
+// pending.
 type pendingReq struct {
 	k    respKey
 	step int32
 	done bool
 }
 
-// answered takes editor request k off pending. Answers mostly come in the
-// order asked, so k is looked for from the front, and an answered
-// request is dropped once it reaches the front rather than moving the
-// rest: an editor that sent a hundred thousand requests at once costs
-// linear time.
-func (pl *planner) answered(k respKey) {
-	j := slices.IndexFunc(pl.pending, func(r pendingReq) bool { return r.k == k && !r.done })
+// answered takes editor request k off pending and returns its session.
+// Answers mostly come in the order asked, so k is looked for from the
+// front, and an answered request is dropped once it reaches the front
+// rather than moving the rest: an editor that sent a hundred thousand
+// requests at once costs linear time.
+func (pl *planner) answered(k respKey) (session string) {
+	session, ok := pl.askSession[k]
+	if !ok {
+		return ""
+	}
+	delete(pl.askSession, k)
+	q := pl.pending[session]
+	j := slices.IndexFunc(q, func(r pendingReq) bool { return r.k == k && !r.done })
 	if j < 0 {
-		return
+		return session
 	}
-	pl.pending[j].done = true
-	for len(pl.pending) > 0 && pl.pending[0].done {
-		pl.pending = pl.pending[1:]
+	q[j].done = true
+	for len(q) > 0 && q[0].done {
+		q = q[1:]
 	}
+	if len(q) == 0 {
+		delete(pl.pending, session)
+	} else {
+		pl.pending[session] = q
+	}
+	return session
+}
+
+// turnStart returns the step of the first editor request of session
+// still unanswered, the start of its turn; of any session for "". It
+// returns -1 if there is none.
+func (pl *planner) turnStart(session string) int32 {
+	if session != "" {
+		if q := pl.pending[session]; len(q) > 0 {
+			return q[0].step
+		}
+		return -1
+	}
+	first := int32(-1)
+	for _, q := range pl.pending {
+		if first < 0 || q[0].step < first {
+			first = q[0].step
+		}
+	}
+	return first
+}
+
+// passed sets the pass of the request anchors waiting for a response of
+// session, the anchor at index at (see anchor.pass): those of session,
+// and those of no session.
+func (pl *planner) passed(session string, at int32) {
+	for _, i := range pl.unpassed[session] {
+		pl.anchors[i].pass = at
+	}
+	delete(pl.unpassed, session)
+	if session != "" {
+		pl.passed("", at)
+	}
+}
+
+// finish sets the pass of the request anchors whose session has no
+// response after them: the first response after them of any session, or
+// none.
+func (pl *planner) finish() {
+	next := int32(len(pl.anchors))
+	for i := len(pl.anchors) - 1; i >= 0; i-- {
+		a := &pl.anchors[i]
+		switch {
+		case a.response():
+			next = int32(i)
+		case a.pass < 0:
+			a.pass = next
+		}
+	}
+	pl.unpassed = nil
 }
 
 // id returns the index of editor request id id, a new one if it is new.
@@ -320,7 +407,7 @@ func (pl *planner) agentFrame(i int, m acp.Message) {
 		k := respKey{id, pl.respN[id]}
 		p.anchors = append(p.anchors, anchor{series: -1, id: id, n: k.n})
 		p.resps.set(k, i)
-		pl.answered(k)
+		pl.passed(pl.answered(k), int32(len(p.anchors)-1))
 	case acp.Request:
 		name := reqSeries{sessionOf(m.Params), m.Method}
 		if isMCP(m.Method) {
@@ -336,13 +423,15 @@ func (pl *planner) agentFrame(i int, m acp.Message) {
 		sp.frames = append(sp.frames, int32(i))
 		sp.answers = append(sp.answers, answer{frame: -1})
 		k := reqKey{name, len(sp.frames)}
-		p.anchors = append(p.anchors, anchor{series: s, id: -1, n: int32(k.n)})
+		p.anchors = append(p.anchors, anchor{series: s, id: -1, n: int32(k.n), pass: -1})
+		pl.unpassed[name.session] = append(pl.unpassed[name.session], int32(len(p.anchors)-1))
 		pl.outstanding[acp.IDKey(m.ID)] = k
 	case acp.Notification:
 		if k, n := noteOf(m); counted(k) {
 			pl.total[k] += n
 			pl.atTotal = nil
 		} else {
+			k.session = ""
 			p.states[k]++
 		}
 	}
@@ -372,28 +461,41 @@ func (pl *planner) editorFrame(i int, m acp.Message, data []byte) {
 		ask = respKey{id, pl.sentN[id]}
 		p.asked.set(ask, i)
 	}
-	pl.newStep(i, ask)
+	session := pl.sessionOfFrame(m)
+	pl.newStep(i, ask, session)
 	if ask != noResp {
-		pl.pending = append(pl.pending, pendingReq{k: ask, step: int32(len(p.steps) - 1)})
+		step := int32(len(p.steps) - 1)
+		pl.pending[session] = append(pl.pending[session], pendingReq{k: ask, step: step})
+		pl.askSession[ask] = session
+		if session != "" {
+			p.asksOf[session] = append(p.asksOf[session], step)
+		}
 	}
 }
 
-// newStep adds the step of frame, the editor request ask or noResp, with
-// what it waits for mid-turn: the notifications recorded since the turn
-// it interrupts began.
-func (pl *planner) newStep(frame int, ask respKey) {
+// newStep adds the step of frame, the editor request ask or noResp of
+// session, with what it waits for mid-turn: the notifications of session
+// recorded since its turn began. A frame of no session waits for none,
+// but for the end of the recording (see midTurn).
+func (pl *planner) newStep(frame int, ask respKey, session string) {
 	p := pl.plan
 	st := step{frame: int32(frame), anchors: int32(len(p.anchors)), ask: ask}
-	if len(pl.pending) == 0 {
+	since := int32(-1)
+	if session != "" || frame == p.n {
+		since = pl.turnStart(session)
+	}
+	switch {
+	case since < 0:
 		pl.mid = nil
-	} else if since := pl.pending[0].step; pl.mid != nil && pl.atTotal != nil && pl.mid.since == since {
+	case pl.mid != nil && pl.atTotal != nil && pl.mid.since == since && pl.mid.session == session:
 		// Nothing came since the last step, of the same turn.
 		st.mid = pl.mid
-	} else {
-		// The turn began when the first of the unanswered requests was
-		// sent: pending is in the order sent.
-		mid := &midTurn{since: since}
+	default:
+		mid := &midTurn{since: since, session: session}
 		for k, n := range pl.total {
+			if session != "" && k.session != session {
+				continue
+			}
 			if d := n - pl.at[since][k]; d > 0 {
 				if mid.notes == nil {
 					mid.notes = make(map[noteKey]int)
@@ -415,6 +517,30 @@ func (pl *planner) newStep(frame int, ask respKey) {
 	p.steps = append(p.steps, st)
 }
 
+// cancelRequest is the method of the notification that cancels a
+// JSON-RPC request by its id (params.requestId).
+const cancelRequest = "$/cancel_request"
+
+// sessionOfFrame returns the session of editor frame m: params.sessionId,
+// or for a $/cancel_request the session of the request it cancels, if
+// that is unanswered; "" for none.
+func (pl *planner) sessionOfFrame(m acp.Message) string {
+	if m.Method != cancelRequest {
+		return sessionOf(m.Params)
+	}
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil || p.RequestID == nil {
+		return ""
+	}
+	id, ok := pl.ids[acp.IDKey(p.RequestID)]
+	if !ok {
+		return ""
+	}
+	return pl.askSession[respKey{id, pl.sentN[id]}]
+}
+
 // counted reports whether notifications of kind k are awaited: all but
 // state notifications (see acp.StateUpdate), which agents send from
 // background tasks, on either side of an editor frame.
@@ -422,21 +548,27 @@ func counted(k noteKey) bool {
 	return !(k.method == "session/update" && acp.StateUpdate(k.update))
 }
 
-// noteOf returns the kind of a notification and how much it counts.
+// noteOf returns the kind of a notification, its session as the agent
+// sent it, and how much it counts: a chunk its text's bytes, anything
+// else 1.
 func noteOf(m acp.Message) (noteKey, int) {
-	k := noteKey{method: m.Method, update: m.UpdateKind}
-	if !k.chunk() {
-		return k, 1
-	}
 	var p struct {
-		Update struct {
-			Content struct {
-				Text string `json:"text"`
-			} `json:"content"`
+		SessionID string `json:"sessionId"`
+		Update    struct {
+			// Another update's content may be a list.
+			Content json.RawMessage `json:"content"`
 		} `json:"update"`
 	}
 	json.Unmarshal(m.Params, &p)
-	return k, max(1, len(p.Update.Content.Text))
+	k := noteKey{session: p.SessionID, method: m.Method, update: m.UpdateKind}
+	if !k.chunk() {
+		return k, 1
+	}
+	var c struct {
+		Text string `json:"text"`
+	}
+	json.Unmarshal(p.Update.Content, &c)
+	return k, max(1, len(c.Text))
 }
 
 // editorFrame reports whether frame i of the recording is the editor's.
