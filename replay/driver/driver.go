@@ -105,11 +105,17 @@ type Options struct {
 //
 //   - the responses to the editor requests answered before it, by id (the
 //     editor's ids are sent as recorded, so the agent echoes them);
-//   - the agent requests recorded before it, counted per method;
-//   - for a frame sent mid-turn (while an editor request was unanswered
-//     in the recording, as session/cancel is), the progress of the turn it
-//     interrupts: the notifications recorded since the turn began (since
-//     the first of the requests then unanswered was sent), session/update
+//   - the agent requests recorded before it, counted per method and
+//     session; one the agent skipped (it ended the turn of its session
+//     recorded after it without sending it) is a MissingError, and no
+//     longer awaited; another session's turn ending first is a race
+//     between sessions, not a skip;
+//   - for a frame sent mid-turn in its session (while an editor request
+//     of the frame's session was unanswered in the recording, as
+//     session/cancel is; a $/cancel_request is of the session of the
+//     request it cancels), the progress of the turn it interrupts: that
+//     session's notifications recorded since the turn began (since the
+//     first of its requests then unanswered was sent), session/update
 //     counted per update kind, other notifications per method, message
 //     and thought chunks (kinds ending in "_chunk") measured by the bytes
 //     of their text (at least 1 each) rather than counted, since how an
@@ -119,10 +125,13 @@ type Options struct {
 //     still counts. State notifications (available_commands_update,
 //     usage_update, ...: see acp.StateUpdate) are never awaited: agents
 //     send them from background tasks, at times that vary against
-//     everything else. Once the live agent has answered every request that
-//     was pending then, the turn is over and nothing is awaited any more.
-//     A frame sent between turns awaits no notification: those recorded
-//     before it may legitimately come later.
+//     everything else. Once the live agent has answered every request of
+//     the session that was pending then, the turn is over and nothing is
+//     awaited any more. A frame sent between its session's turns, or of no
+//     session, awaits no notification: those recorded before it may
+//     legitimately come later, and other sessions' are no cause of it
+//     (sessions in flight interleave differently from run to run). The
+//     end of the recording awaits every session's.
 //
 // The agent's requests are answered with the editor's recorded answers:
 // the k-th live request of a method in a session gets the answer to the
