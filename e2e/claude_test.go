@@ -275,7 +275,7 @@ const (
 
 func TestClaudePlainAnswer(t *testing.T) {
 	t.Parallel()
-	for _, r := range routes {
+	for _, r := range routesOf(proxyRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newClaudeLab(t)
@@ -327,7 +327,7 @@ func TestClaudePlainAnswer(t *testing.T) {
 
 func TestClaudeBashTool(t *testing.T) {
 	t.Parallel()
-	for _, r := range routes {
+	for _, r := range routesOf(baseURLRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newClaudeLab(t)
@@ -390,7 +390,7 @@ func TestClaudeBashTool(t *testing.T) {
 
 func TestClaudeTwoPrompts(t *testing.T) {
 	t.Parallel()
-	for _, r := range routes {
+	for _, r := range routesOf(proxyRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newClaudeLab(t)
@@ -423,7 +423,7 @@ func TestClaudeTwoPrompts(t *testing.T) {
 
 func TestClaudeCancel(t *testing.T) {
 	t.Parallel()
-	for _, r := range routes {
+	for _, r := range routesOf(baseURLRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newClaudeLab(t)
@@ -459,7 +459,7 @@ const claudeCancelExtra = 4
 
 func TestClaudeFaults(t *testing.T) {
 	t.Parallel()
-	for _, r := range routes {
+	for _, r := range routesOf(proxyRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newClaudeLab(t)
@@ -565,12 +565,13 @@ func TestClaudeRunsNormalizeEqual(t *testing.T) {
 // sessions opened at once and prompted at once, their turns (and their
 // title calls) in flight together on one model, the modes and models it
 // offers set, then the first session closed and loaded again with its
-// history and prompted once more; recorded by both routes and replayed 5
-// times green under --requests fail, each request answered from the
-// conversation it continues.
+// history and prompted once more; recorded by the base-URL route (both
+// with ACPTAP_E2E_ALL_ROUTES=1) and replayed 5 times green under
+// --requests fail, each request answered from the conversation it
+// continues.
 func TestClaudeZedSessions(t *testing.T) {
 	t.Parallel()
-	for _, r := range routes {
+	for _, r := range routesOf(baseURLRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newClaudeLab(t)
@@ -600,12 +601,12 @@ func TestClaudeZedSessions(t *testing.T) {
 
 // TestClaudeMCP: claude-agent-acp given a stdio MCP server in session/new
 // (the test MCP server), whose lookup tool the scripted model calls:
-// recorded by both routes, the server's lines on lanes of their own, and
-// replayed 5 times green under --requests fail with the server's program
+// recorded by the proxy route (both with ACPTAP_E2E_ALL_ROUTES=1), the
+// server's lines on lanes of their own, and replayed 5 times green under --requests fail with the server's program
 // gone, served from the recording, the server asked nothing.
 func TestClaudeMCP(t *testing.T) {
 	t.Parallel()
-	for _, r := range routes {
+	for _, r := range routesOf(proxyRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newClaudeLab(t)
@@ -654,7 +655,7 @@ func TestClaudeMCP(t *testing.T) {
 // asked nothing.
 func TestClaudeMCPHTTP(t *testing.T) {
 	t.Parallel()
-	for _, r := range routes {
+	for _, r := range routesOf(baseURLRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newClaudeLab(t)
@@ -736,12 +737,12 @@ var mcpFilesystem = &agentBin{
 
 // TestClaudeMCPFilesystem: claude-agent-acp given the npm filesystem MCP
 // server in session/new, its scripted model calling the server's
-// list_allowed_directories: recorded by both routes and replayed 5 times
-// green under --requests fail with the server gone (its command a script
+// list_allowed_directories: recorded by the proxy route (both with
+// ACPTAP_E2E_ALL_ROUTES=1) and replayed 5 times green under --requests fail with the server gone (its command a script
 // removed before the replays), served from the recording.
 func TestClaudeMCPFilesystem(t *testing.T) {
 	t.Parallel()
-	for _, r := range routes {
+	for _, r := range routesOf(proxyRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newClaudeLab(t)

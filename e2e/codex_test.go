@@ -158,7 +158,7 @@ func (l *lab) recordCodex(name string, r route, sc scenario, opts fakeresponses.
 }
 
 func TestCodexPlainAnswer(t *testing.T) {
-	for _, r := range routes {
+	for _, r := range routesOf(proxyRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			l := newCodexLab(t)
 			prompt := "Say hi"
@@ -224,7 +224,7 @@ func TestCodexWebSocket(t *testing.T) {
 }
 
 func TestCodexShellTool(t *testing.T) {
-	for _, r := range routes {
+	for _, r := range routesOf(baseURLRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			l := newCodexLab(t)
 			s := l.recordCodex("shell", r, shellScenario("untrusted", "Please run the command"), fakeresponses.Options{})
@@ -264,7 +264,7 @@ func TestCodexShellTool(t *testing.T) {
 }
 
 func TestCodexTwoPrompts(t *testing.T) {
-	for _, r := range routes {
+	for _, r := range routesOf(proxyRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			l := newCodexLab(t)
 			prompts := []string{"Say hi", "Say bye"}
@@ -288,7 +288,7 @@ func TestCodexTwoPrompts(t *testing.T) {
 }
 
 func TestCodexCancel(t *testing.T) {
-	for _, r := range routes {
+	for _, r := range routesOf(baseURLRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			l := newCodexLab(t)
 			// The fake streams SlowDeltas deltas, 50ms apart, then holds
@@ -315,7 +315,7 @@ func TestCodexCancel(t *testing.T) {
 }
 
 func TestCodexFaults(t *testing.T) {
-	for _, r := range routes {
+	for _, r := range routesOf(proxyRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			l := newCodexLab(t)
 			prompt := "Say hi"

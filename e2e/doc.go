@@ -20,6 +20,12 @@
 // record -- codex-acp ...`, and `acptap replay` then re-runs codex-acp
 // with no LLM upstream at all.
 //
+// An agent's LLM traffic reaches the tap by two routes, the forward
+// proxy and a base URL (below). In the normal run each test of an agent
+// takes one of them, the agent's tests split between the two (codex-acp's
+// WebSocket test takes both); ACPTAP_E2E_ALL_ROUTES=1
+// (scripts/e2e-full) runs every test by both.
+//
 // # How codex-acp reaches the tap
 //
 // Codex takes its LLM base URL from its configuration

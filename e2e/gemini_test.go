@@ -230,7 +230,7 @@ func (l *lab) replayGemini(s *geminiSession, sc geminiScenario, args ...string) 
 }
 
 func TestGeminiPlainAnswer(t *testing.T) {
-	for _, r := range routes {
+	for _, r := range routesOf(proxyRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newGeminiLab(t)
@@ -278,7 +278,7 @@ func TestGeminiPlainAnswer(t *testing.T) {
 }
 
 func TestGeminiShellTool(t *testing.T) {
-	for _, r := range routes {
+	for _, r := range routesOf(baseURLRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newGeminiLab(t)
@@ -327,7 +327,7 @@ func TestGeminiShellTool(t *testing.T) {
 }
 
 func TestGeminiTwoPrompts(t *testing.T) {
-	for _, r := range routes {
+	for _, r := range routesOf(proxyRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newGeminiLab(t)
@@ -352,7 +352,7 @@ func TestGeminiTwoPrompts(t *testing.T) {
 }
 
 func TestGeminiCancel(t *testing.T) {
-	for _, r := range routes {
+	for _, r := range routesOf(baseURLRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newGeminiLab(t)
@@ -378,7 +378,7 @@ func TestGeminiCancel(t *testing.T) {
 }
 
 func TestGeminiFaults(t *testing.T) {
-	for _, r := range routes {
+	for _, r := range routesOf(baseURLRoute) {
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			l := newGeminiLab(t)

@@ -146,6 +146,21 @@ var (
 	routes       = []route{proxyRoute, baseURLRoute}
 )
 
+// allRoutesEnv, set to 1, runs every test of an agent by every route;
+// scripts/e2e-full sets it.
+const allRoutesEnv = "ACPTAP_E2E_ALL_ROUTES"
+
+// routesOf returns the routes a test of an agent takes: by default the
+// one given, each agent's tests split between the routes so that the
+// normal run takes every agent through both; every route with
+// ACPTAP_E2E_ALL_ROUTES=1.
+func routesOf(normal route) []route {
+	if os.Getenv(allRoutesEnv) == "1" {
+		return routes
+	}
+	return []route{normal}
+}
+
 // recordFlags are the acptap record flags of the route, for a fake at
 // fakeURL (with its certificate in caFile for the proxy route) and an
 // agent that reads its base URL from baseURLVar.

@@ -429,17 +429,18 @@ func hasEntry(dir, prefix string) bool {
 
 // TestExportImportRawBytes exports a recording of every kind of line an
 // agent and an editor can write (junk, a blank line, invalid UTF-8, CRLF,
-// a 32 MiB line, a last line without newline) and wants the import to
-// hold the same bytes.
+// a 2 MiB line, stored in blob chunks of 1 MiB, a last line without
+// newline) and wants the import to hold the same bytes. Lines longer than
+// a store commit are TestRecordPassesBytesThroughAndShowsThem's.
 func TestExportImportRawBytes(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "s.db")
 	outFile := filepath.Join(dir, "agent-out")
-	if err := os.WriteFile(outFile, tapPayload(5), 0o644); err != nil {
+	if err := os.WriteFile(outFile, tapPayload(5, 2<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("acptap", "record", "--store", db, "--name", "bytes", "--", "rawagent", outFile, filepath.Join(dir, "agent-in"))
-	cmd.Stdin = bytes.NewReader(tapPayload(6))
+	cmd.Stdin = bytes.NewReader(tapPayload(6, 2<<20))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("acptap record: %v\n%s", err, out)
 	}

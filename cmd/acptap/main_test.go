@@ -210,15 +210,15 @@ func writeChunked(w io.Writer, p []byte, r *rand.Rand) error {
 }
 
 // tapPayload is stdio traffic with every kind of line acptap must pass
-// through untouched.
-func tapPayload(seed uint64) []byte {
+// through untouched, among them a frame of bigSize bytes of text.
+func tapPayload(seed uint64, bigSize int) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}` + "\n")
 	b.WriteString("Starting agent (not JSON)\n")
 	b.WriteString("\n")
 	b.WriteString("{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"text\":\"caf\xc3\xa9 \xff\xfe invalid\"}}\n")
 	b.WriteString("line with CRLF\r\n")
-	big := make([]byte, 32<<20)
+	big := make([]byte, bigSize)
 	r := rand.New(rand.NewPCG(seed, seed))
 	for i := range big {
 		big[i] = 'a' + byte(r.IntN(26))

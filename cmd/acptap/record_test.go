@@ -95,8 +95,10 @@ func laneBytes(t *testing.T, events []showEvent, lane string) []byte {
 func TestRecordPassesBytesThroughAndShowsThem(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "s.db")
-	agentOut := tapPayload(1)
-	editorIn := tapPayload(2)
+	// Its big frame is longer than stdiotap.MaxRewrite and a store
+	// commit (32 MiB): held whole nowhere on its way.
+	agentOut := tapPayload(1, 32<<20)
+	editorIn := tapPayload(2, 32<<20)
 	outFile := filepath.Join(dir, "agent-out")
 	inFile := filepath.Join(dir, "agent-in")
 	if err := os.WriteFile(outFile, agentOut, 0o644); err != nil {
