@@ -106,10 +106,10 @@ type Options struct {
 //   - the responses to the editor requests answered before it, by id (the
 //     editor's ids are sent as recorded, so the agent echoes them);
 //   - the agent requests recorded before it, counted per method and
-//     session; one the agent skipped (it ended the turn of its session
-//     recorded after it without sending it) is a MissingError, and no
-//     longer awaited; another session's turn ending first is a race
-//     between sessions, not a skip;
+//     session; one the agent skipped (it ended the turn the request was
+//     recorded in without sending it) is a MissingError, and no longer
+//     awaited; another session's turn ending first, or the answer to
+//     another request of the turn coming first, is a race, not a skip;
 //   - for a frame sent mid-turn in its session (while an editor request
 //     of the frame's session was unanswered in the recording, as
 //     session/cancel is; a $/cancel_request is of the session of the
@@ -734,9 +734,8 @@ func (r *run) receive(line []byte) {
 			if a.response() || !r.turnPassed() {
 				break
 			}
-			// The agent answered the editor request of its session
-			// recorded after this agent request without sending it: it
-			// never will. Waiting
+			// The agent ended the turn this agent request was recorded
+			// in without sending it: it never will. Waiting
 			// would only time out; the diff shows the difference.
 			s := r.p.series[a.series].reqSeries
 			r.errs = append(r.errs, &MissingError{Method: s.method, N: int(a.n), Live: r.liveReq[s]})

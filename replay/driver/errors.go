@@ -105,8 +105,8 @@ func (e *MismatchError) Error() string {
 }
 
 // A MissingError reports an agent request that the recording holds but the
-// live agent skipped: it answered the editor request of the same session
-// recorded after it (the turn's end) without sending it. Run went on.
+// live agent skipped: it ended the turn the request was recorded in (it
+// answered that turn's session/prompt) without sending it. Run went on.
 type MissingError struct {
 	Method string // the request's method
 	N      int    // its number among the recorded requests of Method, from 1
@@ -114,7 +114,7 @@ type MissingError struct {
 }
 
 func (e *MissingError) Error() string {
-	return fmt.Sprintf("the agent did not send %s #%d (recorded; it sent %d) before answering its session's editor request recorded after it", e.Method, e.N, e.Live)
+	return fmt.Sprintf("the agent did not send %s #%d (recorded; it sent %d) before ending the turn it was recorded in", e.Method, e.N, e.Live)
 }
 
 // A PermissionKindError reports a permission request whose recorded

@@ -53,11 +53,15 @@ type anchor struct {
 	id     int32 // a response's id, by its index in the plan's ids
 	n      int32
 	// pass, for a request, is the index of the anchor that ends its
-	// turn: the first response recorded after it to an editor request
-	// of its session (of any session for a request without one, or when
-	// its session has none). Once the live agent has sent that response
-	// without the request, it never will. Another session's turn does
-	// not count: sessions in flight race each other.
+	// turn: the response to the first editor request of its session
+	// unanswered when it was recorded (the session/prompt of the turn).
+	// Outside a turn, the first response recorded after it to an editor
+	// request of its session; of any session for a request without one,
+	// or when its session has none. Once the live agent has sent that
+	// response without the request, it never will. Another session's
+	// turn does not count: sessions in flight race each other, nor does
+	// the answer to another request of the turn (set_mode sent
+	// mid-turn), which the agent may give before or after.
 	pass int32
 }
 
@@ -257,6 +261,7 @@ func newPlan(src lane.Lines, name func(int) string) (*plan, error) {
 		outstanding: make(map[string]reqKey),
 		total:       make(map[noteKey]int),
 		unpassed:    make(map[string][]int32),
+		inTurn:      make(map[respKey][]int32),
 		pending:     make(map[string][]pendingReq),
 		askSession:  make(map[respKey]string),
 	}
@@ -288,6 +293,7 @@ type planner struct {
 	pending     map[string][]pendingReq // session → its editor requests not answered yet, in the order sent
 	askSession  map[respKey]string      // the session of each editor request in pending
 	unpassed    map[string][]int32      // session → its request anchors whose pass is not known yet
+	inTurn      map[respKey][]int32     // the editor request of a turn → the request anchors recorded in the turn, till it is answered
 	total       map[noteKey]int         // notifications awaited so far (see counted)
 	at          []map[noteKey]int       // total when each step was recorded
 	atTotal     map[noteKey]int         // the last copy of total in at, nil if total changed since
@@ -363,9 +369,9 @@ func (pl *planner) passed(session string, at int32) {
 	}
 }
 
-// finish sets the pass of the request anchors whose session has no
-// response after them: the first response after them of any session, or
-// none.
+// finish sets the pass of the request anchors whose turn or session has
+// no response after them: the first response after them of any session,
+// or none.
 func (pl *planner) finish() {
 	next := int32(len(pl.anchors))
 	for i := len(pl.anchors) - 1; i >= 0; i-- {
@@ -377,7 +383,7 @@ func (pl *planner) finish() {
 			a.pass = next
 		}
 	}
-	pl.unpassed = nil
+	pl.unpassed, pl.inTurn = nil, nil
 }
 
 // id returns the index of editor request id id, a new one if it is new.
@@ -407,7 +413,12 @@ func (pl *planner) agentFrame(i int, m acp.Message) {
 		k := respKey{id, pl.respN[id]}
 		p.anchors = append(p.anchors, anchor{series: -1, id: id, n: k.n})
 		p.resps.set(k, i)
-		pl.passed(pl.answered(k), int32(len(p.anchors)-1))
+		at := int32(len(p.anchors) - 1)
+		for _, j := range pl.inTurn[k] {
+			p.anchors[j].pass = at
+		}
+		delete(pl.inTurn, k)
+		pl.passed(pl.answered(k), at)
 	case acp.Request:
 		name := reqSeries{sessionOf(m.Params), m.Method}
 		if isMCP(m.Method) {
@@ -424,7 +435,12 @@ func (pl *planner) agentFrame(i int, m acp.Message) {
 		sp.answers = append(sp.answers, answer{frame: -1})
 		k := reqKey{name, len(sp.frames)}
 		p.anchors = append(p.anchors, anchor{series: s, id: -1, n: int32(k.n), pass: -1})
-		pl.unpassed[name.session] = append(pl.unpassed[name.session], int32(len(p.anchors)-1))
+		at := int32(len(p.anchors) - 1)
+		if q := pl.pending[name.session]; name.session != "" && len(q) > 0 {
+			pl.inTurn[q[0].k] = append(pl.inTurn[q[0].k], at)
+		} else {
+			pl.unpassed[name.session] = append(pl.unpassed[name.session], at)
+		}
 		pl.outstanding[acp.IDKey(m.ID)] = k
 	case acp.Notification:
 		if k, n := noteOf(m); counted(k) {

@@ -358,3 +358,32 @@ func TestReplayCancelCountsItsSession(t *testing.T) {
 		t.Errorf("session/cancel at %d of the timeline, session 1's chunk at %d; want the cancel after the chunk: %v", cancelAt, chunkAt, res.Timeline)
 	}
 }
+
+// TestReplayRequestRacesMidTurnAnswer: an agent request recorded before
+// the agent answered a session/set_mode sent mid-turn may come after that
+// answer live; only the turn's end says the request was skipped.
+func TestReplayRequestRacesMidTurnAnswer(t *testing.T) {
+	e, a := lane.Editor, lane.Agent
+	f := func(l lane.Lane, s string) lane.Line { return lane.Line{Lane: l, Data: []byte(s)} }
+	const setMode = `{"jsonrpc":"2.0","id":4,"method":"session/set_mode","params":{"sessionId":"sess_rec1aaaa","modeId":"plan"}}`
+	recorded := append(twoSessions()[:2],
+		f(e, promptLine("3", "sess_rec1aaaa")),
+		f(e, setMode),
+		f(a, permissionLine("90", "sess_rec1aaaa")),
+		f(a, `{"jsonrpc":"2.0","id":4,"result":{}}`),
+		f(e, fmt.Sprintf(allowLine, "90")),
+		f(a, endTurnLine("3")),
+	)
+	_, err := runScripted(t, recorded, func(a *scriptedAgent) {
+		a.method("session/new")
+		a.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"sess_live1xxxx"}}`)
+		a.method("session/prompt")
+		a.method("session/set_mode")
+		a.send(`{"jsonrpc":"2.0","id":4,"result":{}}`, permissionLine(`"p1"`, "sess_live1xxxx"))
+		a.answer(`"p1"`)
+		a.send(endTurnLine("3"))
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
