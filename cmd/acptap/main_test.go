@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,6 +90,7 @@ func TestScripts(t *testing.T) {
 			"exits":      cmdExits,
 			"onelineerr": cmdOneLineErr,
 			"waitlive":   cmdWaitLive,
+			"stdoutvar":  cmdStdoutVar,
 			"damage":     cmdDamage,
 		},
 	})
@@ -142,6 +144,27 @@ func cmdWaitLive(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// cmdStdoutVar sets a variable of the script to what the one group of a
+// regular expression matched on the last command's stdout, for a value
+// that varies from run to run (a frame's number where lanes race):
+//
+//	stdoutvar VAR REGEXP
+func cmdStdoutVar(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: stdoutvar VAR REGEXP")
+	}
+	re, err := regexp.Compile(`(?m)` + args[1])
+	ts.Check(err)
+	if re.NumSubexp() != 1 {
+		ts.Fatalf("stdoutvar: %s has %d groups, want 1", args[1], re.NumSubexp())
+	}
+	m := re.FindStringSubmatch(ts.ReadFile("stdout"))
+	if m == nil {
+		ts.Fatalf("stdoutvar: no match for %s in stdout", args[1])
+	}
+	ts.Setenv(args[0], m[1])
 }
 
 // cmdOneLineErr checks that the last command printed exactly one line on

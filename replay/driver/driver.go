@@ -847,9 +847,11 @@ func (r *run) waitError(err error, now time.Time) error {
 	}
 	if err == ErrTimeout {
 		// The timer fired Timeout after the last sign of the agent; say
-		// so exactly, whatever the scheduler's delay.
+		// so exactly, whatever the scheduler's delay. A sign from before
+		// the wait began (a dropped frame is not written, so it makes
+		// none) leaves the whole wait silent: it lasted the timeout.
 		e.Silent = r.d.timeout
-		e.Waited = r.lastSign().Sub(r.start) + r.d.timeout
+		e.Waited = max(r.lastSign().Sub(r.start), 0) + r.d.timeout
 	}
 	if w := r.inflight; w != nil {
 		e.Subject = r.subject(w)
@@ -878,7 +880,7 @@ func (r *run) closedError(err error, now time.Time) error {
 	}
 	if err == ErrTimeout {
 		e.Silent = r.d.timeout
-		e.Waited = r.lastSign().Sub(r.start) + r.d.timeout
+		e.Waited = max(r.lastSign().Sub(r.start), 0) + r.d.timeout
 	}
 	for _, k := range r.asked {
 		if !r.answeredLive(k) {
