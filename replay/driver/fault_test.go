@@ -201,3 +201,32 @@ func (w *lockedWriter) count() int {
 	defer w.mu.Unlock()
 	return w.n
 }
+
+// TestFaultDropWaitsTimeout: the prompt dropped, Run times out waiting
+// for its answer, and says it waited the timeout, silent all along: the
+// agent's last line came before the wait began, as a dropped frame is
+// never written.
+func TestFaultDropWaitsTimeout(t *testing.T) {
+	f := func(l lane.Lane, s string) lane.Line { return lane.Line{Lane: l, Data: []byte(s)} }
+	recorded := []lane.Line{
+		f(lane.Editor, `{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/w","mcpServers":[]}}`),
+		f(lane.Agent, `{"jsonrpc":"2.0","id":1,"result":{"sessionId":"sess_rec1aaaa"}}`),
+		f(lane.Editor, promptLine("2", "sess_rec1aaaa")),
+		f(lane.Agent, endTurnLine("2")),
+		f(lane.Editor, promptLine("3", "sess_rec1aaaa")),
+		f(lane.Agent, endTurnLine("3")),
+	}
+	const timeout = 200 * time.Millisecond
+	opts := driver.Options{Recorded: recorded, Timeout: timeout, Faults: map[int]driver.Fault{2: {Kind: driver.FaultDrop}}}
+	_, err := runScriptedWith(t, opts, func(a *scriptedAgent) {
+		a.method("session/new")
+		a.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"sess_live1xxxx"}}`)
+	})
+	var we *driver.WaitError
+	if !errors.As(err, &we) {
+		t.Fatalf("Run error = %v, want a *WaitError", err)
+	}
+	if we.Frame != 4 || we.Waited != timeout || we.Silent != timeout {
+		t.Errorf("WaitError frame %d, waited %v, silent %v; want frame 4, waited and silent %v", we.Frame, we.Waited, we.Silent, timeout)
+	}
+}

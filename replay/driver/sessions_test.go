@@ -135,7 +135,16 @@ func (a *scriptedAgent) send(lines ...string) {
 // runScripted replays recorded against script.
 func runScripted(t *testing.T, recorded []lane.Line, script func(a *scriptedAgent)) (driver.Result, error) {
 	t.Helper()
-	d := driver.New(driver.Options{Recorded: recorded, Timeout: 10 * time.Second})
+	return runScriptedWith(t, driver.Options{Recorded: recorded, Timeout: 10 * time.Second}, script)
+}
+
+// runScriptedWith replays opts.Recorded with opts against script.
+func runScriptedWith(t *testing.T, opts driver.Options, script func(a *scriptedAgent)) (driver.Result, error) {
+	t.Helper()
+	d, err := driver.NewFrom(lane.Slice(opts.Recorded), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pr, pw := io.Pipe()
 	sent := make(chan acp.Message, 64)
 	go func() {
