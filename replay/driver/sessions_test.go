@@ -38,52 +38,27 @@ func TestReplayRequestsPerSession(t *testing.T) {
 		f(a, `{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`),
 		f(a, `{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`),
 	}
-	d := driver.New(driver.Options{Recorded: recorded, Timeout: 10 * time.Second})
-	pr, pw := io.Pipe()
-	sent := make(chan acp.Message, 16)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			sent <- acp.Parse([]byte(sc.Text()))
-		}
-		close(sent)
-	}()
-	live := make(chan []byte)
 	answers := map[string]string{} // live request id → the content it got
-	go func() {
-		next := func(method string) acp.Message {
-			for m := range sent {
-				if m.Method == method || method == "" {
-					return m
-				}
-			}
-			return acp.Message{}
-		}
-		next("session/new")
-		next("session/new")
-		live <- []byte(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"sess_live1xxxx"}}`)
-		live <- []byte(`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"sess_live2yyyy"}}`)
-		next("session/prompt")
-		next("session/prompt")
+	_, err := runScripted(t, recorded, func(a *scriptedAgent) {
+		a.method("session/new")
+		a.method("session/new")
+		a.send(`{"jsonrpc":"2.0","id":1,"result":{"sessionId":"sess_live1xxxx"}}`,
+			`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"sess_live2yyyy"}}`)
+		a.method("session/prompt")
+		a.method("session/prompt")
 		// Session 2 asks first this time.
-		live <- []byte(`{"jsonrpc":"2.0","id":"q1","method":"fs/read_text_file","params":{"sessionId":"sess_live2yyyy","path":"/w/b"}}`)
-		live <- []byte(`{"jsonrpc":"2.0","id":"q2","method":"fs/read_text_file","params":{"sessionId":"sess_live1xxxx","path":"/w/a"}}`)
+		a.send(`{"jsonrpc":"2.0","id":"q1","method":"fs/read_text_file","params":{"sessionId":"sess_live2yyyy","path":"/w/b"}}`,
+			`{"jsonrpc":"2.0","id":"q2","method":"fs/read_text_file","params":{"sessionId":"sess_live1xxxx","path":"/w/a"}}`)
 		for range 2 {
-			m := next("")
+			m := a.await(func(m acp.Message) bool { return m.Kind == acp.Response })
 			var r struct {
 				Content string `json:"content"`
 			}
 			json.Unmarshal(m.Result, &r)
 			answers[acp.IDKey(m.ID)] = r.Content
 		}
-		live <- []byte(`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`)
-		live <- []byte(`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`)
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
-	_, err := d.Run(ctx, pw, live)
-	pw.Close()
-	close(live)
+		a.send(endTurnLine("4"), endTurnLine("3"))
+	})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -101,13 +76,15 @@ type scriptedAgent struct {
 	done <-chan struct{} // closed once Run has returned
 }
 
-// await reads what Run wrote until a line of which want is true.
-func (a *scriptedAgent) await(want func(acp.Message) bool) {
+// await reads what Run wrote until a line of which want is true, and
+// returns it.
+func (a *scriptedAgent) await(want func(acp.Message) bool) acp.Message {
 	for m := range a.sent {
 		if want(m) {
-			return
+			return m
 		}
 	}
+	return acp.Message{}
 }
 
 // method waits for the next editor line of a method.
