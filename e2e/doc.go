@@ -24,7 +24,7 @@
 // proxy and a base URL (below). In the normal run each test of an agent
 // takes one of them, the agent's tests split between the two (codex-acp's
 // WebSocket test takes both); ACPTAP_E2E_ALL_ROUTES=1
-// (scripts/e2e-full) runs every test by both.
+// (scripts/test-full) runs every test by both.
 //
 // # How codex-acp reaches the tap
 //

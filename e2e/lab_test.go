@@ -147,7 +147,7 @@ var (
 )
 
 // allRoutesEnv, set to 1, runs every test of an agent by every route;
-// scripts/e2e-full sets it.
+// scripts/test-full sets it.
 const allRoutesEnv = "ACPTAP_E2E_ALL_ROUTES"
 
 // routesOf returns the routes a test of an agent takes: by default the

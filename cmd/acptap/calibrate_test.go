@@ -51,8 +51,9 @@ func mustContain(t *testing.T, what, out string, wants ...string) {
 
 // TestCalibrateLLMAgent records the LLM-backed test agent with --noise
 // through both routes to the LLM: it replays red, with request drift,
-// until calibrate has learned its noise; then it replays green 20 times
-// with --requests fail, and a changed system prompt is still caught.
+// until calibrate has learned its noise; then it replays green 5 times
+// (20 in scripts/test-full) with --requests fail, and a changed system
+// prompt is still caught.
 func TestCalibrateLLMAgent(t *testing.T) {
 	for _, route := range []string{"base-url", "proxy-tls"} {
 		t.Run(route, func(t *testing.T) {
@@ -99,7 +100,7 @@ func TestCalibrateLLMAgent(t *testing.T) {
 			show, _, _ := runAcptap(t, dir, agentEnv(), "show", "--store", db, "noise")
 			mustContain(t, "show", show, "\n  calibrated: 6 rules, applied by replay\n", `"path":"$.body.metadata.run"`)
 
-			for i := range 20 {
+			for i := range repeats(t) {
 				out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--requests", "fail", "noise")
 				if code != 0 || !strings.HasPrefix(out, "PASS noise") || strings.Contains(out, "warning") {
 					t.Fatalf("calibrated replay %d: exit %d; want PASS, no warning, exit 0\n%s%s", i+1, code, out, errOut)
@@ -321,7 +322,7 @@ func TestCalibratePresence(t *testing.T) {
 	}
 	mustContain(t, "show", out, "calibrated: 1 rules, applied by replay", "sent in some runs only at agent output turn 1", "      "+rule+"\n")
 
-	for i := range 20 {
+	for i := range repeats(t) {
 		if out, code := replay(); code != 0 {
 			t.Fatalf("calibrated replay %d: exit %d\n%s", i+1, code, out)
 		}

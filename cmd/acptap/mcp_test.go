@@ -217,7 +217,8 @@ func TestMCPServerMissing(t *testing.T) {
 }
 
 // TestMCPReplay records a session whose agent calls the tool of a stdio
-// MCP server and of an HTTP one in each turn, then replays it 20 times
+// MCP server and of an HTTP one in each turn, then replays it 5 times (20
+// in scripts/test-full)
 // with the stdio server's program gone and the HTTP server's port
 // closed: each replay is green, served from the recording, and neither
 // server logs a call. A changed call is reported, the call the recording
@@ -279,7 +280,7 @@ func TestMCPReplay(t *testing.T) {
 	if !strings.Contains(shown, "web") || strings.Contains(shown, "web-secret-0123456789") {
 		t.Errorf("show lists the HTTP server's exchanges by its name, its header masked:\n%s", shown)
 	}
-	for i := range 20 {
+	for i := range repeats(t) {
 		out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "mcp")
 		if code != 0 {
 			t.Fatalf("replay #%d with the MCP servers gone: exit %d\n%s%s", i, code, out, errOut)

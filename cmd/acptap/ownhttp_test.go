@@ -159,7 +159,8 @@ func llmClasses(t *testing.T, db, name string) []string {
 
 // TestOwnHTTPReplaysGreen: an agent that calls its own loopback server
 // before each turn and looks up a registry at start-up, recorded through
-// each route with the defaults, replays green twenty times with nothing
+// each route with the defaults, replays green 5 times (20 in
+// scripts/test-full) with nothing
 // upstream: its own server was never recorded (NO_PROXY named loopback),
 // the registry's answer comes from the recording, by method and
 // normalized URL (its query has a time and an id), and the LLM's
@@ -196,7 +197,7 @@ func TestOwnHTTPReplaysGreen(t *testing.T) {
 
 			r.Close() // the registry and the LLM are down
 			other := t.TempDir()
-			for i := range 20 {
+			for i := range repeats(t) {
 				out, errOut, code := runAcptap(t, other, agentEnv(), "replay", "--store", db, "own")
 				if code != 0 || !strings.HasPrefix(out, "PASS own") || strings.Contains(out, "warning") {
 					t.Fatalf("replay %d: exit %d, stdout %q, stderr %q; want PASS without warnings and exit 0", i, code, out, errOut)

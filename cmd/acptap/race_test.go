@@ -2,8 +2,10 @@ package main
 
 import (
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -24,6 +26,25 @@ func recordEditor(t *testing.T, dir, db, name string, env, editorArgs, recordFla
 	}
 }
 
+// repeatsEnv sets how many times the tests that replay a recording again
+// and again, to catch a replay that passes only sometimes, replay it: 5
+// by default, 20 in scripts/test-full.
+const repeatsEnv = "ACPTAP_TEST_REPEATS"
+
+// repeats returns how many times to replay (see repeatsEnv).
+func repeats(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv(repeatsEnv)
+	if s == "" {
+		return 5
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a count of 1 or more", repeatsEnv, s)
+	}
+	return n
+}
+
 // replayTimes replays a recording n times, each in a directory of its
 // own, and fails at the first that does not pass.
 func replayTimes(t *testing.T, n int, db, name string, args ...string) {
@@ -36,13 +57,14 @@ func replayTimes(t *testing.T, n int, db, name string, args ...string) {
 	}
 }
 
-// TestReplayConcurrentUpdatesTwentyTimes records the test agent sending a
+// TestReplayConcurrentUpdatesRepeatedly records the test agent sending a
 // tool call's last update ~15 ms late, an available_commands_update racing
 // the session/new answer and a usage_update racing each turn's answer,
 // from concurrent tasks, scripted and calling an LLM by both routes; each
-// replays 20 times in 20 equal with the defaults, whichever order
-// scheduling gave the recording and each replay.
-func TestReplayConcurrentUpdatesTwentyTimes(t *testing.T) {
+// replays equal every time of 5 (20 in scripts/test-full) with the
+// defaults, whichever order scheduling gave the recording and each
+// replay.
+func TestReplayConcurrentUpdatesRepeatedly(t *testing.T) {
 	for _, mode := range []string{"scripted", "base-url", "proxy-tls"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := workspace(t)
@@ -73,7 +95,7 @@ func TestReplayConcurrentUpdatesTwentyTimes(t *testing.T) {
 					t.Fatalf("the recording lacks %s:\n%s", want, strings.Join(agentLines, "\n"))
 				}
 			}
-			replayTimes(t, 20, db, "race")
+			replayTimes(t, repeats(t), db, "race")
 		})
 	}
 }
@@ -87,7 +109,7 @@ func TestReplayCancelWithConcurrentUpdates(t *testing.T) {
 	db := filepath.Join(dir, "s.db")
 	recordEditor(t, dir, db, "cancel", agentEnv(), []string{"--prompt", "a long answer please", "--cancel-after", "3"}, nil,
 		"--concurrent-updates", "timed", "--chunk-size", "2", "--chunk-delay", "50ms")
-	replayTimes(t, 20, db, "cancel")
+	replayTimes(t, repeats(t), db, "cancel")
 }
 
 // TestReplayOrderStrict records the tool call's last update after the

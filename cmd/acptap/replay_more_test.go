@@ -193,7 +193,8 @@ func TestReplaySessions(t *testing.T) {
 // TestReplayZedSession records what a Zed-like editor sends to an agent
 // with every feature of a real editor session (two sessions at once,
 // modes, models, session/list, terminals, elicitation, vendor methods
-// both ways, session/close and session/load with history) 20 times, each
+// both ways, session/close and session/load with history) 5 times (20 in
+// scripts/test-full), each
 // passed through byte for byte and replayed green; then each planted
 // change is caught with its own report, and a permission option renamed
 // still passes, by kind.
@@ -215,7 +216,7 @@ func TestReplayZedSession(t *testing.T) {
 			t.Errorf("show does not list %s:\n%s", method, out)
 		}
 	}
-	for i := range 20 {
+	for i := range repeats(t) {
 		name := fmt.Sprintf("zed-%d", i)
 		transcript := filepath.Join(t.TempDir(), "transcript.ndjson")
 		args := append([]string{"--zed", "--prompt", "read it", "--prompt", "again", "--transcript", transcript, "--",

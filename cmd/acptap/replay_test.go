@@ -53,14 +53,16 @@ func workspace(t *testing.T) string {
 	return dir
 }
 
-func TestReplayEqualTwentyTimes(t *testing.T) {
+// TestReplayEqualRepeatedly records a session with string ids and replays
+// it 5 times (20 in scripts/test-full) elsewhere: every replay passes.
+func TestReplayEqualRepeatedly(t *testing.T) {
 	dir := workspace(t)
 	db := filepath.Join(dir, "s.db")
 	recordSession(t, dir, db, "typo", agentEnv(), nil, "--read", "notes.txt", "--string-ids", "--chunk-size", "3")
 	// The replay runs elsewhere, in its own sandbox: a different directory
 	// and no notes.txt but the recorded editor answers.
 	other := t.TempDir()
-	for i := range 20 {
+	for i := range repeats(t) {
 		out, errOut, code := runAcptap(t, other, agentEnv(), "replay", "--store", db, "typo")
 		if code != 0 || !strings.HasPrefix(out, "PASS typo") {
 			t.Fatalf("replay %d: exit %d, stdout %q, stderr %q; want PASS and exit 0", i, code, out, errOut)

@@ -14,7 +14,8 @@ import (
 // a WebSocket (--llm-ws, as Codex does by default) by both routes: each
 // turn is an exchange of the connection, ws:// or wss://, its messages
 // the server's events, which show reassembles; the recording replays
-// green 20 times with --requests fail, and a changed prompt is caught.
+// green 5 times (20 in scripts/test-full) with --requests fail, and a
+// changed prompt is caught.
 func TestWebSocketLLM(t *testing.T) {
 	for _, route := range []string{"base-url", "proxy-tls"} {
 		t.Run(route, func(t *testing.T) {
@@ -70,7 +71,7 @@ func TestWebSocketLLM(t *testing.T) {
 				t.Errorf("show lacks the WebSocket exchanges:\n%s", shown)
 			}
 			upstream.Close()
-			for i := range 20 {
+			for i := range repeats(t) {
 				if out, errOut, code := runAcptap(t, t.TempDir(), agentEnv(), "replay", "--store", db, "--requests", "fail", "ws"); code != 0 || !strings.Contains(out, "2 LLM exchanges served") {
 					t.Fatalf("replay %d: exit %d\n%s%s", i+1, code, out, errOut)
 				}
