@@ -219,8 +219,18 @@ func TestRecordsInTheParent(t *testing.T) {
 	if h := x.RequestHeaders.Get("Authorization"); h != "[masked]" {
 		t.Errorf("Authorization recorded as %q, want it masked by Redact", h)
 	}
-	if len(redacted) != 1 || !strings.HasPrefix(redacted[0], up.URL) {
-		t.Errorf("Redact saw %q, want the exchange to %s once", redacted, up.URL)
+	// Redact sees what the Recorder is given: the exchange as it ended,
+	// and first in flight if it was in flight long enough to be recorded
+	// so (as on a busy machine).
+	records := 1
+	if s := got[0].started; s != nil {
+		records = 2
+		if h := s.RequestHeaders.Get("Authorization"); h != "[masked]" {
+			t.Errorf("Authorization recorded in flight as %q, want it masked by Redact", h)
+		}
+	}
+	if len(redacted) != records || slices.ContainsFunc(redacted, func(u string) bool { return !strings.HasPrefix(u, up.URL) }) {
+		t.Errorf("Redact saw %q, want the exchange to %s %d times, once per record of it", redacted, up.URL, records)
 	}
 	// Times count from Config.Start, an hour ago, in the tap process too.
 	if at, lo := got[0].at, before.Sub(cfg.Tap.Start); at < lo || at > lo+time.Minute {
