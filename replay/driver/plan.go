@@ -1,11 +1,13 @@
 package driver
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/acptap/acptap/lane"
 
@@ -27,8 +29,17 @@ type reqKey struct {
 	n int
 }
 
-// sessionOf returns params.sessionId, or "".
+// sessionOf returns params.sessionId, or "". ACP's params put sessionId
+// first, as agents and editors write them: read there, it needs no
+// decoding of the rest, which for the agent's updates is most of a
+// frame; anywhere else, or escaped, params are decoded.
 func sessionOf(params json.RawMessage) string {
+	const first = `{"sessionId":"`
+	if rest, ok := bytes.CutPrefix(params, []byte(first)); ok {
+		if end := bytes.IndexByte(rest, '"'); end >= 0 && !bytes.Contains(rest[:end], []byte{'\\'}) && utf8.Valid(rest[:end]) {
+			return string(rest[:end])
+		}
+	}
 	var p struct {
 		SessionID string `json:"sessionId"`
 	}
@@ -568,23 +579,22 @@ func counted(k noteKey) bool {
 // sent it, and how much it counts: a chunk its text's bytes, anything
 // else 1.
 func noteOf(m acp.Message) (noteKey, int) {
+	k := noteKey{method: m.Method, update: m.UpdateKind}
+	if !k.chunk() {
+		k.session = sessionOf(m.Params)
+		return k, 1
+	}
 	var p struct {
 		SessionID string `json:"sessionId"`
 		Update    struct {
-			// Another update's content may be a list.
-			Content json.RawMessage `json:"content"`
+			Content struct {
+				Text string `json:"text"`
+			} `json:"content"`
 		} `json:"update"`
 	}
 	json.Unmarshal(m.Params, &p)
-	k := noteKey{session: p.SessionID, method: m.Method, update: m.UpdateKind}
-	if !k.chunk() {
-		return k, 1
-	}
-	var c struct {
-		Text string `json:"text"`
-	}
-	json.Unmarshal(p.Update.Content, &c)
-	return k, max(1, len(c.Text))
+	k.session = p.SessionID
+	return k, max(1, len(p.Update.Content.Text))
 }
 
 // editorFrame reports whether frame i of the recording is the editor's.

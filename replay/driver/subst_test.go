@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -156,4 +157,24 @@ func FuzzLearn(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSessionOf: params.sessionId read where ACP puts it, first, equals
+// what decoding gives, and is decoded anywhere else.
+func TestSessionOf(t *testing.T) {
+	for params, want := range map[string]string{
+		`{"sessionId":"sess_1","update":{"sessionUpdate":"plan"}}`: "sess_1",
+		`{"sessionId":"a\"b","x":1}`:                               `a"b`,
+		`{"sessionId":"caf\u00e9"}`:                                "café",
+		`{"update":{"sessionId":"inner"},"sessionId":"outer"}`:     "outer",
+		`{ "sessionId" : "spaced" }`:                               "spaced",
+		`{"cwd":"/w"}`:                                             "",
+		`{"sessionId":""}`:                                         "",
+		`[1,2]`:                                                    "",
+		``:                                                         "",
+	} {
+		if got := sessionOf(json.RawMessage(params)); got != want {
+			t.Errorf("sessionOf(%s) = %q, want %q", params, got, want)
+		}
+	}
 }
