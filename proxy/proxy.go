@@ -149,7 +149,9 @@ type Config struct {
 	// bodies recorded undecoded, TLS handshakes the agent refused, the
 	// first request a listener refused for want of the secret. They
 	// start "http tap: " and do not name the program, which the caller
-	// may add. If nil, they are discarded.
+	// may add. It is not called after Close returns: notices of
+	// connections still closing then are dropped. If nil, they are
+	// discarded.
 	Logf func(format string, args ...any)
 }
 
@@ -160,9 +162,10 @@ type Tap struct {
 	recorder  Recorder // nil for none
 	redact    func(*exchange.Exchange)
 	start     time.Time
-	logf      func(format string, args ...any)
-	errorLog  *log.Logger // Logf as a log.Logger, for net/http and goproxy
-	secret    string      // Config.Secret
+	notes     *notices
+	logf      func(format string, args ...any) // notes.printf
+	errorLog  *log.Logger                      // logf as a log.Logger, for net/http and goproxy
+	secret    string                           // Config.Secret
 
 	proxyURL   string        // with the credentials
 	proxyGuard guard         // of the forward proxy
@@ -225,9 +228,9 @@ func New(cfg Config) (*Tap, error) {
 	if transport == nil {
 		transport = newTransport(cfg.UpstreamCAs)
 	}
-	logf := cfg.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
+	notes := &notices{logf: cfg.Logf}
+	if notes.logf == nil {
+		notes.logf = func(string, ...any) {}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -239,8 +242,9 @@ func New(cfg Config) (*Tap, error) {
 		recorder:  cfg.Recorder,
 		redact:    cfg.Redact,
 		start:     start,
-		logf:      logf,
-		errorLog:  log.New(logWriter(logf), "", 0),
+		notes:     notes,
+		logf:      notes.printf,
+		errorLog:  log.New(logWriter(notes.printf), "", 0),
 		secret:    secret,
 		proxyURL:  "http://" + proxyUser + ":" + secret + "@" + ln.Addr().String(),
 		tunnelLn:  newConnListener(ln.Addr()),
@@ -376,6 +380,34 @@ func verifyChain(certs []*x509.Certificate, host string, extra *x509.CertPool) e
 		err = err2
 	}
 	return &tls.CertificateVerificationError{UnverifiedCertificates: certs, Err: err}
+}
+
+// notices passes the tap's notices to Config.Logf until the tap is
+// closed. net/http logs from connection goroutines that Server.Close does
+// not wait for, such as a TLS handshake failing on a closed connection;
+// a caller's Logf, a test's t.Logf say, must not be called once Close
+// has returned.
+type notices struct {
+	mu     sync.Mutex // guards closed, and is held across each call of logf
+	closed bool
+	logf   func(format string, args ...any)
+}
+
+// printf passes a notice to logf unless the tap is closed.
+func (n *notices) printf(format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.closed {
+		n.logf(format, args...)
+	}
+}
+
+// close drops every later notice, once any call of logf under way has
+// returned.
+func (n *notices) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
 }
 
 // logWriter adapts Logf to the io.Writer under a log.Logger.
@@ -549,6 +581,7 @@ func (t *Tap) Close() error {
 		if dir != "" {
 			errs = append(errs, os.RemoveAll(dir))
 		}
+		t.notes.close()
 		if err := errors.Join(errs...); err != nil {
 			t.closeErr = fmt.Errorf("closing the HTTP tap: %w", err)
 		}
