@@ -388,16 +388,12 @@ func (p *Plan) create(st *store.Store) (*store.Writer, error) {
 	if p.archive != nil {
 		if err := w.PutBlob(store.SnapshotBlob, p.archive); err != nil {
 			// A recording that says it has a snapshot must have it.
-			w.Finish()
-			st.Delete(p.name)
-			return nil, classify(ErrSnapshot, "%w", err)
+			return nil, abandon(w, classify(ErrSnapshot, "%w", err))
 		}
 	}
 	if opts.Scenario != nil {
 		if err := w.PutBlob(store.ScenarioBlob, p.secrets.Bytes(opts.Scenario)); err != nil {
-			w.Finish()
-			st.Delete(p.name)
-			return nil, classify(ErrSave, "keeping the scenario: %w", err)
+			return nil, abandon(w, classify(ErrSave, "keeping the scenario: %w", err))
 		}
 	}
 	return w, nil
@@ -455,7 +451,7 @@ func (p *Plan) startAgent(w *store.Writer, seqr *sequencer, clock *stamp.Clock, 
 
 // abandon ends a recording whose agent never ran: the recording is
 // removed, since it holds nothing and would block its name for the next
-// try, and err is returned, joined with the store's error if the
+// try, one it was to replace (--force) is put back, and err is returned, joined with the store's error if the
 // recording could not be removed.
 func abandon(w *store.Writer, err error) error {
 	if derr := w.Discard(); derr != nil {

@@ -190,6 +190,35 @@ func (s *Store) readAll(f *os.File, names []string, fn func(string, *salvaged)) 
 	return err
 }
 
+// strandedReplaced returns the names of the recordings Create kept aside
+// whose replacement no Writer is writing any more: its process died.
+func (s *Store) strandedReplaced(tx *bolt.Tx) ([]string, error) {
+	kept := tx.Bucket(replacedBucket)
+	if kept == nil {
+		return nil, nil
+	}
+	if err := walkable(kept, "", false); err != nil {
+		return nil, err
+	}
+	p, err := newLiveProbe(s.path)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	var names []string
+	c := kept.Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		live, err := p.live(string(k))
+		if err != nil {
+			return names, err
+		}
+		if !live {
+			names = append(names, string(k))
+		}
+	}
+	return names, nil
+}
+
 // damageText is the text of a *DamagedError without the store's, the
 // recording's and the event's names.
 func damageText(err error) string {
@@ -235,6 +264,14 @@ func (s *Store) readRecordings(tx *bolt.Tx, names []string, fn func(string, *sal
 		switch {
 		case bytes.Equal(k, removedBucket):
 			whole.problem("", 0, "it keeps the pages of damaged recordings that rm removed; acptap check --salvage copies the store without them")
+		case bytes.Equal(k, replacedBucket):
+			stranded, err := s.strandedReplaced(tx)
+			if err != nil {
+				whole.problem("", 0, "the recordings kept aside while they were recorded again do not read: "+damageText(err))
+			}
+			for _, name := range stranded {
+				whole.problem("", 0, fmt.Sprintf("it keeps aside the recording %s replaced when it was recorded again, by a process that died; the next acptap record --force or acptap rm of %s drops it", QuoteName(name), QuoteName(name)))
+			}
 		case !bytes.Equal(k, storeBucket) && !bytes.Equal(k, recordingsBucket):
 			whole.problem("", 0, fmt.Sprintf("stray key %s at the top of the file", quoteKey(k)))
 		}

@@ -11,7 +11,8 @@ import (
 // one that should not be kept: its agent never ran, so it holds nothing
 // and would only block its name. The recording's live lock is let go of
 // only once it is removed, so that no other recorder takes the name in
-// between. Calls after the first, and after Finish, remove nothing.
+// between. A recording Create replaced (force) is put back. Calls after
+// the first, and after Finish, remove nothing.
 func (w *Writer) Discard() error {
 	var err error
 	w.finishOnce.Do(func() {
@@ -22,11 +23,21 @@ func (w *Writer) Discard() error {
 			if rs == nil {
 				return nil
 			}
-			err := rs.DeleteBucket([]byte(w.name))
-			if errors.Is(err, berrors.ErrBucketNotFound) {
+			key := []byte(w.name)
+			err := rs.DeleteBucket(key)
+			if err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+				return err
+			}
+			if !w.replacing {
 				return nil
 			}
-			return err
+			// The recording this one was to replace comes back.
+			if kept := tx.Bucket(replacedBucket); kept != nil && kept.Bucket(key) != nil {
+				if err := kept.MoveBucket(key, rs); err != nil {
+					return err
+				}
+			}
+			return dropReplaced(tx, key)
 		})
 		w.s.mu.Unlock()
 		if w.live != nil {

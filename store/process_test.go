@@ -67,6 +67,24 @@ func runChild(mode, path string) int {
 			return fail(err)
 		}
 		return 0
+	case "replacer":
+		// acptap record --force under way: the recording "a" is
+		// replaced by one with a frame, until the child is killed.
+		s, err := Open(path, nil)
+		if err != nil {
+			return fail(err)
+		}
+		w, err := s.Create(Recording{Name: "a"}, true)
+		if err != nil {
+			return fail(err)
+		}
+		w.Append(Event{Kind: KindFrame, Lane: LaneAgent, Data: []byte("new")})
+		if err := w.Flush(); err != nil {
+			return fail(err)
+		}
+		fmt.Println("ready")
+		io.Copy(io.Discard, os.Stdin)
+		return fail(errors.New("stdin closed: the child should have been killed"))
 	case "writer":
 		s, err := Open(path, nil)
 		if err != nil {

@@ -47,6 +47,7 @@ var (
 	recordingsBucket = []byte("recordings")
 	metaKey          = []byte("meta")
 	removedBucket    = []byte("removed-damaged")
+	replacedBucket   = []byte("replaced")
 	eventsBucket     = []byte("events")
 )
 
@@ -570,6 +571,9 @@ func (s *Store) Delete(name string) error {
 		if err := walkable(b, name, true); err != nil {
 			return err
 		}
+		if err := dropReplaced(tx, []byte(name)); err != nil {
+			return err
+		}
 		err = tx.Bucket(recordingsBucket).DeleteBucket([]byte(name))
 		if err != nil && !errors.Is(err, berrors.ErrTxClosed) && !errors.Is(err, berrors.ErrTxNotWritable) {
 			// The recording was found, so what failed is the deletion of
@@ -619,6 +623,13 @@ func (s *Store) Delete(name string) error {
 // is writing a recording of that name. Create sets rec.Format, zeroes the counters and, if
 // rec.Created is zero, sets it to now; it commits the metadata before it
 // returns, so the recording is listed even if the process dies right after.
+//
+// A recording replaced by force is kept aside, unlisted, until the
+// Writer ends: Finish drops it, Discard puts it back, so that a recording
+// that fails to start (an agent that never ran) loses nothing. If the
+// process dies first, the new recording stands and the old one stays
+// aside, where Check reports it, until the name is next created or
+// deleted.
 func (s *Store) Create(rec Recording, force bool) (*Writer, error) {
 	name := rec.Name
 	if err := ValidName(name); err != nil {
@@ -645,22 +656,33 @@ func (s *Store) Create(rec Recording, force bool) (*Writer, error) {
 	if err != nil {
 		return nil, s.wrap("create", name, err)
 	}
+	replacing := false
 	err = s.update("create", name, func(tx *bolt.Tx) error {
 		rs, err := tx.CreateBucketIfNotExists(recordingsBucket)
 		if err != nil {
 			return err
 		}
 		key := []byte(name)
-		if old := rs.Bucket(key); old != nil {
-			if !force {
-				return ErrExists
-			}
+		old := rs.Bucket(key)
+		if old != nil && !force {
+			return ErrExists
+		}
+		// With the live lock held, one kept aside is a dead process's.
+		if err := dropReplaced(tx, key); err != nil {
+			return err
+		}
+		if old != nil {
 			if err := walkable(old, name, true); err != nil {
 				return err
 			}
-			if err := rs.DeleteBucket(key); err != nil {
+			kept, err := tx.CreateBucketIfNotExists(replacedBucket)
+			if err != nil {
 				return err
 			}
+			if err := rs.MoveBucket(key, kept); err != nil {
+				return err
+			}
+			replacing = true
 		}
 		b, err := rs.CreateBucket(key)
 		if err != nil {
@@ -679,8 +701,27 @@ func (s *Store) Create(rec Recording, force bool) (*Writer, error) {
 		return nil, err
 	}
 	w := newWriter(s, rec, live)
+	w.replacing = replacing
 	s.writers[name] = w
 	return w, nil
+}
+
+// dropReplaced deletes the recording of the given name kept aside by
+// Create, if there is one, and the bucket that keeps them once empty.
+func dropReplaced(tx *bolt.Tx, name []byte) error {
+	kept := tx.Bucket(replacedBucket)
+	if kept == nil {
+		return nil
+	}
+	if kept.Bucket(name) != nil {
+		if err := kept.DeleteBucket(name); err != nil {
+			return err
+		}
+	}
+	if k, _ := kept.Cursor().First(); k == nil {
+		return tx.DeleteBucket(replacedBucket)
+	}
+	return nil
 }
 
 // writable fails if the Store cannot start a write to the named

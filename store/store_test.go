@@ -66,6 +66,11 @@ func checkStoreFile(t *testing.T, path string) {
 		for err := range tx.Check() {
 			t.Errorf("invariants: bbolt check: %v", err)
 		}
+		if kept := tx.Bucket(replacedBucket); kept != nil {
+			// Every Writer has ended: Finish drops what it replaced and
+			// Discard puts it back.
+			t.Errorf("invariants: recordings are kept aside after every Writer ended")
+		}
 		rs := tx.Bucket(recordingsBucket)
 		if rs == nil {
 			return errors.New("no recordings bucket")

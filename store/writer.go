@@ -78,6 +78,10 @@ type Writer struct {
 	name string
 	done chan struct{} // closed when run returns
 	live *os.File      // holds the recording's live lock until Finish; nil where there is none (see lockLive)
+	// replacing: Create kept aside a recording of the same name, for
+	// Finish to drop and Discard to put back. Set before the Writer is
+	// returned.
+	replacing bool
 
 	finishOnce sync.Once
 
@@ -244,6 +248,9 @@ func (w *Writer) Throttle(max int) {
 func (w *Writer) Finish() error {
 	w.finishOnce.Do(func() {
 		w.stop()
+		if w.replacing {
+			w.dropReplaced()
+		}
 		// After the last commit: a reader never sees the recording
 		// neither Done nor live while it ends.
 		if w.live != nil {
@@ -254,6 +261,16 @@ func (w *Writer) Finish() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
+}
+
+// dropReplaced deletes the recording Create kept aside for this one. It
+// is not the Writer's error if that fails: this recording is whole, and
+// the old one stays aside, where Check reports it, until the name is
+// next created or deleted.
+func (w *Writer) dropReplaced() {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	w.s.update("finish", w.name, func(tx *bolt.Tx) error { return dropReplaced(tx, []byte(w.name)) })
 }
 
 // stop commits everything queued and stops the Writer's goroutine.
