@@ -49,10 +49,7 @@ func TestDependencies(t *testing.T) {
 // of the binary built (go tool nm); the test knows it reads the right
 // list by finding the demo's agent in it.
 func TestBinaryLinksNoTestDouble(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "acptap")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildAcptap(t)
 	out, err := exec.Command("go", "tool", "nm", bin).Output()
 	if err != nil {
 		t.Fatalf("go tool nm: %v", err)
@@ -97,4 +94,16 @@ func TestInternalImportsNoProduct(t *testing.T) {
 			}
 		}
 	}
+}
+
+// buildAcptap builds the acptap binary as users get it, without the race
+// detector or the test doubles, into a temporary directory of the test,
+// and returns its path.
+func buildAcptap(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "acptap")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }

@@ -53,7 +53,13 @@ func (e showEvent) bytes(t *testing.T) []byte {
 // showJSON runs `acptap show --json NAME` as a real process.
 func showJSON(t *testing.T, db, name string) []showEvent {
 	t.Helper()
-	cmd := exec.Command("acptap", "show", "--store", db, "--json", name)
+	return showJSONOf(t, "acptap", db, name)
+}
+
+// showJSONOf is showJSON with the acptap binary bin.
+func showJSONOf(t *testing.T, bin, db, name string) []showEvent {
+	t.Helper()
+	cmd := exec.Command(bin, "show", "--store", db, "--json", name)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -92,7 +98,13 @@ func laneBytes(t *testing.T, events []showEvent, lane string) []byte {
 	return b.Bytes()
 }
 
+// TestRecordPassesBytesThroughAndShowsThem runs acptap built without the
+// race detector: instrumented, its 64 MiB through record and then show
+// took 50 to 75 s of the suite's CPU, where the rest of the suite watches
+// the same paths for races with lines of kilobytes to megabytes
+// (TestExportImportRawBytes: 2 MiB).
 func TestRecordPassesBytesThroughAndShowsThem(t *testing.T) {
+	acptap := buildAcptap(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "s.db")
 	// Its big frame is longer than stdiotap.MaxRewrite and a store
@@ -108,7 +120,7 @@ func TestRecordPassesBytesThroughAndShowsThem(t *testing.T) {
 	// The agent ends once it has written its output and read all its
 	// input, which takes a while on a busy machine: a long grace, so
 	// that acptap does not stop it first (exit 143).
-	cmd := exec.Command("acptap", "record", "--store", db, "--name", "bytes", "--grace", "1m", "--", "rawagent", outFile, inFile)
+	cmd := exec.Command(acptap, "record", "--store", db, "--name", "bytes", "--grace", "1m", "--", "rawagent", outFile, inFile)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +153,7 @@ func TestRecordPassesBytesThroughAndShowsThem(t *testing.T) {
 		t.Errorf("agent stderr not passed through; stderr = %q", stderr.String())
 	}
 
-	events := showJSON(t, db, "bytes")
+	events := showJSONOf(t, acptap, db, "bytes")
 	for i, e := range events {
 		if e.Seq != uint64(i+1) {
 			t.Fatalf("event %d has seq %d, want %d", i, e.Seq, i+1)
