@@ -67,10 +67,11 @@ func TestForceReplacesOnFinish(t *testing.T) {
 	}
 }
 
-// TestKilledReplacer: when the process replacing a recording dies, the
-// new recording stands, interrupted, and the old one stays aside: Check
-// says so, and the next Create with force drops it.
-func TestKilledReplacer(t *testing.T) {
+// startReplacer opens a store holding a finished recording "a" and
+// starts a child process replacing it (Create with force), which has
+// committed a frame; the Store is the test's to close.
+func startReplacer(t *testing.T) (string, *Store, *child) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "acptap.db")
 	s, err := Open(path, nil)
 	if err != nil {
@@ -83,6 +84,14 @@ func TestKilledReplacer(t *testing.T) {
 	if l := c.line(t); l != "ready" {
 		t.Fatalf("child said %q, want ready", l)
 	}
+	return path, s, c
+}
+
+// TestKilledReplacer: when the process replacing a recording dies, the
+// new recording stands, interrupted, and the old one stays aside: Check
+// says so, and the next Create with force drops it.
+func TestKilledReplacer(t *testing.T) {
+	path, s, c := startReplacer(t)
 	problems := func() []string {
 		t.Helper()
 		var got []string
@@ -125,18 +134,7 @@ func TestKilledReplacer(t *testing.T) {
 // TestDeleteDropsReplaced: rm of a recording whose replacer died drops the
 // recording kept aside too.
 func TestDeleteDropsReplaced(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "acptap.db")
-	s, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := recordA(t, s, "old", false).Finish(); err != nil {
-		t.Fatal(err)
-	}
-	c := startChild(t, "replacer", path)
-	if l := c.line(t); l != "ready" {
-		t.Fatalf("child said %q, want ready", l)
-	}
+	path, s, c := startReplacer(t)
 	if err := s.Delete("a"); !errors.Is(err, ErrBusy) {
 		t.Errorf("Delete while a is recorded again: %v, want ErrBusy", err)
 	}
